@@ -1,0 +1,24 @@
+-- around returns up to radius entries above and below a player, the player included, in rank order, filled in
+-- at the edges of the exact ranking. A player beyond exactTop gets only their own (estimated) entry.
+-- ARGV: window code, period, player, radius. Reply: {size, entry...}.
+local st = load_state(ARGV[1], ARGV[2])
+local player, radius = ARGV[3], tonumber(ARGV[4])
+local out = { st.cnt }
+local _, rec, ts, tok, x, exact = locate(st, player)
+if not rec then return out end
+if not exact then
+  local r = rank_of(st, player, tok, x, false)
+  out[2] = { player, r, 1, fmt(x), ts, meta_of(player) }
+  return out
+end
+local z = zkey(st.w, st.p)
+local r0 = redis.call('ZRANK', z, b62(tok) .. player)
+local n = redis.call('ZCARD', z)
+local start = math.max(0, r0 - radius)
+local stop = start + 2 * radius
+if stop > n - 1 then
+  stop = n - 1
+  start = math.max(0, stop - 2 * radius)
+end
+local rows = redis.call('ZRANGE', z, start, stop, 'WITHSCORES')
+return append_rows(st, rows, start + 1, out)

@@ -1,0 +1,233 @@
+// Package leaderboard is the domain and the Redis core of the service: board definitions, periods, key naming,
+// and the Lua scripts that submit scores and read top lists, ranks, neighbours and friends atomically.
+//
+// It knows nothing of GraphQL or of live fan-out; those packages build on Store.
+package leaderboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	_ "time/tzdata" // periods start at local midnight of IANA zones even on hosts without a zoneinfo database
+	"unicode/utf8"
+)
+
+// Order says which way is better.
+type Order string
+
+const (
+	Desc Order = "DESC" // a higher score ranks first (points)
+	Asc  Order = "ASC"  // a lower score ranks first (lap times)
+)
+
+// Mode says how a submitted score combines with the stored one.
+type Mode string
+
+const (
+	Best   Mode = "BEST"   // keep the better of the stored and the submitted score
+	Latest Mode = "LATEST" // replace the stored score
+	Sum    Mode = "SUM"    // add the submitted delta to the stored total
+)
+
+// Window is a time window of a board. The zero value means "the board's first window" wherever a Window is an
+// argument of a read.
+type Window string
+
+const (
+	AllTime Window = "ALL_TIME"
+	Daily   Window = "DAILY"
+	Weekly  Window = "WEEKLY"
+	Monthly Window = "MONTHLY"
+)
+
+// Limits on what a client controls.
+const (
+	MaxIDBytes       = 128        // board, player and event ids: 1 to 128 bytes of UTF-8
+	MaxTitleBytes    = 256        // board titles
+	MaxNameBytes     = 128        // display names
+	MaxMetadataBytes = 1024       // metadata JSON objects, serialized
+	MaxScore         = 1 << 53    // largest accepted score magnitude; every integer up to it is exact
+	MaxFirst         = 1000       // Top: largest page
+	MaxRadius        = 100        // Around: largest radius
+	MaxFriends       = 1000       // Friends: most friend ids
+	MaxBulk          = 1000       // SubmitMany: most submissions in one call
+	MaxExactTop      = 10_000_000 // largest exactTop
+	MaxGrace         = 7 * 24 * time.Hour
+	MaxRetention     = 1000
+	DefaultGrace     = 5 * time.Minute // how late a score may arrive and still count for a closed period
+	DefaultRetention = 3               // closed periods of each window kept readable
+)
+
+// Board is the definition of a leaderboard. It never changes after creation.
+type Board struct {
+	ID       string
+	Title    string
+	Order    Order    // default Desc
+	Mode     Mode     // default Best
+	Windows  []Window // default [AllTime]; the first one is the default for reads and the one a submit reports
+	TimeZone string   // IANA name; default "UTC"
+	// ExactTop, when above 0, keeps only the best ExactTop players in the exact ranking; the rest get ranks
+	// estimated from a score histogram. 0: every rank is exact.
+	ExactTop int
+	MinScore *float64 // scores below are rejected; nil: no bound
+	MaxScore *float64 // scores above are rejected; nil: no bound
+	// Grace is how late a score for a closed period is still accepted. 0 means DefaultGrace; a negative value
+	// means no grace at all.
+	Grace     time.Duration
+	Retention int // default DefaultRetention; closed periods of each window kept readable
+
+	loc *time.Location
+}
+
+// Location returns the board's time zone.
+func (b *Board) Location() *time.Location {
+	if b.loc == nil {
+		loc, err := time.LoadLocation(b.TimeZone)
+		if err != nil {
+			loc = time.UTC
+		}
+		b.loc = loc
+	}
+	return b.loc
+}
+
+// DefaultWindow returns the board's first window.
+func (b *Board) DefaultWindow() Window { return b.Windows[0] }
+
+// HasWindow reports whether the board keeps window w.
+func (b *Board) HasWindow(w Window) bool { return slices.Contains(b.Windows, w) }
+
+// normalize fills defaults and validates the definition.
+func (b *Board) normalize() error {
+	if err := checkID("board id", b.ID); err != nil {
+		return err
+	}
+	if len(b.Title) > MaxTitleBytes || !utf8.ValidString(b.Title) {
+		return errorf(Invalid, "title must be valid UTF-8 of at most %d bytes", MaxTitleBytes)
+	}
+	if b.Order == "" {
+		b.Order = Desc
+	}
+	if b.Order != Desc && b.Order != Asc {
+		return errorf(Invalid, "order must be DESC or ASC")
+	}
+	if b.Mode == "" {
+		b.Mode = Best
+	}
+	if b.Mode != Best && b.Mode != Latest && b.Mode != Sum {
+		return errorf(Invalid, "mode must be BEST, LATEST or SUM")
+	}
+	if len(b.Windows) == 0 {
+		b.Windows = []Window{AllTime}
+	}
+	seen := map[Window]bool{}
+	for _, w := range b.Windows {
+		if _, ok := windowCodes[w]; !ok {
+			return errorf(Invalid, "unknown window %q", string(w))
+		}
+		if seen[w] {
+			return errorf(Invalid, "window %s is listed twice", w)
+		}
+		seen[w] = true
+	}
+	if b.TimeZone == "" {
+		b.TimeZone = "UTC"
+	}
+	if b.TimeZone == "Local" || strings.ContainsAny(b.TimeZone, "\x00\\") || len(b.TimeZone) > 64 {
+		return errorf(Invalid, "timezone must be an IANA time zone name such as Europe/Berlin")
+	}
+	loc, err := time.LoadLocation(b.TimeZone)
+	if err != nil {
+		return errorf(Invalid, "unknown time zone %q", b.TimeZone)
+	}
+	b.loc = loc
+	if b.ExactTop < 0 || b.ExactTop > MaxExactTop {
+		return errorf(Invalid, "exactTop must be between 1 and %d", MaxExactTop)
+	}
+	for _, v := range []*float64{b.MinScore, b.MaxScore} {
+		if v != nil {
+			if err := checkScore(*v); err != nil {
+				return err
+			}
+		}
+	}
+	if b.MinScore != nil && b.MaxScore != nil && *b.MinScore > *b.MaxScore {
+		return errorf(Invalid, "minScore must not be above maxScore")
+	}
+	switch {
+	case b.Grace == 0:
+		b.Grace = DefaultGrace
+	case b.Grace < 0:
+		b.Grace = 0
+	}
+	if b.Grace > MaxGrace {
+		return errorf(Invalid, "grace must be between 0 and %s", MaxGrace)
+	}
+	if b.Retention == 0 {
+		b.Retention = DefaultRetention
+	}
+	if b.Retention < 0 || b.Retention > MaxRetention {
+		return errorf(Invalid, "retention must be between 1 and %d periods", MaxRetention)
+	}
+	return nil
+}
+
+// boardJSON is the stored form of a Board. Two creations are the same definition when these encode equally.
+type boardJSON struct {
+	ID        string   `json:"id"`
+	Title     string   `json:"title,omitempty"`
+	Order     Order    `json:"order"`
+	Mode      Mode     `json:"mode"`
+	Windows   []Window `json:"windows"`
+	TimeZone  string   `json:"tz"`
+	ExactTop  int      `json:"exactTop,omitempty"`
+	MinScore  *float64 `json:"min,omitempty"`
+	MaxScore  *float64 `json:"max,omitempty"`
+	GraceMS   int64    `json:"graceMs"`
+	Retention int      `json:"retention"`
+}
+
+func (b *Board) encode() string {
+	data, _ := json.Marshal(boardJSON{b.ID, b.Title, b.Order, b.Mode, b.Windows, b.TimeZone, b.ExactTop,
+		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention})
+	return string(data)
+}
+
+func decodeBoard(s string) (*Board, error) {
+	var j boardJSON
+	if err := json.Unmarshal([]byte(s), &j); err != nil {
+		return nil, fmt.Errorf("decode board: %w", err)
+	}
+	b := &Board{ID: j.ID, Title: j.Title, Order: j.Order, Mode: j.Mode, Windows: j.Windows, TimeZone: j.TimeZone,
+		ExactTop: j.ExactTop, MinScore: j.MinScore, MaxScore: j.MaxScore,
+		Grace: time.Duration(j.GraceMS) * time.Millisecond, Retention: j.Retention}
+	loc, err := time.LoadLocation(b.TimeZone)
+	if err != nil || len(b.Windows) == 0 {
+		return nil, fmt.Errorf("decode board %q: bad stored definition", j.ID)
+	}
+	b.loc = loc
+	return b, nil
+}
+
+func checkID(what, id string) error {
+	if len(id) == 0 || len(id) > MaxIDBytes {
+		return errorf(Invalid, "%s must be 1 to %d bytes", what, MaxIDBytes)
+	}
+	if !utf8.ValidString(id) {
+		return errorf(Invalid, "%s must be valid UTF-8", what)
+	}
+	return nil
+}
+
+func checkScore(s float64) error {
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return errorf(Invalid, "score must be a finite number")
+	}
+	if math.Abs(s) > MaxScore {
+		return errorf(Invalid, "score magnitude must be at most 2^53")
+	}
+	return nil
+}

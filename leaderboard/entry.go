@@ -1,0 +1,106 @@
+package leaderboard
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Entry is one player's place in a window period of a board.
+type Entry struct {
+	PlayerID    string
+	DisplayName *string
+	Rank        int64 // 1-based; equal scores rank by first arrival
+	Approximate bool  // the rank is estimated (the player is beyond exactTop)
+	Score       float64
+	TopPercent  float64 // 100 * Rank / size
+	UpdatedAt   time.Time
+	Metadata    json.RawMessage // a JSON object, or nil
+}
+
+// Page is a slice of a ranking with the size of the window period it came from.
+type Page struct {
+	Board   string
+	Order   Order
+	Window  Window
+	Period  string
+	Size    int64
+	Entries []Entry
+}
+
+// playerMeta is the stored display name and metadata of a player.
+type playerMeta struct {
+	Name *string `json:"n,omitempty"`
+	Meta *string `json:"m,omitempty"`
+}
+
+func decodeMeta(s string, e *Entry) {
+	if s == "" {
+		return
+	}
+	var m playerMeta
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return
+	}
+	e.DisplayName = m.Name
+	if m.Meta != nil {
+		e.Metadata = json.RawMessage(*m.Meta)
+	}
+}
+
+// parseEntry reads an entry reply of the scripts: {player, rank, approximate, internal score, updatedAt, meta}.
+func parseEntry(b *Board, v any, size int64) (Entry, error) {
+	row, ok := v.([]any)
+	if !ok || len(row) < 6 {
+		return Entry{}, fmt.Errorf("unexpected entry reply %T", v)
+	}
+	var e Entry
+	e.PlayerID, _ = row[0].(string)
+	e.Rank = toInt(row[1])
+	e.Approximate = toInt(row[2]) == 1
+	x, err := strconv.ParseFloat(toString(row[3]), 64)
+	if err != nil {
+		return Entry{}, fmt.Errorf("bad score in reply: %w", err)
+	}
+	e.Score = b.userScore(x)
+	e.UpdatedAt = time.Unix(toInt(row[4]), 0).UTC()
+	decodeMeta(toString(row[5]), &e)
+	if size > 0 {
+		e.TopPercent = 100 * float64(e.Rank) / float64(size)
+	}
+	return e, nil
+}
+
+// userScore converts a score of the index (negated on DESC boards) to the user's scale, and back.
+func (b *Board) userScore(x float64) float64 {
+	if b.Order == Desc {
+		return -x + 0 // + 0 turns -0 into 0
+	}
+	return x
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
+
+func toString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(v)
+}

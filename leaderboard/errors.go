@@ -1,0 +1,110 @@
+package leaderboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Code classifies an error for clients. The values are the contract's extensions.code strings.
+type Code string
+
+const (
+	Invalid      Code = "BAD_USER_INPUT"
+	NotFound     Code = "NOT_FOUND"
+	Conflict     Code = "CONFLICT"
+	PeriodClosed Code = "PERIOD_CLOSED"
+	Unavailable  Code = "UNAVAILABLE"
+	Internal     Code = "INTERNAL"
+)
+
+// Error is an application error with a code. Message is safe to show to clients; Err (if any) is the cause,
+// for logs only.
+type Error struct {
+	Code    Code
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return e.Message + ": " + e.Err.Error()
+	}
+	return e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err: the code of an *Error in its chain, Unavailable for errors that mean Redis
+// could not be reached, and Internal for anything else. A nil error has no code ("").
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// ErrorMessage returns the client-safe message of err: the message of an *Error, or "internal error".
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}
+
+// redisError wraps an error returned by go-redis. Replies of our scripts that start with "LB_<CODE> " become
+// typed errors; connection failures become Unavailable; the rest is Internal.
+func redisError(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if i := strings.Index(msg, "LB_"); i >= 0 {
+		rest := msg[i+3:]
+		code, text, _ := strings.Cut(rest, " ")
+		switch Code(code) {
+		case Invalid, NotFound, Conflict, PeriodClosed:
+			return &Error{Code: Code(code), Message: text}
+		}
+	}
+	if isUnavailable(err) {
+		return &Error{Code: Unavailable, Message: "the data store is unavailable", Err: err}
+	}
+	return &Error{Code: Internal, Message: "internal error", Err: err}
+}
+
+func isUnavailable(err error) bool {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, context.DeadlineExceeded):
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "CLUSTERDOWN", "LOADING", "broken pipe", "connection reset",
+		"i/o timeout", "no such host", "TRYAGAIN", "MASTERDOWN", "got no slots"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}

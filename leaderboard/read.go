@@ -1,0 +1,188 @@
+package leaderboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// View names a ranking: a board, a window (zero: the board's first) and a period (empty: the current one).
+type View struct {
+	Board  string
+	Window Window
+	Period string
+}
+
+// Resolved is a View with its board loaded and its window and period filled in.
+type Resolved struct {
+	Board  *Board
+	Window Window
+	Period string
+}
+
+// Resolve loads the board of v and checks its window and period.
+func (s *Store) Resolve(ctx context.Context, v View) (Resolved, error) {
+	b, err := s.Board(ctx, v.Board)
+	if err != nil {
+		return Resolved{}, err
+	}
+	w := v.Window
+	if w == "" {
+		w = b.DefaultWindow()
+	}
+	if !b.HasWindow(w) {
+		return Resolved{}, errorf(Invalid, "board %q has no %s window", b.ID, w)
+	}
+	p := v.Period
+	if p == "" {
+		p = b.Period(w, s.cfg.Clock())
+	} else if _, err := ParsePeriod(w, p, b.Location()); err != nil {
+		return Resolved{}, err
+	}
+	return Resolved{Board: b, Window: w, Period: p}, nil
+}
+
+// Top returns ranks offset+1 .. offset+first (first at most MaxFirst) of a ranking. On exactTop boards only the
+// exact tier can be listed.
+func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, error) {
+	if first < 0 || first > MaxFirst {
+		return nil, errorf(Invalid, "first must be between 0 and %d", MaxFirst)
+	}
+	if offset < 0 || offset > 100_000_000 {
+		return nil, errorf(Invalid, "offset must be between 0 and 100000000")
+	}
+	r, err := s.Resolve(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	return s.page(ctx, r, topScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window], r.Period,
+		offset, first))
+}
+
+// Rank returns a player's entry, or nil when the player has no score in the ranking.
+func (s *Store) Rank(ctx context.Context, v View, player string) (*Entry, error) {
+	p, err := s.Ranks(ctx, v, []string{player})
+	if err != nil {
+		return nil, err
+	}
+	if len(p.Entries) == 0 {
+		return nil, nil
+	}
+	return &p.Entries[0], nil
+}
+
+// Ranks returns the entries of the given players (at most MaxFriends+1) in one consistent read, in the order
+// given; players without a score are left out.
+func (s *Store) Ranks(ctx context.Context, v View, players []string) (*Page, error) {
+	if len(players) > MaxFriends+1 {
+		return nil, errorf(Invalid, "at most %d player ids", MaxFriends)
+	}
+	for _, p := range players {
+		if err := checkID("player id", p); err != nil {
+			return nil, err
+		}
+	}
+	r, err := s.Resolve(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	args := make([]any, 0, len(players)+2)
+	args = append(args, windowCodes[r.Window], r.Period)
+	for _, p := range players {
+		args = append(args, p)
+	}
+	return s.page(ctx, r, ranksScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, args...))
+}
+
+// Friends returns the player and the given friends who have a score, in rank order, with their board ranks.
+func (s *Store) Friends(ctx context.Context, v View, player string, friends []string) ([]Entry, error) {
+	if len(friends) > MaxFriends {
+		return nil, errorf(Invalid, "at most %d friend ids", MaxFriends)
+	}
+	ids := make([]string, 0, len(friends)+1)
+	seen := make(map[string]bool, len(friends)+1)
+	for _, id := range append([]string{player}, friends...) {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+	}
+	p, err := s.Ranks(ctx, v, ids)
+	if err != nil {
+		return nil, err
+	}
+	desc := p.Order == Desc
+	slices.SortStableFunc(p.Entries, func(a, b Entry) int {
+		if a.Rank != b.Rank {
+			return int(a.Rank - b.Rank)
+		}
+		// Estimated ranks can coincide; the better score first, then the id, so the order is stable.
+		if a.Score != b.Score {
+			if (a.Score > b.Score) == desc {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.PlayerID, b.PlayerID)
+	})
+	return p.Entries, nil
+}
+
+// Around returns up to radius (at most MaxRadius) entries above and below the player, the player included, in
+// rank order, filled in at the edges. Empty when the player has no score.
+func (s *Store) Around(ctx context.Context, v View, player string, radius int) ([]Entry, error) {
+	if radius < 0 || radius > MaxRadius {
+		return nil, errorf(Invalid, "radius must be between 0 and %d", MaxRadius)
+	}
+	if err := checkID("player id", player); err != nil {
+		return nil, err
+	}
+	r, err := s.Resolve(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	p, err := s.page(ctx, r, aroundScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window],
+		r.Period, player, radius))
+	if err != nil {
+		return nil, err
+	}
+	return p.Entries, nil
+}
+
+// Size returns the number of players with a score in the ranking.
+func (s *Store) Size(ctx context.Context, v View) (int64, error) {
+	r, err := s.Resolve(ctx, v)
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.rdb.HGet(ctx, s.keyBase(r.Board.ID)+"s:"+windowCodes[r.Window]+":"+r.Period, "cnt").Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, redisError(err)
+	}
+	return n, nil
+}
+
+// page reads a {size, entry...} reply.
+func (s *Store) page(_ context.Context, r Resolved, cmd *redis.Cmd) (*Page, error) {
+	reply, err := cmd.Slice()
+	if err != nil {
+		return nil, redisError(err)
+	}
+	if len(reply) == 0 {
+		return nil, redisError(fmt.Errorf("empty reply"))
+	}
+	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: toInt(reply[0]),
+		Entries: make([]Entry, 0, len(reply)-1)}
+	for _, row := range reply[1:] {
+		e, err := parseEntry(r.Board, row, p.Size)
+		if err != nil {
+			return nil, redisError(err)
+		}
+		p.Entries = append(p.Entries, e)
+	}
+	return p, nil
+}

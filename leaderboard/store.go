@@ -1,0 +1,192 @@
+package leaderboard
+
+import (
+	"context"
+	_ "embed"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed common.lua
+	commonLua string
+	//go:embed submit.lua
+	submitLua string
+	//go:embed remove.lua
+	removeLua string
+	//go:embed top.lua
+	topLua string
+	//go:embed ranks.lua
+	ranksLua string
+	//go:embed around.lua
+	aroundLua string
+	//go:embed create.lua
+	createLua string
+
+	submitScript = redis.NewScript(commonLua + submitLua)
+	removeScript = redis.NewScript(commonLua + removeLua)
+	topScript    = redis.NewScript(commonLua + topLua)
+	ranksScript  = redis.NewScript(commonLua + ranksLua)
+	aroundScript = redis.NewScript(commonLua + aroundLua)
+	createScript = redis.NewScript(commonLua + createLua)
+)
+
+// Publish commands for Config.PublishCommand.
+const (
+	PublishSharded = "SPUBLISH" // Redis 7 sharded pub/sub: a board's events stay on its cluster shard
+	PublishPlain   = "PUBLISH"  // classic pub/sub, for servers without SPUBLISH (the embedded store)
+	PublishNone    = "none"     // publish nothing
+)
+
+// Config configures a Store. Every field has a usable zero value.
+type Config struct {
+	// Prefix starts every key. Default "lb". Must not contain '{' or '}'.
+	Prefix string
+	// Clock tells the time that decides periods. Default time.Now.
+	Clock func() time.Time
+	// PublishCommand is how the submit and remove scripts announce changes. Default PublishSharded.
+	PublishCommand string
+	// LiveTop: changes that touch ranks 1..LiveTop are published (all changes while a rank watcher exists).
+	// Default 100, the largest top list a live subscription may ask for.
+	LiveTop int
+	// BulkWorkers bounds how many boards SubmitMany writes in parallel. Default 8.
+	BulkWorkers int
+	// ClockSkew is how far in the future achievedAt may be before it is rejected. Default 1 minute.
+	ClockSkew time.Duration
+}
+
+// Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for
+// concurrent use.
+type Store struct {
+	rdb    redis.UniversalClient
+	cfg    Config
+	boards sync.Map // board id -> *Board; definitions never change, so they are cached for good
+}
+
+// New returns a Store over rdb.
+func New(rdb redis.UniversalClient, cfg Config) *Store {
+	if cfg.Prefix == "" {
+		cfg.Prefix = "lb"
+	}
+	cfg.Prefix = strings.NewReplacer("{", "", "}", "").Replace(cfg.Prefix)
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.PublishCommand == "" {
+		cfg.PublishCommand = PublishSharded
+	}
+	if cfg.LiveTop <= 0 {
+		cfg.LiveTop = 100
+	}
+	if cfg.BulkWorkers <= 0 {
+		cfg.BulkWorkers = 8
+	}
+	if cfg.ClockSkew <= 0 {
+		cfg.ClockSkew = time.Minute
+	}
+	return &Store{rdb: rdb, cfg: cfg}
+}
+
+// Redis returns the client the store uses.
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
+// Now returns the store's current time.
+func (s *Store) Now() time.Time { return s.cfg.Clock() }
+
+// PublishCommand returns the command the scripts publish changes with (PublishSharded, PublishPlain or
+// PublishNone).
+func (s *Store) PublishCommand() string { return s.cfg.PublishCommand }
+
+// keyBase returns the prefix of every key of a board: "<prefix>:{<tag>}:". The tag is the id in unpadded
+// base64url, which cannot contain braces, so any id (braces, colons, emoji) gives a valid, unique hash tag.
+func (s *Store) keyBase(board string) string {
+	return s.cfg.Prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(board)) + "}:"
+}
+
+// Channel returns the pub/sub channel on which a board's changes are published. It carries the board's hash
+// tag, so with SPUBLISH it lives on the board's shard.
+func (s *Store) Channel(board string) string { return s.keyBase(board) + "live" }
+
+// WatchKey returns the key whose presence asks the scripts to publish every change of a board, not only those
+// that touch the top: live rank watchers set it with a TTL.
+func (s *Store) WatchKey(board string) string { return s.keyBase(board) + "watch" }
+
+// VersionKey returns the hash whose field "ver" counts the board's published changes.
+func (s *Store) VersionKey(board string) string { return s.keyBase(board) + "c" }
+
+// BoardKeys returns the keys of a board's definition and counters, and the pattern that matches all of its keys
+// (for tests and tools; SCAN with it on every node of a cluster).
+func (s *Store) BoardKeys(board string) (def string, pattern string) {
+	b := s.keyBase(board)
+	return b + "def", strings.NewReplacer("*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(b) + "*"
+}
+
+func (s *Store) boardsKey() string { return s.cfg.Prefix + ":boards" }
+
+// CreateBoard stores a new board definition. Creating an id that exists with the same definition returns it;
+// with a different definition it is a Conflict.
+func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
+	if err := b.normalize(); err != nil {
+		return nil, err
+	}
+	base := s.keyBase(b.ID)
+	if err := createScript.Run(ctx, s.rdb, []string{base}, b.encode()).Err(); err != nil {
+		return nil, redisError(err)
+	}
+	if err := s.rdb.SAdd(ctx, s.boardsKey(), b.ID).Err(); err != nil {
+		return nil, redisError(err)
+	}
+	nb := b
+	s.boards.Store(b.ID, &nb)
+	return &nb, nil
+}
+
+// Board returns a board's definition, or a NotFound error.
+func (s *Store) Board(ctx context.Context, id string) (*Board, error) {
+	if v, ok := s.boards.Load(id); ok {
+		return v.(*Board), nil
+	}
+	if err := checkID("board id", id); err != nil {
+		return nil, err
+	}
+	def, err := s.rdb.Get(ctx, s.keyBase(id)+"def").Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, errorf(NotFound, "no leaderboard with id %q", id)
+	}
+	if err != nil {
+		return nil, redisError(err)
+	}
+	b, err := decodeBoard(def)
+	if err != nil {
+		return nil, &Error{Code: Internal, Message: "internal error", Err: err}
+	}
+	s.boards.Store(id, b)
+	return b, nil
+}
+
+// Boards returns every board, ordered by id.
+func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
+	ids, err := s.rdb.SMembers(ctx, s.boardsKey()).Result()
+	if err != nil {
+		return nil, redisError(err)
+	}
+	slices.Sort(ids)
+	out := make([]*Board, 0, len(ids))
+	for _, id := range ids {
+		b, err := s.Board(ctx, id)
+		if ErrorCode(err) == NotFound {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}

@@ -1,0 +1,278 @@
+package leaderboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// Submission is one score for one player on one board.
+type Submission struct {
+	Board  string
+	Player string
+	// Score is the new score (BEST, LATEST) or the delta (SUM). Finite, magnitude at most 2^53.
+	Score float64
+	// EventID makes the submission idempotent: the same EventID on the same board is applied once and a retry
+	// gets the first result back. Empty: no deduplication.
+	EventID string
+	// DisplayName and Metadata are stored with the player when not nil. Metadata is a JSON object of at most
+	// 1 KiB.
+	DisplayName *string
+	Metadata    json.RawMessage
+	// AchievedAt is when the score was achieved. Zero: now. Inside the board's grace window after a period
+	// closed, the score still counts for the period it was achieved in.
+	AchievedAt time.Time
+}
+
+// Result is the outcome of a submission in the board's first window.
+type Result struct {
+	Entry         Entry
+	Window        Window
+	Period        string
+	PreviousRank  *int64   // nil when the player had no score before
+	PreviousScore *float64 // nil when the player had no score before
+	Updated       bool     // false when the stored score did not change
+	Duplicate     bool     // true when EventID was seen before: nothing was applied again
+	Size          int64
+}
+
+// Outcome is the result or error of one item of SubmitMany.
+type Outcome struct {
+	Result *Result
+	Err    error
+}
+
+// Submit applies one submission atomically to every window of its board: one script call, one round trip.
+func (s *Store) Submit(ctx context.Context, sub Submission) (*Result, error) {
+	out, err := s.SubmitMany(ctx, []Submission{sub})
+	if err != nil {
+		return nil, err
+	}
+	return out[0].Result, out[0].Err
+}
+
+// SubmitMany applies up to MaxBulk submissions for any boards. Items of one board go to Redis in one script call
+// (in input order); boards are written in parallel by at most Config.BulkWorkers workers. Each item succeeds or
+// fails on its own; the outcomes are in input order.
+func (s *Store) SubmitMany(ctx context.Context, subs []Submission) ([]Outcome, error) {
+	if len(subs) > MaxBulk {
+		return nil, errorf(Invalid, "at most %d submissions per call, got %d", MaxBulk, len(subs))
+	}
+	out := make([]Outcome, len(subs))
+	groups := map[string][]int{}
+	var order []string
+	for i, sub := range subs {
+		if err := checkID("board id", sub.Board); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if _, ok := groups[sub.Board]; !ok {
+			order = append(order, sub.Board)
+		}
+		groups[sub.Board] = append(groups[sub.Board], i)
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, s.cfg.BulkWorkers)
+	for _, board := range order {
+		idx := groups[board]
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.submitBoard(ctx, board, subs, idx, out)
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// submitBoard validates the items idx of subs (all for one board) and applies the valid ones in one script call.
+func (s *Store) submitBoard(ctx context.Context, board string, subs []Submission, idx []int, out []Outcome) {
+	b, err := s.Board(ctx, board)
+	if err != nil {
+		for _, i := range idx {
+			out[i].Err = err
+		}
+		return
+	}
+	now := s.cfg.Clock()
+	codes := make([]string, len(b.Windows))
+	for i, w := range b.Windows {
+		codes[i] = windowCodes[w]
+	}
+	args := []any{strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
+		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), s.cfg.LiveTop,
+		s.publishArg(), s.Channel(board), strings.Join(codes, ","), 0}
+	var sent []int
+	var firstPeriods []string
+	for _, i := range idx {
+		item, period, err := s.itemArgs(b, subs[i], now)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		args = append(args, item...)
+		sent = append(sent, i)
+		firstPeriods = append(firstPeriods, period)
+	}
+	if len(sent) == 0 {
+		return
+	}
+	args[10] = len(sent)
+	reply, err := submitScript.Run(ctx, s.rdb, []string{s.keyBase(board)}, args...).Slice()
+	if err == nil && len(reply) != len(sent) {
+		err = fmt.Errorf("submit script returned %d replies for %d items", len(reply), len(sent))
+	}
+	if err != nil {
+		err = redisError(err)
+		for _, i := range sent {
+			out[i].Err = err
+		}
+		return
+	}
+	for k, i := range sent {
+		out[i].Result, out[i].Err = parseSubmitReply(b, reply[k], firstPeriods[k], subs[i].Player)
+	}
+}
+
+func (s *Store) publishArg() string {
+	if s.cfg.PublishCommand == PublishNone {
+		return ""
+	}
+	return s.cfg.PublishCommand
+}
+
+// itemArgs validates one submission and returns its script arguments and the period of the board's first window.
+func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string, error) {
+	if err := checkID("player id", sub.Player); err != nil {
+		return nil, "", err
+	}
+	if err := checkScore(sub.Score); err != nil {
+		return nil, "", err
+	}
+	if b.Mode != Sum {
+		if b.MinScore != nil && sub.Score < *b.MinScore || b.MaxScore != nil && sub.Score > *b.MaxScore {
+			return nil, "", errorf(Invalid, "score %v is outside the board's range [%s, %s]", sub.Score,
+				fmtBound(b.MinScore, "-inf"), fmtBound(b.MaxScore, "+inf"))
+		}
+	}
+	if sub.EventID != "" {
+		if err := checkID("eventId", sub.EventID); err != nil {
+			return nil, "", err
+		}
+	}
+	hasName, name := "0", ""
+	if sub.DisplayName != nil {
+		if len(*sub.DisplayName) > MaxNameBytes || !utf8.ValidString(*sub.DisplayName) {
+			return nil, "", errorf(Invalid, "displayName must be valid UTF-8 of at most %d bytes", MaxNameBytes)
+		}
+		hasName, name = "1", *sub.DisplayName
+	}
+	hasMeta, meta := "0", ""
+	if sub.Metadata != nil {
+		m, err := checkMetadata(sub.Metadata)
+		if err != nil {
+			return nil, "", err
+		}
+		hasMeta, meta = "1", m
+	}
+	at := now
+	if !sub.AchievedAt.IsZero() {
+		if sub.AchievedAt.After(now.Add(s.cfg.ClockSkew)) {
+			return nil, "", errorf(Invalid, "achievedAt is in the future")
+		}
+		if sub.AchievedAt.Before(now) {
+			at = sub.AchievedAt
+		}
+	}
+	args := []any{sub.Player, strconv.FormatFloat(sub.Score, 'g', -1, 64), sub.EventID, hasName, name, hasMeta,
+		meta, at.Unix()}
+	var first string
+	loc := b.Location()
+	for i, w := range b.Windows {
+		period, exp := AllPeriod, int64(0)
+		if w != AllTime {
+			start := periodStart(w, at, loc)
+			if cur := periodStart(w, now, loc); !start.Equal(cur) {
+				if now.Sub(nextStart(w, start, 1)) > b.Grace {
+					return nil, "", errorf(PeriodClosed, "the %s period %s is closed", w, periodKey(w, start))
+				}
+			}
+			period, exp = periodKey(w, start), b.expireAt(w, start)
+		}
+		if i == 0 {
+			first = period
+		}
+		args = append(args, period, exp)
+	}
+	return args, first, nil
+}
+
+func checkMetadata(m json.RawMessage) (string, error) {
+	if len(m) > 4*MaxMetadataBytes {
+		return "", errorf(Invalid, "metadata must be a JSON object of at most %d bytes", MaxMetadataBytes)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(m, &obj); err != nil || obj == nil {
+		return "", errorf(Invalid, "metadata must be a JSON object")
+	}
+	compact, err := json.Marshal(obj)
+	if err != nil || len(compact) > MaxMetadataBytes {
+		return "", errorf(Invalid, "metadata must be a JSON object of at most %d bytes", MaxMetadataBytes)
+	}
+	return string(compact), nil
+}
+
+func optFloat(v *float64) string {
+	if v == nil {
+		return ""
+	}
+	return strconv.FormatFloat(*v, 'g', -1, 64)
+}
+
+func fmtBound(v *float64, none string) string {
+	if v == nil {
+		return none
+	}
+	return strconv.FormatFloat(*v, 'g', -1, 64)
+}
+
+// parseSubmitReply reads one item reply of the submit script.
+func parseSubmitReply(b *Board, v any, period, player string) (*Result, error) {
+	row, ok := v.([]any)
+	if !ok || len(row) == 0 {
+		return nil, fmt.Errorf("unexpected submit reply %T", v)
+	}
+	status := toString(row[0])
+	if status == "err" && len(row) >= 3 {
+		return nil, &Error{Code: Code(toString(row[1])), Message: toString(row[2])}
+	}
+	if len(row) < 10 {
+		return nil, fmt.Errorf("short submit reply (%d fields)", len(row))
+	}
+	size := toInt(row[9])
+	e, err := parseEntry(b, []any{player, row[1], row[2], row[3], row[4], row[5]}, size)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Entry: e, Window: b.Windows[0], Period: period, Updated: toInt(row[8]) == 1,
+		Duplicate: status == "dup", Size: size}
+	if pr := toString(row[6]); pr != "" {
+		n := toInt(row[6])
+		r.PreviousRank = &n
+	}
+	if ps := toString(row[7]); ps != "" {
+		x, err := strconv.ParseFloat(ps, 64)
+		if err != nil {
+			return nil, fmt.Errorf("bad previous score %q", ps)
+		}
+		u := b.userScore(x)
+		r.PreviousScore = &u
+	}
+	return r, nil
+}
