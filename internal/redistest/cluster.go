@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -92,7 +93,7 @@ func newCluster() (*RedisCluster, error) {
 	defer cancel()
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.CommandContext(ctx, redisCLIPath, args...).CombinedOutput()
+	out, err := runCmd(exec.CommandContext(ctx, redisCLIPath, args...))
 	if err != nil {
 		err = fmt.Errorf("redis-cli %s: %v\n--- output ---\n%s%s", quoteArgs(args), err, out, c.logs())
 		c.stop()
@@ -264,4 +265,17 @@ func (c *RedisCluster) stop() {
 	}
 	wg.Wait()
 	os.RemoveAll(c.dir)
+}
+
+// runCmd runs cmd like CombinedOutput, but started through startCmd so that
+// it too dies with the test binary.
+func runCmd(cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	if err := startCmd(cmd); err != nil {
+		return nil, err
+	}
+	err := cmd.Wait()
+	return out.Bytes(), err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -63,7 +64,7 @@ func TestStandaloneStopStart(t *testing.T) {
 		addr := s.Addr
 		s.Stop()
 		s.Stop() // idempotent
-		short, cancel := context.WithTimeout(ctx, time.Second)
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		err := c.Ping(short).Err()
 		cancel()
 		if err == nil {
@@ -90,11 +91,26 @@ func TestStandaloneStopStart(t *testing.T) {
 		if err := c.Set(ctx, key, "v2", 0).Err(); err != nil {
 			t.Fatalf("SET after restart: %v", err)
 		}
-		pids = s.pidList()
-		if len(pids) != 2 {
-			t.Fatalf("pids = %v, want 2 processes", pids)
+
+		// Start retries while the port is briefly taken by someone else.
+		s.Stop()
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatalf("occupying %s: %v", addr, err)
 		}
-		assertRunning(t, pids[1])
+		time.AfterFunc(500*time.Millisecond, func() { l.Close() })
+		if err := s.Start(); err != nil {
+			t.Fatalf("Start while port busy for 500ms: %v", err)
+		}
+		if err := eventually(3*time.Second, func() error { return c.Ping(ctx).Err() }); err != nil {
+			t.Fatalf("PING after second Start: %v", err)
+		}
+
+		pids = s.pidList()
+		if len(pids) < 3 {
+			t.Fatalf("pids = %v, want at least 3 processes", pids)
+		}
+		assertRunning(t, pids[len(pids)-1])
 	})
 	assertGone(t, pids)
 }
@@ -307,7 +323,10 @@ func assertRunning(t *testing.T, pid int) {
 func assertGone(t *testing.T, pids []int) {
 	t.Helper()
 	if len(pids) == 0 {
-		t.Fatal("no pids recorded")
+		if !t.Failed() {
+			t.Fatal("no pids recorded")
+		}
+		return
 	}
 	if runtime.GOOS != "linux" {
 		return
@@ -377,4 +396,35 @@ func redisChildren(t *testing.T) []int {
 		}
 	}
 	return out
+}
+
+func TestParallelStandalone(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		pids  []int
+		addrs = map[string]bool{}
+	)
+	t.Run("group", func(t *testing.T) {
+		for i := range 8 {
+			t.Run(fmt.Sprint(i), func(t *testing.T) {
+				t.Parallel()
+				s := Standalone(t)
+				c := s.Client(t)
+				if err := c.Set(ctxT(t), "k", i, 0).Err(); err != nil {
+					t.Fatalf("SET: %v", err)
+				}
+				if got, err := c.Get(ctxT(t), "k").Int(); err != nil || got != i {
+					t.Fatalf("GET = %d, %v; want %d (servers must be independent)", got, err, i)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if addrs[s.Addr] {
+					t.Errorf("address %s handed out twice", s.Addr)
+				}
+				addrs[s.Addr] = true
+				pids = append(pids, s.pidList()...)
+			})
+		}
+	})
+	assertGone(t, pids)
 }
