@@ -135,7 +135,11 @@ end
 -- rank_of returns the 1-based rank of a located player and whether it is estimated.
 local function rank_of(st, player, tok, x, exact)
   local z = zkey(st.w, st.p)
-  if exact then return redis.call('ZRANK', z, b62(tok) .. player) + 1, 0 end
+  if exact then
+    local r = redis.call('ZRANK', z, b62(tok) .. player)
+    if not r then error('LB_INTERNAL record without index entry for ' .. player) end
+    return r + 1, 0
+  end
   local r = redis.call('ZCARD', z) + tail_before(st, x) + 1
   if r > st.cnt then r = st.cnt end
   return r, 1

@@ -96,6 +96,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 // Redis returns the client the store uses.
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 
+// Prefix returns the prefix of every key of the store.
+func (s *Store) Prefix() string { return s.cfg.Prefix }
+
 // Now returns the store's current time.
 func (s *Store) Now() time.Time { return s.cfg.Clock() }
 
