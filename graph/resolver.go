@@ -1,0 +1,61 @@
+// Package graph is the GraphQL layer of the service: gqlgen's generated executor (generated.go), the resolvers
+// (*.resolvers.go), and the rules that only make sense at the API edge: roles, error codes, query depth and
+// complexity. It holds no business rules; those live in package leaderboard, live fan-out in package pubsub.
+package graph
+
+import (
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/leaderboard/leaderboard/graph/model"
+	"github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/leaderboard/leaderboard/pubsub"
+)
+
+// MaxLiveFirst is the largest `first` of topUpdates (the contract's 100).
+const MaxLiveFirst = 100
+
+// Resolver is the root resolver; one serves every request.
+type Resolver struct {
+	Store *leaderboard.Store
+	// Hub serves top lists from its cache and runs subscriptions.
+	Hub *pubsub.Hub
+	Log *slog.Logger
+	// OnSubscription, if set, is called with +1 when a subscription starts and -1 when it ends (metrics).
+	OnSubscription func(field string, delta int)
+}
+
+// NewSchema returns the executable schema over r with complexity estimates that count list fields by their
+// size arguments, so a complexity limit bounds the work of a request.
+func NewSchema(r *Resolver) graphql.ExecutableSchema {
+	cfg := Config{Resolvers: r}
+	c := &cfg.Complexity
+	c.Query.Leaderboards = func(child int) int { return 1 + 20*child }
+	c.Query.Top = func(child int, _ string, first, _ *int, _ *model.Window, _ *string) int {
+		return 1 + child*clampN(deref(first, 10), leaderboard.MaxFirst)
+	}
+	c.Query.AroundMe = func(child int, _, _ string, radius *int, _ *model.Window, _ *string) int {
+		return 1 + child*(2*clampN(deref(radius, 5), leaderboard.MaxRadius)+1)
+	}
+	c.Query.Friends = func(child int, _, _ string, ids []string, _ *model.Window, _ *string) int {
+		return 1 + child*(len(ids)+1)
+	}
+	c.Mutation.SubmitScores = func(child int, inputs []model.ScoreInput) int { return 1 + child*len(inputs) }
+	c.Subscription.TopUpdates = func(child int, _ string, first *int, _ *model.Window, _ *string) int {
+		return 1 + child*clampN(deref(first, 10), MaxLiveFirst)
+	}
+	c.TopUpdate.Entries = func(child int) int { return 1 + child*10 }
+	return NewExecutableSchema(cfg)
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// clampN keeps a size argument within [1, hi] for complexity: out-of-range values are rejected by the resolver
+// anyway, and must not overflow the estimate.
+func clampN(n, hi int) int { return max(1, min(n, hi)) }
