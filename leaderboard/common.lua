@@ -10,7 +10,7 @@
 --                        exactTop, "<...>:<internal score>".
 --   s:<w>:<period>       state: seq (arrival counter), cnt (players), lvl/sp (record hashing), tn/tb (tail
 --                        count and bound).
---   h:<w>:<period>       histogram of tail scores (exactTop boards): bucket -> players.
+--   h:<w>:<period>       histogram of tail scores (exactTop boards), a Fenwick tree over score buckets.
 --   m                    playerId -> {"n": displayName, "m": metadata}
 --   c                    board counters: ver (version of published changes)
 --   e:<eventId>          first result of an eventId
@@ -100,23 +100,80 @@ local function hbounds(k)
   return lo, hi
 end
 
--- tail_before estimates how many tail players rank before internal score x.
-local function tail_before(st, x)
-  local k = hidx(x)
-  local all = redis.call('HGETALL', hkey(st.w, st.p))
-  local n = 0
-  for i = 1, #all, 2 do
-    local b, c = tonumber(all[i]), tonumber(all[i + 1])
-    if b < k then
-      n = n + c
-    elseif b == k then
-      local lo, hi = hbounds(k)
-      local f = (x - lo) / (hi - lo)
-      if f < 0 then f = 0 elseif f > 1 then f = 1 end
-      n = n + math.floor(c * f)
-    end
+-- The tail histogram is a Fenwick tree over bucket indexes (fields 1..FN of the h: hash), so counting the tail
+-- players before a score, and adding or removing one, each take O(log FN) field reads or increments.
+local KMAX = 71 * HS
+local FN = 2 * KMAX + 1
+
+local function lowbit(i)
+  local b = 1
+  while i % (b * 2) == 0 do b = b * 2 end
+  return b
+end
+
+local function hist_count(st, k, d)
+  local hk = hkey(st.w, st.p)
+  local i = k + KMAX + 1
+  while i <= FN do
+    redis.call('HINCRBY', hk, i, d)
+    i = i + lowbit(i)
   end
-  return n
+  st.tn = st.tn + d
+end
+
+-- hist_before returns the number of tail players in buckets before k, and in bucket k itself.
+local function hist_before(st, k)
+  local fields, mark = {}, 0
+  local i = k + KMAX + 1
+  while i > 0 do
+    fields[#fields + 1] = i
+    i = i - lowbit(i)
+  end
+  mark = #fields
+  i = k + KMAX
+  while i > 0 do
+    fields[#fields + 1] = i
+    i = i - lowbit(i)
+  end
+  local v = redis.call('HMGET', hkey(st.w, st.p), unpack(fields))
+  local upto, below = 0, 0
+  for j = 1, #fields do
+    local n = tonumber(v[j]) or 0
+    if j <= mark then upto = upto + n else below = below + n end
+  end
+  return below, upto - below
+end
+
+-- hist_first returns the lowest bucket that holds a tail player (nil when the tail is empty).
+local function hist_first(st)
+  if st.tn <= 0 then return nil end
+  local hk = hkey(st.w, st.p)
+  local pos, rem, step = 0, 1, 1
+  while step * 2 <= FN do step = step * 2 end
+  while step >= 1 do
+    local nxt = pos + step
+    if nxt <= FN then
+      local n = tonumber(redis.call('HGET', hk, nxt)) or 0
+      if n < rem then
+        pos = nxt
+        rem = rem - n
+      end
+    end
+    step = step / 2
+  end
+  return pos - KMAX
+end
+
+-- tail_before estimates how many tail players rank before internal score x: all of the better buckets, and a
+-- linear share of its own bucket.
+local function tail_before(st, x)
+  if st.tn <= 0 then return 0 end
+  local k = hidx(x)
+  local before, own = hist_before(st, k)
+  local lo, hi = hbounds(k)
+  local f = (x - lo) / (hi - lo)
+  if f < 0 then f = 0 elseif f > 1 then f = 1 end
+  return before + math.floor(own * f)
 end
 
 -- locate finds a player: returns record key, record (or nil), and when present, ts, token, internal score and

@@ -12,9 +12,7 @@ for i = 4, #ARGV - 1, 2 do
     if exact then
       redis.call('ZREM', zkey(st.w, st.p), b62(tok) .. player)
     else
-      local hk = hkey(st.w, st.p)
-      if redis.call('HINCRBY', hk, hidx(x), -1) <= 0 then redis.call('HDEL', hk, hidx(x)) end
-      st.tn = st.tn - 1
+      hist_count(st, hidx(x), -1)
       if st.tn <= 0 then
         redis.call('HDEL', skey(st.w, st.p), 'tn', 'tb')
       else

@@ -22,33 +22,18 @@ local function user(x) if desc then return -x end return x end
 local watching = redis.call('EXISTS', base .. 'watch') == 1
 local changes = {}
 
--- tighten_bound recomputes the tail bound from the histogram after players left the tail.
-local function tighten_bound(st)
+-- hist_add adds (d = 1) or removes (d = -1) a tail player with internal score x and keeps the tail bound tb, a
+-- lower bound of every tail score: exact players must rank before it.
+local function hist_add(st, x, d)
+  hist_count(st, hidx(x), d)
   if st.tn <= 0 then
     st.tn, st.tb = 0, nil
-    return
-  end
-  local all = redis.call('HGETALL', hkey(st.w, st.p))
-  local best
-  for i = 1, #all, 2 do
-    local b = tonumber(all[i])
-    if tonumber(all[i + 1]) > 0 and (best == nil or b < best) then best = b end
-  end
-  if best then st.tb = hbounds(best) end
-end
-
-local function hist_add(st, x, d)
-  local hk = hkey(st.w, st.p)
-  local k = hidx(x)
-  local c = redis.call('HINCRBY', hk, k, d)
-  if c <= 0 then redis.call('HDEL', hk, k) end
-  st.tn = st.tn + d
-  if d > 0 then
+  elseif d > 0 then
     if st.tb == nil or x < st.tb then st.tb = x end
-  elseif st.tb and c <= 0 and k == hidx(st.tb) then
-    tighten_bound(st)
-  elseif st.tn <= 0 then
-    st.tn, st.tb = 0, nil
+  elseif hidx(x) == hidx(st.tb) then
+    -- The bucket of the bound may have emptied: move the bound to the lowest bucket still in use.
+    local k = hist_first(st)
+    if k and k ~= hidx(st.tb) then st.tb = hbounds(k) end
   end
 end
 

@@ -1,0 +1,229 @@
+package leaderboard_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// model is the exact ranking, computed in Go, of a board: every player's score and the sequence number of the
+// submission that reached it.
+type model struct {
+	desc    bool
+	mode    lb.Mode
+	score   map[string]float64
+	arrival map[string]int
+	seq     int
+}
+
+func newModel(order lb.Order, mode lb.Mode) *model {
+	return &model{desc: order == lb.Desc, mode: mode, score: map[string]float64{}, arrival: map[string]int{}}
+}
+
+func (m *model) submit(p string, s float64) {
+	m.seq++
+	old, ok := m.score[p]
+	switch {
+	case !ok:
+	case m.mode == lb.Best && !m.better(s, old):
+		return
+	case m.mode == lb.Sum:
+		s += old
+	}
+	if ok && s == old {
+		return
+	}
+	m.score[p], m.arrival[p] = s, m.seq
+}
+
+func (m *model) better(a, b float64) bool {
+	if m.desc {
+		return a > b
+	}
+	return a < b
+}
+
+// ranking returns the players best first.
+func (m *model) ranking() []string {
+	ids := make([]string, 0, len(m.score))
+	for p := range m.score {
+		ids = append(ids, p)
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if m.score[a] != m.score[b] {
+			if m.better(m.score[a], m.score[b]) {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Compare(m.arrival[a], m.arrival[b])
+	})
+	return ids
+}
+
+func TestExactTopTierIsExact(t *testing.T) {
+	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
+		for _, mode := range []lb.Mode{lb.Best, lb.Latest, lb.Sum} {
+			t.Run(string(mode), func(t *testing.T) {
+				ctx := context.Background()
+				const top, players = 20, 300
+				b := mustBoard(t, s, lb.Board{ID: "tier-" + string(mode), Mode: mode, ExactTop: top})
+				m := newModel(lb.Desc, mode)
+				rng := rand.New(rand.NewPCG(1, uint64(len(mode))))
+				submit := func(p string, score float64) {
+					m.submit(p, score)
+					mustSubmit(t, s, lb.Submission{Board: b.ID, Player: p, Score: score})
+				}
+				for i := range players {
+					submit(fmt.Sprintf("p%d", i), float64(rng.IntN(500)))
+				}
+				// Reshuffle: tail players move (some climb into the top), top players move (LATEST/SUM: some fall out).
+				for range 2 * players {
+					delta := float64(rng.IntN(200) - 60)
+					if mode != lb.Sum {
+						delta = float64(rng.IntN(700))
+					}
+					submit(fmt.Sprintf("p%d", rng.IntN(players)), delta)
+				}
+				want := m.ranking()
+				page, err := s.Top(ctx, lb.View{Board: b.ID}, 0, top)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if page.Size != players {
+					t.Fatalf("size %d, want %d", page.Size, players)
+				}
+				if mode == lb.Best && len(page.Entries) != top {
+					t.Fatalf("BEST board: exact tier has %d players, want %d", len(page.Entries), top)
+				}
+				if len(page.Entries) < top/2 {
+					t.Fatalf("exact tier shrank to %d players", len(page.Entries))
+				}
+				for i, e := range page.Entries {
+					if e.Approximate || e.PlayerID != want[i] || e.Score != m.score[want[i]] || e.Rank != int64(i+1) {
+						t.Fatalf("exact rank %d: got %s (%v, approx %v), want %s (%v)", i+1, e.PlayerID, e.Score,
+							e.Approximate, want[i], m.score[want[i]])
+					}
+				}
+				// Beyond the tier ranks are estimated, never claimed exact, and stay within the board.
+				for _, p := range want[len(page.Entries):] {
+					e, err := s.Rank(ctx, lb.View{Board: b.ID}, p)
+					if err != nil || e == nil {
+						t.Fatalf("rank of %s: %v %v", p, e, err)
+					}
+					if !e.Approximate || e.Rank <= int64(len(page.Entries)) || e.Rank > players || e.Score != m.score[p] {
+						t.Fatalf("tail player %s: %+v", p, e)
+					}
+				}
+				// A player who falls out and climbs back in gets an exact rank again.
+				if mode != lb.Best {
+					lead := want[0]
+					low := -1000.0
+					if mode == lb.Sum {
+						low = -m.score[lead] - 1000
+					}
+					submit(lead, low)
+					if e, _ := s.Rank(ctx, lb.View{Board: b.ID}, lead); !e.Approximate {
+						t.Fatalf("a player at the bottom has an exact rank: %+v", e)
+					}
+					high := 1e6
+					if mode == lb.Sum {
+						high = 1e6 - m.score[lead]
+					}
+					submit(lead, high)
+					if e, _ := s.Rank(ctx, lb.View{Board: b.ID}, lead); e.Approximate || e.Rank != 1 {
+						t.Fatalf("climbing back in: %+v", e)
+					}
+				}
+			})
+		}
+	})
+}
+
+// On a skewed distribution (log-normal, 1,000,000 players, exactTop 10,000) the estimated topPercent of every
+// sampled tail player is within 1 percentage point of the exact one.
+func TestTailEstimateAccuracy(t *testing.T) {
+	players := 1_000_000
+	if testing.Short() {
+		players = 100_000
+	}
+	const exactTop = 10_000
+	tg := redistest.Targets(t)[0]
+	s := lb.New(tg.Client, lb.Config{Prefix: redistest.Prefix(t), PublishCommand: lb.PublishNone})
+	ctx := context.Background()
+	b := mustBoard(t, s, lb.Board{ID: "lognormal", ExactTop: exactTop})
+	rng := rand.New(rand.NewPCG(7, 11))
+	scores := make([]float64, players)
+	for i := range scores {
+		scores[i] = math.Round(math.Exp(8+1.2*rng.NormFloat64())*100) / 100
+	}
+	load(t, s, b.ID, scores)
+
+	// Exact ranks: better score first, then earlier arrival (the input order).
+	idx := make([]int, players)
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(scores[b], scores[a]) })
+	exactRank := make([]int, players)
+	for r, i := range idx {
+		exactRank[i] = r + 1
+	}
+	worst := 0.0
+	checked := 0
+	for k := 0; k < 2000; k++ {
+		i := rng.IntN(players)
+		if exactRank[i] <= exactTop {
+			continue
+		}
+		e, err := s.Rank(ctx, lb.View{Board: b.ID}, fmt.Sprintf("player-%d", i))
+		if err != nil || e == nil {
+			t.Fatalf("rank: %v %v", e, err)
+		}
+		if !e.Approximate {
+			t.Fatalf("tail player %d (exact rank %d) reported exact rank %d", i, exactRank[i], e.Rank)
+		}
+		want := 100 * float64(exactRank[i]) / float64(players)
+		worst = max(worst, math.Abs(e.TopPercent-want))
+		if math.Abs(e.TopPercent-want) > 1 {
+			t.Fatalf("player %d score %v: topPercent %.3f, exact %.3f", i, scores[i], e.TopPercent, want)
+		}
+		checked++
+	}
+	t.Logf("%d tail players sampled; worst topPercent error %.4f points", checked, worst)
+}
+
+// load submits scores[i] for player-i in input order, 1,000 per script call.
+func load(t testing.TB, s *lb.Store, board string, scores []float64) {
+	t.Helper()
+	ctx := context.Background()
+	batch := make([]lb.Submission, 0, lb.MaxBulk)
+	flush := func() {
+		out, err := s.SubmitMany(ctx, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range out {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+		}
+		batch = batch[:0]
+	}
+	for i, sc := range scores {
+		batch = append(batch, lb.Submission{Board: board, Player: fmt.Sprintf("player-%d", i), Score: sc})
+		if len(batch) == lb.MaxBulk {
+			flush()
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+}
