@@ -1,52 +1,118 @@
-// Package pubsub fans live leaderboard changes out to local subscribers: one Redis pub/sub subscription per
-// process, one cached top list per watched board-window-period, each diff computed once and shared by every
-// subscriber, bounded per-subscriber queues. It knows nothing of GraphQL.
+// Package pubsub fans live leaderboard changes out to local subscribers.
+//
+// One Redis pub/sub connection per process (per cluster hash slot in use on Redis Cluster, where a sharded
+// subscription is bound to one slot) carries the change events of every watched board. Per watched board a
+// goroutine turns events into at most MaxUpdateRate Redis reads per second: per board-window-period one top-100
+// list is read, each subscriber group (same `first`) gets one diff computed once and shared by all of its
+// subscribers, and a subscriber that falls behind gets a merged diff or a snapshot instead of a growing queue.
+// Nothing here ever blocks the goroutine that reads from Redis. It knows nothing of GraphQL.
 package pubsub
 
 import (
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
+// MaxFirst is the longest top list a subscription may ask for and the length of the list cached per view. It
+// matches the store's default LiveTop: changes below it are not published.
+const MaxFirst = 100
+
 // Config configures a Hub. Every field has a usable zero value.
 type Config struct {
-	// MaxUpdateRate is how many updates per second a subscriber gets at most for one board view; it is also how
-	// often a view's cached top list is re-read from Redis at most. Default 10.
+	// MaxUpdateRate is how many updates per second a subscriber gets at most for one board (per second); it is
+	// also how often a board's cached lists are re-read from Redis at most. Default 10.
 	MaxUpdateRate float64
-	// QueueSize is how many updates may wait for a subscriber that has not read the previous ones. When the queue
-	// is full, the waiting updates are merged into one diff (or replaced by a fresh snapshot). Default 1.
+	// QueueSize is how many updates may wait unread in a subscriber's channel. When it is full, the waiting
+	// updates are taken back and replaced by one merged diff (or a fresh snapshot). Default 1.
 	QueueSize int
-	// SnapshotAfter is how many list versions a subscriber may fall behind before it gets a fresh snapshot instead
-	// of a merged diff. Default 8.
+	// SnapshotAfter is how many list versions a subscriber may fall behind and still get a merged diff; beyond
+	// it, it gets a fresh snapshot. Default 8.
 	SnapshotAfter int
-	// StuckAfter is how long a subscriber may leave a full queue unread before it is dropped (its channel is
-	// closed). Default 30 seconds.
+	// StuckAfter is how long a subscriber may leave its channel full, reading nothing, before it is dropped (its
+	// channel is closed). Default 30 seconds.
 	StuckAfter time.Duration
-	// RankWatchTTL is the TTL of Store.WatchKey(board) while rank watchers exist; it is refreshed every third of
-	// it. Default 60 seconds.
+	// RankWatchTTL is the TTL of Store.WatchKey(board) while rank subscriptions exist on the board; it is
+	// refreshed every third of it. Default 60 seconds.
 	RankWatchTTL time.Duration
-	// CacheSize is how many board views Top keeps cached (and watched) without subscribers. Default 1000.
+	// CacheSize is how many board views (board, window, period) Top keeps cached and fresh without any
+	// subscription; the least recently used one is dropped beyond it. Default 1000.
 	CacheSize int
-	// PeriodCheck is how often subscriptions that follow the current period check for a rollover. Default 1s.
+	// PeriodCheck is how often subscriptions that follow the current period look for a rollover, and how often
+	// the watch key is checked. Default 1 second.
 	PeriodCheck time.Duration
-	// Logger receives warnings (lost connections, dropped subscribers). Default slog.Default().
+	// Logger receives warnings (lost connections, failed reads, dropped subscribers). Default slog.Default().
 	Logger *slog.Logger
 }
 
-// TopUpdate is one message of a top-list subscription.
+func (c *Config) normalize() {
+	if c.MaxUpdateRate <= 0 {
+		c.MaxUpdateRate = 10
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 1
+	}
+	if c.SnapshotAfter <= 0 {
+		c.SnapshotAfter = 8
+	}
+	if c.StuckAfter <= 0 {
+		c.StuckAfter = 30 * time.Second
+	}
+	if c.RankWatchTTL <= 0 {
+		c.RankWatchTTL = time.Minute
+	}
+	if c.CacheSize <= 0 {
+		c.CacheSize = 1000
+	}
+	if c.PeriodCheck <= 0 {
+		c.PeriodCheck = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// TopUpdate is one message of a top-list subscription. Its slices are shared with other subscribers: read them,
+// never modify them.
 type TopUpdate struct {
 	Board  string
 	Window leaderboard.Window
 	Period string
 	// Version counts the updates of this subscription: 1 is the first snapshot, then +1 per update, no gaps.
 	Version int64
-	// Snapshot: Entries is the whole list. Otherwise Entries holds the rows that entered or changed rank or
-	// score, and Removed the players who left the list.
+	// Snapshot: Entries is the whole list. Otherwise Entries holds the rows that entered or changed rank, score,
+	// display name or metadata, and Removed the players who left the list. (TopPercent of rows that did not
+	// change is not resent when only the size changed; Size is current.)
 	Snapshot bool
 	Entries  []leaderboard.Entry
 	Removed  []string
 	// Size is the number of players in the window period when the list was read.
 	Size int64
+
+	shared *payload
+}
+
+// Shared returns build(u), computed once per distinct key for every subscriber that receives the same content
+// (same diff or snapshot, same board, window and period), and shared by them. It lets a transport encode an
+// update once for thousands of subscribers. build must not depend on Version, the only per-subscription field.
+func (u *TopUpdate) Shared(key string, build func(*TopUpdate) []byte) []byte {
+	if u.shared == nil {
+		return build(u)
+	}
+	if v, ok := u.shared.memo.Load(key); ok {
+		return v.([]byte)
+	}
+	v, _ := u.shared.memo.LoadOrStore(key, build(u))
+	return v.([]byte)
+}
+
+// payload is the content of an update that many subscribers share.
+type payload struct {
+	snapshot bool
+	entries  []leaderboard.Entry
+	removed  []string
+	size     int64
+	memo     sync.Map // key -> []byte, see TopUpdate.Shared
 }

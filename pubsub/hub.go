@@ -2,34 +2,282 @@ package pubsub
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// Hub is a process's live fan-out. It is safe for concurrent use.
+// Hub is a process's live fan-out: the Redis listener, the per-board refreshers, the views' cached top lists and
+// the local subscribers. It is safe for concurrent use. Subscriptions work from New on; Run shuts everything
+// down when its context ends.
 type Hub struct {
-	store *leaderboard.Store
-	cfg   Config
+	store    *leaderboard.Store
+	cfg      Config
+	cluster  bool // the store talks to Redis Cluster
+	pollOnly bool // the store publishes nothing: refreshers poll at MaxUpdateRate while anybody watches
+	interval time.Duration
+
+	ctx    context.Context // ends at shutdown; used for the hub's own Redis calls
+	cancel context.CancelFunc
+	done   chan struct{}
+	wg     sync.WaitGroup // board loops and connection readers
+
+	// mu guards the maps below and view.cached. Lock order: mu, then a board's mu.
+	mu        sync.RWMutex
+	closed    bool
+	boards    map[string]*board
+	byChannel map[string]*board
+	views     map[viewKey]*view
+	cachedN   int // views with cached set
+
+	listenMu sync.Mutex // serializes (un)subscribing; guards conns
+	conns    map[int]*listenConn
+
+	running atomic.Bool
 }
 
-// New returns a Hub over store. Call Run to keep it working.
-func New(store *leaderboard.Store, cfg Config) *Hub { return &Hub{store: store, cfg: cfg} }
+type viewKey struct {
+	board  string
+	window leaderboard.Window
+	period string
+}
 
-// Run listens to Redis and keeps the hub's views fresh; it returns when ctx is done, after closing every
-// subscription.
-func (h *Hub) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+// New returns a Hub over store. Call Run (once) to stop it cleanly later.
+func New(store *leaderboard.Store, cfg Config) *Hub {
+	cfg.normalize()
+	_, cluster := store.Redis().(*redis.ClusterClient)
+	h := &Hub{store: store, cfg: cfg, cluster: cluster,
+		pollOnly: store.PublishCommand() == leaderboard.PublishNone,
+		interval: time.Duration(float64(time.Second) / cfg.MaxUpdateRate),
+		done:     make(chan struct{}), boards: map[string]*board{}, byChannel: map[string]*board{},
+		views: map[viewKey]*view{}, conns: map[int]*listenConn{}}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	return h
+}
 
-// SubscribeTop subscribes to the top first (1..100) entries of a view.
+// Run keeps the hub until ctx is done, then closes every subscription channel and Redis subscription and waits
+// for the hub's goroutines to end. It returns nil after a normal shutdown.
+func (h *Hub) Run(ctx context.Context) error {
+	if !h.running.CompareAndSwap(false, true) {
+		return &leaderboard.Error{Code: leaderboard.Internal, Message: "internal error"}
+	}
+	<-ctx.Done()
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
+	close(h.done)
+	h.cancel()
+	h.listenMu.Lock()
+	for _, lc := range h.conns {
+		_ = lc.ps.Close()
+	}
+	h.listenMu.Unlock()
+	h.wg.Wait()
+	return nil
+}
+
+func (h *Hub) isClosed() bool {
+	select {
+	case <-h.done:
+		return true
+	default:
+		return false
+	}
+}
+
+var errClosed = &leaderboard.Error{Code: leaderboard.Unavailable, Message: "the server is shutting down"}
+
+// SubscribeTop subscribes to the top first (1..MaxFirst) entries of a view. The first message is a snapshot
+// (Version 1), sent as soon as the list is known; then diffs follow at most MaxUpdateRate per second. With
+// v.Period empty the subscription follows the current period and gets a snapshot of the new period at each
+// rollover. The channel is closed when ctx is done, when the subscriber stays stuck (see Config.StuckAfter) and
+// at shutdown. Errors are *leaderboard.Error (BAD_USER_INPUT, NOT_FOUND, UNAVAILABLE).
 func (h *Hub) SubscribeTop(ctx context.Context, v leaderboard.View, first int) (<-chan *TopUpdate, error) {
-	return nil, &leaderboard.Error{Code: leaderboard.Unavailable, Message: "live updates are starting"}
+	if first < 1 || first > MaxFirst {
+		return nil, &leaderboard.Error{Code: leaderboard.Invalid,
+			Message: "first must be between 1 and 100 for live updates"}
+	}
+	r, err := h.store.Resolve(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	s := &topSub{ch: make(chan *TopUpdate, h.cfg.QueueSize), first: first, follow: v.Period == "", base: -1}
+	key := viewKey{r.Board.ID, r.Window, r.Period}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errClosed
+	}
+	b := h.boardLocked(r.Board)
+	vw := h.viewLocked(b, key)
+	b.mu.Lock()
+	b.attachTop(vw, s, time.Now())
+	b.mu.Unlock()
+	h.mu.Unlock()
+	b.signal()
+	stop := context.AfterFunc(ctx, func() { b.dropTop(s, false) })
+	b.mu.Lock()
+	s.stop = stop
+	b.mu.Unlock()
+	return s.ch, nil
 }
 
-// SubscribeRank subscribes to one player's entry in a view.
-func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player string) (<-chan *leaderboard.Entry, error) {
-	return nil, &leaderboard.Error{Code: leaderboard.Unavailable, Message: "live updates are starting"}
+// SubscribeRank subscribes to one player's entry in a view: the entry at once (or, when the player has no score
+// there, as soon as they get one), then each time their rank or score changes, also when others overtake them.
+// When the player is removed (or a followed period rolls over), it sends an Entry with Rank 0, meaning "no
+// score any more". With v.Period empty it follows the current period. Channel and errors as for SubscribeTop.
+func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player string) (<-chan *leaderboard.Entry,
+	error) {
+	r, err := h.store.Resolve(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	if len(player) == 0 || len(player) > leaderboard.MaxIDBytes {
+		return nil, &leaderboard.Error{Code: leaderboard.Invalid, Message: "player id must be 1 to 128 bytes"}
+	}
+	s := &rankSub{ch: make(chan *leaderboard.Entry, h.cfg.QueueSize), follow: v.Period == ""}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errClosed
+	}
+	b := h.boardLocked(r.Board)
+	b.mu.Lock()
+	b.attachRank(watchKey{r.Window, r.Period, player}, s, time.Now())
+	b.mu.Unlock()
+	h.mu.Unlock()
+	b.signal()
+	stop := context.AfterFunc(ctx, func() { b.dropRank(s, false) })
+	b.mu.Lock()
+	s.stop = stop
+	b.mu.Unlock()
+	return s.ch, nil
 }
 
-// Top serves top lists from the per-process cache.
+// Top returns ranks offset+1 .. offset+first like Store.Top. Pages within the top MaxFirst of a view that the
+// hub watches come from memory (no Redis round trip) as long as no change event is pending for the board; any
+// other request reads Redis and starts caching its view (at most CacheSize views, least recently used dropped).
 func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*leaderboard.Page, error) {
-	return h.store.Top(ctx, v, offset, first)
+	if first < 0 || offset < 0 || offset+first > MaxFirst {
+		return h.store.Top(ctx, v, offset, first)
+	}
+	r, err := h.store.Resolve(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	key := viewKey{r.Board.ID, r.Window, r.Period}
+	h.mu.RLock()
+	vw := h.views[key]
+	h.mu.RUnlock()
+	if vw != nil {
+		vw.used.Store(time.Now().UnixNano())
+		if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() {
+			return c.page(r, offset, first), nil
+		}
+	}
+	p, err := h.store.Top(ctx, v, offset, first)
+	if err == nil && vw == nil {
+		h.cacheView(r.Board, key)
+	}
+	return p, err
+}
+
+// Changed tells the hub that this process just wrote to a board, so that Top stops serving the board's cached
+// lists until they have been re-read (read-your-writes for the writer, even before the change event arrives).
+// Optional: change events alone keep everything correct within milliseconds.
+func (h *Hub) Changed(board string) {
+	h.mu.RLock()
+	b := h.boards[board]
+	h.mu.RUnlock()
+	if b != nil {
+		b.dirty.Store(true)
+		b.inMu.Lock()
+		b.all = true
+		b.inMu.Unlock()
+		b.signal()
+	}
+}
+
+// cacheView starts keeping a view fresh for Top, evicting the least recently used cached view beyond CacheSize.
+func (h *Hub) cacheView(def *leaderboard.Board, key viewKey) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	b := h.boardLocked(def)
+	vw := h.viewLocked(b, key)
+	vw.used.Store(time.Now().UnixNano())
+	var evicted *board
+	if !vw.cached {
+		vw.cached = true
+		h.cachedN++
+		if h.cachedN > h.cfg.CacheSize {
+			var old *view
+			for _, c := range h.views {
+				if c.cached && c != vw && (old == nil || c.used.Load() < old.used.Load()) {
+					old = c
+				}
+			}
+			if old != nil {
+				old.cached = false
+				h.cachedN--
+				evicted = old.board
+			}
+		}
+	}
+	h.mu.Unlock()
+	b.signal()
+	if evicted != nil {
+		evicted.signal() // lets its loop drop the view (and itself) when nobody else uses them
+	}
+}
+
+// boardLocked returns the live board of def, creating it and starting its loop. h.mu is held.
+func (h *Hub) boardLocked(def *leaderboard.Board) *board {
+	if b := h.boards[def.ID]; b != nil {
+		return b
+	}
+	b := &board{h: h, def: def, channel: h.store.Channel(def.ID), wake: make(chan struct{}, 1),
+		views: map[viewKey]*view{}, watches: map[watchKey]*watch{}}
+	b.dirty.Store(true)
+	h.boards[def.ID] = b
+	h.byChannel[b.channel] = b
+	h.wg.Add(1)
+	go b.loop()
+	return b
+}
+
+// viewLocked returns the view of key on b, creating it. h.mu is held.
+func (h *Hub) viewLocked(b *board, key viewKey) *view {
+	if vw := h.views[key]; vw != nil {
+		return vw
+	}
+	vw := &view{key: key, board: b, feeds: map[int]*feed{}}
+	h.views[key] = vw
+	b.mu.Lock()
+	b.views[key] = vw
+	b.mu.Unlock()
+	return vw
+}
+
+// cachedList is a view's list as Top serves it.
+type cachedList struct {
+	entries []leaderboard.Entry // top MaxFirst (fewer: the whole ranking)
+	size    int64
+}
+
+func (c *cachedList) page(r leaderboard.Resolved, offset, first int) *leaderboard.Page {
+	p := &leaderboard.Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period,
+		Size: c.size}
+	if offset < len(c.entries) {
+		p.Entries = append([]leaderboard.Entry(nil), c.entries[offset:min(offset+first, len(c.entries))]...)
+	} else {
+		p.Entries = []leaderboard.Entry{}
+	}
+	return p
 }
