@@ -1,0 +1,149 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the server's configuration: environment variables, overridden by flags for the common ones. Every
+// setting is listed with its default in README.md ("Configuration").
+type Config struct {
+	ListenAddr        string   // LISTEN_ADDR, -listen: default ":8080"
+	RedisURL          string   // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
+	RedisClusterAddrs []string // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
+	RedisPassword     string   // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
+	KeyPrefix         string   // KEY_PREFIX: default "lb"; starts every Redis key
+	APIKeys           string   // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
+	CORSOrigins       []string // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
+	Demo              bool     // DEMO, -demo: run the demo simulator and dashboard board
+	Introspection     bool     // INTROSPECTION, -introspection: default true
+	LogLevel          slog.Level
+	LogFormat         string // LOG_FORMAT: "text" (default) or "json"
+
+	MaxBodyBytes            int64         // MAX_BODY_BYTES: request body size; default 1 MiB
+	MaxQueryDepth           int           // MAX_QUERY_DEPTH: nesting of selections; default 15
+	MaxQueryComplexity      int           // MAX_QUERY_COMPLEXITY: default 50000 (one list field counts per row)
+	MaxWSMessageBytes       int64         // MAX_WS_MESSAGE_BYTES: one websocket message from a client; default 64 KiB
+	MaxSubscriptionsPerConn int           // MAX_SUBSCRIPTIONS_PER_CONN: default 100
+	MaxConnsPerAddr         int           // MAX_CONNS_PER_ADDR: websocket connections per client IP; default 200
+	WSPingInterval          time.Duration // WS_PING_INTERVAL: ping period; a peer silent for two is dropped; default 20s
+	RequestTimeout          time.Duration // REQUEST_TIMEOUT: per HTTP GraphQL request; default 10s
+	ShutdownTimeout         time.Duration // SHUTDOWN_TIMEOUT: graceful shutdown budget; default 8s
+	QueryCacheSize          int           // QUERY_CACHE_SIZE: parsed queries kept (LRU); default 1000
+	APQCacheSize            int           // APQ_CACHE_SIZE: automatic persisted queries kept (LRU); default 1000
+}
+
+// LoadConfig reads the configuration from getenv, then args (flags win).
+func LoadConfig(args []string, getenv func(string) string) (Config, error) {
+	var errs []string
+	env := func(name, def string) string {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v
+		}
+		return def
+	}
+	envInt := func(name string, def int64) int64 {
+		s := env(name, "")
+		if s == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Sprintf("%s: want a non-negative integer, got %q", name, s))
+			return def
+		}
+		return n
+	}
+	envDur := func(name string, def time.Duration) time.Duration {
+		s := env(name, "")
+		if s == "" {
+			return def
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("%s: want a positive duration such as 10s, got %q", name, s))
+			return def
+		}
+		return d
+	}
+	envBool := func(name string, def bool) bool {
+		s := env(name, "")
+		if s == "" {
+			return def
+		}
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: want true or false, got %q", name, s))
+			return def
+		}
+		return b
+	}
+
+	c := Config{
+		MaxBodyBytes:            envInt("MAX_BODY_BYTES", 1<<20),
+		MaxQueryDepth:           int(envInt("MAX_QUERY_DEPTH", 15)),
+		MaxQueryComplexity:      int(envInt("MAX_QUERY_COMPLEXITY", 50_000)),
+		MaxWSMessageBytes:       envInt("MAX_WS_MESSAGE_BYTES", 64<<10),
+		MaxSubscriptionsPerConn: int(envInt("MAX_SUBSCRIPTIONS_PER_CONN", 100)),
+		MaxConnsPerAddr:         int(envInt("MAX_CONNS_PER_ADDR", 200)),
+		WSPingInterval:          envDur("WS_PING_INTERVAL", 20*time.Second),
+		RequestTimeout:          envDur("REQUEST_TIMEOUT", 10*time.Second),
+		ShutdownTimeout:         envDur("SHUTDOWN_TIMEOUT", 8*time.Second),
+		QueryCacheSize:          int(envInt("QUERY_CACHE_SIZE", 1000)),
+		APQCacheSize:            int(envInt("APQ_CACHE_SIZE", 1000)),
+		KeyPrefix:               env("KEY_PREFIX", "lb"),
+		RedisPassword:           env("REDIS_PASSWORD", ""),
+		APIKeys:                 env("API_KEYS", ""),
+		LogFormat:               env("LOG_FORMAT", "text"),
+	}
+
+	fs := flag.NewFlagSet("leaderboard", flag.ContinueOnError)
+	fs.StringVar(&c.ListenAddr, "listen", env("LISTEN_ADDR", ":8080"), "address to listen on (LISTEN_ADDR)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "redis:// or rediss:// URL of a standalone Redis (REDIS_URL)")
+	cluster := fs.String("redis-cluster-addrs", env("REDIS_CLUSTER_ADDRS", ""), "comma-separated host:port seeds of a Redis Cluster (REDIS_CLUSTER_ADDRS)")
+	cors := fs.String("cors-origins", env("CORS_ORIGINS", ""), "comma-separated origins allowed cross-origin, or * (CORS_ORIGINS)")
+	fs.BoolVar(&c.Demo, "demo", envBool("DEMO", false), "run the demo: a simulated game feeding a demo board (DEMO)")
+	fs.BoolVar(&c.Introspection, "introspection", envBool("INTROSPECTION", true), "allow GraphQL introspection (INTROSPECTION)")
+	level := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Sprintf("unexpected arguments %q", fs.Args()))
+	}
+	c.RedisClusterAddrs = splitList(*cluster)
+	c.CORSOrigins = splitList(*cors)
+	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
+		errs = append(errs, fmt.Sprintf("LOG_LEVEL: want debug, info, warn or error, got %q", *level))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Sprintf("LOG_FORMAT: want text or json, got %q", c.LogFormat))
+	}
+	if c.RedisURL != "" && len(c.RedisClusterAddrs) > 0 {
+		errs = append(errs, "set REDIS_URL or REDIS_CLUSTER_ADDRS, not both")
+	}
+	if strings.ContainsAny(c.KeyPrefix, "{}") || c.KeyPrefix == "" {
+		errs = append(errs, "KEY_PREFIX must be non-empty and must not contain { or }")
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+// Embedded reports whether no Redis is configured, so the server runs an in-memory one.
+func (c Config) Embedded() bool { return c.RedisURL == "" && len(c.RedisClusterAddrs) == 0 }
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

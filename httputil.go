@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// writeError answers with a GraphQL-shaped error body: {"errors":[{"message":..., "extensions":{"code":...}}]}.
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	body, _ := json.Marshal(map[string]any{"errors": []map[string]any{
+		{"message": message, "extensions": map[string]any{"code": code}}}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// limitBody caps request bodies at max bytes: a declared larger body is refused at once (413), a chunked one
+// fails when it passes the cap.
+func limitBody(max int64, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > max {
+			writeError(w, http.StatusRequestEntityTooLarge, "BAD_USER_INPUT",
+				"request body too large: at most "+strconv.FormatInt(max, 10)+" bytes")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, max)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// codeErrors makes sure every error gqlgen's transports write on their own (undecodable JSON, a body over the
+// limit, a mutation over GET) carries extensions.code: such errors are the client's, so BAD_USER_INPUT. Only
+// error responses (status >= 400) are buffered; websocket upgrades pass untouched.
+func codeErrors(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		cw := &codingWriter{ResponseWriter: w}
+		next.ServeHTTP(cw, r)
+		cw.finish()
+	})
+}
+
+type codingWriter struct {
+	http.ResponseWriter
+	status int
+	buf    *bytes.Buffer // set for error statuses
+}
+
+func (c *codingWriter) WriteHeader(status int) {
+	if c.status != 0 {
+		return
+	}
+	c.status = status
+	if status >= 400 {
+		c.buf = &bytes.Buffer{}
+		return
+	}
+	c.ResponseWriter.WriteHeader(status)
+}
+
+func (c *codingWriter) Write(p []byte) (int, error) {
+	if c.status == 0 {
+		c.WriteHeader(http.StatusOK)
+	}
+	if c.buf != nil {
+		return c.buf.Write(p)
+	}
+	return c.ResponseWriter.Write(p)
+}
+
+func (c *codingWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok && c.buf == nil {
+		f.Flush()
+	}
+}
+
+func (c *codingWriter) finish() {
+	if c.buf == nil {
+		return
+	}
+	body := c.buf.Bytes()
+	var resp map[string]any
+	if json.Unmarshal(body, &resp) == nil {
+		if errs, ok := resp["errors"].([]any); ok {
+			for _, e := range errs {
+				if em, ok := e.(map[string]any); ok {
+					ext, _ := em["extensions"].(map[string]any)
+					if ext == nil {
+						ext = map[string]any{}
+						em["extensions"] = ext
+					}
+					if _, ok := ext["code"]; !ok {
+						ext["code"] = "BAD_USER_INPUT"
+					}
+				}
+			}
+			if b, err := json.Marshal(resp); err == nil {
+				body = b
+			}
+		}
+	}
+	c.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	c.ResponseWriter.WriteHeader(c.status)
+	c.ResponseWriter.Write(body)
+}
+
+// statusWriter records the status of a response for logs; it lets websocket upgrades hijack the connection.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusWriter) WriteHeader(status int) {
+	if s.status == 0 {
+		s.status = status
+	}
+	s.ResponseWriter.WriteHeader(status)
+}
+
+func (s *statusWriter) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *statusWriter) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := s.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("hijacking not supported")
+	}
+	s.status = http.StatusSwitchingProtocols
+	return h.Hijack()
+}
+
+// logRequests logs one line per request at debug level (never headers: they carry keys), and recovers panics
+// outside gqlgen (which recovers its own) as a 500 with code INTERNAL.
+func logRequests(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				log.Error("panic in handler", "panic", p, "path", r.URL.Path)
+				if sw.status == 0 {
+					writeError(sw, http.StatusInternalServerError, "INTERNAL", "internal error")
+				}
+			}
+			log.LogAttrs(r.Context(), slog.LevelDebug, "request", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.Int("status", sw.status),
+				slog.Duration("duration", time.Since(start)), slog.String("remote", clientAddr(r)))
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// Metrics are the server's Prometheus metrics, on a registry of their own (served at /metrics). Every label
+// value comes from a fixed set (schema field names, error codes), never from clients, so series stay bounded.
+type Metrics struct {
+	reg         *prometheus.Registry
+	operations  *prometheus.CounterVec   // lb_graphql_operations_total{type,field,outcome}
+	opDuration  *prometheus.HistogramVec // lb_graphql_operation_duration_seconds{type,field}
+	httpDur     *prometheus.HistogramVec // lb_http_request_duration_seconds{route}
+	redisErrors *prometheus.CounterVec   // lb_redis_errors_total{kind}
+	wsConns     prometheus.Gauge         // lb_websocket_connections
+	wsRejected  *prometheus.CounterVec   // lb_websocket_rejected_total{reason}
+	subs        *prometheus.GaugeVec     // lb_subscriptions{field}
+
+	rootFields map[string]bool // known root field names
+}
+
+// outcomes are the label values of outcome: "ok" and the error codes.
+var outcomes = map[string]bool{"ok": true, "BAD_USER_INPUT": true, "NOT_FOUND": true, "CONFLICT": true,
+	"UNAUTHENTICATED": true, "FORBIDDEN": true, "PERIOD_CLOSED": true, "RATE_LIMITED": true, "UNAVAILABLE": true,
+	"INTERNAL": true, "PERSISTED_QUERY_NOT_FOUND": true}
+
+func NewMetrics(schema *ast.Schema) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lb_graphql_operations_total",
+			Help: "GraphQL responses by operation type, root field and outcome (ok or the first error's code)."},
+			[]string{"type", "field", "outcome"}),
+		opDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lb_graphql_operation_duration_seconds",
+			Help:    "Time to answer a GraphQL query or mutation, by root field.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}},
+			[]string{"type", "field"}),
+		httpDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lb_http_request_duration_seconds",
+			Help:    "Time to answer an HTTP request, by route (websocket connections excluded).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}},
+			[]string{"route"}),
+		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lb_redis_errors_total",
+			Help: "Redis failures: dial (cannot connect) and command (a command failed other than by a miss or a rejected input)."},
+			[]string{"kind"}),
+		wsConns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lb_websocket_connections",
+			Help: "Open websocket connections."}),
+		wsRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lb_websocket_rejected_total",
+			Help: "Websocket upgrades refused, by reason (origin, per_address_limit)."}, []string{"reason"}),
+		subs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lb_subscriptions",
+			Help: "Running GraphQL subscriptions, by field."}, []string{"field"}),
+		rootFields: map[string]bool{"__schema": true, "__type": true, "__typename": true},
+	}
+	for _, def := range []*ast.Definition{schema.Query, schema.Mutation, schema.Subscription} {
+		if def != nil {
+			for _, f := range def.Fields {
+				m.rootFields[f.Name] = true
+			}
+		}
+	}
+	m.reg.MustRegister(m.operations, m.opDuration, m.httpDur, m.redisErrors, m.wsConns, m.wsRejected, m.subs,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range []string{"origin", "per_address_limit"} {
+		m.wsRejected.WithLabelValues(r)
+	}
+	m.redisErrors.WithLabelValues("dial")
+	m.redisErrors.WithLabelValues("command")
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// OnSubscription counts running subscriptions (graph.Resolver.OnSubscription).
+func (m *Metrics) OnSubscription(field string, delta int) {
+	m.subs.WithLabelValues(field).Add(float64(delta))
+}
+
+// timeRoute measures the requests of one route.
+func (m *Metrics) timeRoute(route string, next http.Handler) http.Handler {
+	h := m.httpDur.WithLabelValues(route)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "" {
+			next.ServeHTTP(w, r) // a websocket lives for hours; its connection gauge tells more
+			return
+		}
+		start := time.Now()
+		next.ServeHTTP(w, r)
+		h.Observe(time.Since(start).Seconds())
+	})
+}
+
+// graphQLExtension counts every GraphQL response by operation and outcome, and times queries and mutations.
+type graphQLExtension struct{ m *Metrics }
+
+var (
+	_ graphql.HandlerExtension    = graphQLExtension{}
+	_ graphql.ResponseInterceptor = graphQLExtension{}
+)
+
+func (graphQLExtension) ExtensionName() string                   { return "Metrics" }
+func (graphQLExtension) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	start := time.Now()
+	resp := next(ctx)
+	typ, field := "none", "none" // a request that did not get as far as a valid operation
+	if graphql.HasOperationContext(ctx) {
+		if op := graphql.GetOperationContext(ctx).Operation; op != nil {
+			typ = string(op.Operation)
+			field = "other"
+			if len(op.SelectionSet) > 0 {
+				if f, ok := op.SelectionSet[0].(*ast.Field); ok && e.m.rootFields[f.Name] {
+					field = f.Name
+				}
+			}
+		}
+	}
+	outcome := "ok"
+	if resp != nil && len(resp.Errors) > 0 {
+		outcome = "INTERNAL"
+		if code, _ := resp.Errors[0].Extensions["code"].(string); outcomes[code] {
+			outcome = code
+		}
+	}
+	e.m.operations.WithLabelValues(typ, field, outcome).Inc()
+	if typ != string(ast.Subscription) {
+		e.m.opDuration.WithLabelValues(typ, field).Observe(time.Since(start).Seconds())
+	}
+	return resp
+}
+
+// redisHook counts Redis failures. A miss (redis.Nil), a script's own rejection of bad input ("LB_...") and
+// NOSCRIPT (go-redis then loads the script) are normal answers, not failures.
+type redisHook struct{ m *Metrics }
+
+func (h redisHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			h.m.redisErrors.WithLabelValues("dial").Inc()
+		}
+		return c, err
+	}
+}
+
+func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.count(err)
+		return err
+	}
+}
+
+func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.count(err)
+		return err
+	}
+}
+
+func (h redisHook) count(err error) {
+	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
+		return
+	}
+	if msg := err.Error(); strings.Contains(msg, "LB_") || strings.HasPrefix(msg, "NOSCRIPT") {
+		return
+	}
+	h.m.redisErrors.WithLabelValues("command").Inc()
+}
