@@ -1,0 +1,173 @@
+package leaderboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+)
+
+func ranksOf(es []lb.Entry) []int64 {
+	out := make([]int64, len(es))
+	for i, e := range es {
+		out[i] = e.Rank
+	}
+	return out
+}
+
+func seq(from, to int64) []int64 {
+	var out []int64
+	for r := from; r <= to; r++ {
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestReads(t *testing.T) {
+	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
+		ctx := context.Background()
+		b := mustBoard(t, s, lb.Board{ID: "reads"})
+		v := lb.View{Board: b.ID}
+		for i := range 30 {
+			mustSubmit(t, s, lb.Submission{Board: b.ID, Player: fmt.Sprintf("p%02d", i), Score: float64(1000 - i)})
+		}
+		// Around-me is filled in at the edges: rank 2 with radius 5 gives ranks 1..11.
+		for _, c := range []struct {
+			player string
+			radius int
+			want   []int64
+		}{
+			{"p01", 5, seq(1, 11)}, {"p00", 0, seq(1, 1)}, {"p15", 2, seq(14, 18)}, {"p29", 3, seq(24, 30)},
+			{"p28", 100, seq(1, 30)}, {"missing", 5, nil},
+		} {
+			got, err := s.Around(ctx, v, c.player, c.radius)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ranksOf(got), c.want) {
+				t.Fatalf("around %s radius %d: ranks %v, want %v", c.player, c.radius, ranksOf(got), c.want)
+			}
+		}
+		// Top pages.
+		p, err := s.Top(ctx, v, 25, 10)
+		if err != nil || !slices.Equal(ranksOf(p.Entries), seq(26, 30)) || p.Size != 30 {
+			t.Fatalf("top offset 25: %v %v", p, err)
+		}
+		if p.Entries[0].TopPercent != 100*26.0/30 {
+			t.Fatalf("topPercent %v", p.Entries[0].TopPercent)
+		}
+		// Friends: the player and friends with a score, in rank order; unknown and repeated ids left out.
+		fr, err := s.Friends(ctx, v, "p10", []string{"p20", "nobody", "p03", "p20", "p10"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, e := range fr {
+			ids = append(ids, e.PlayerID)
+		}
+		if !slices.Equal(ids, []string{"p03", "p10", "p20"}) || !slices.Equal(ranksOf(fr), []int64{4, 11, 21}) {
+			t.Fatalf("friends: %v %v", ids, ranksOf(fr))
+		}
+		if e, err := s.Rank(ctx, v, "nobody"); e != nil || err != nil {
+			t.Fatalf("rank of a player without a score: %v %v", e, err)
+		}
+		// Display name and metadata are stored with the player and kept when a later submission omits them.
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p05", Score: 1, DisplayName: ptr("Ada 🏁"),
+			Metadata: json.RawMessage(`{"car": "red", "laps": [1, 2]}`)})
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p05", Score: 2000})
+		e, err := s.Rank(ctx, v, "p05")
+		if err != nil || e.Rank != 1 || e.DisplayName == nil || *e.DisplayName != "Ada 🏁" ||
+			string(e.Metadata) != `{"car":"red","laps":[1,2]}` {
+			t.Fatalf("rank with metadata: %+v %v (metadata %s)", e, err, e.Metadata)
+		}
+		// Scores keep full float64 precision through Redis and back.
+		for _, sc := range []float64{0.1, 1e-7, 123456789.123456789, 1 << 53, -(1 << 53), 5e-324 * 1e300} {
+			r := mustSubmit(t, s, lb.Submission{Board: "reads", Player: "precise", Score: sc})
+			if r.Entry.Score != sc && r.Updated {
+				t.Fatalf("score %v came back as %v", sc, r.Entry.Score)
+			}
+		}
+	})
+}
+
+func TestSubmitManyAcrossBoards(t *testing.T) {
+	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
+		ctx := context.Background()
+		mustBoard(t, s, lb.Board{ID: "bulk-a"})
+		mustBoard(t, s, lb.Board{ID: "bulk-b", Mode: lb.Sum, MaxScore: ptr(10.0)})
+		subs := []lb.Submission{
+			{Board: "bulk-a", Player: "x", Score: 5},
+			{Board: "bulk-b", Player: "x", Score: 4},
+			{Board: "missing", Player: "x", Score: 1},
+			{Board: "bulk-b", Player: "x", Score: 7}, // total 11 > max: this item fails, the others apply
+			{Board: "bulk-a", Player: "y", Score: 6},
+			{Board: "bulk-b", Player: "x", Score: 6},
+			{Board: "bulk-a", Player: "", Score: 1},
+			{Board: "bulk-a", Player: "z", Score: 1, EventID: "once"},
+			{Board: "bulk-a", Player: "z", Score: 9, EventID: "once"},
+		}
+		out, err := s.SubmitMany(ctx, subs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantErr := []lb.Code{"", "", lb.NotFound, lb.Invalid, "", "", lb.Invalid, "", ""}
+		for i, o := range out {
+			if lb.ErrorCode(o.Err) != wantErr[i] {
+				t.Fatalf("item %d: error %v, want code %q", i, o.Err, wantErr[i])
+			}
+		}
+		if out[4].Result.Entry.Rank != 1 || out[5].Result.Entry.Score != 10 || !out[8].Result.Duplicate ||
+			out[8].Result.Entry.Score != 1 {
+			t.Fatalf("bulk results: %+v %+v %+v", out[4].Result, out[5].Result, out[8].Result)
+		}
+		if got := topIDs(t, s, lb.View{Board: "bulk-a"}, 10); !slices.Equal(got, []string{"y", "x", "z"}) {
+			t.Fatalf("bulk-a: %v", got)
+		}
+	})
+}
+
+func TestRemovePlayerEverywhere(t *testing.T) {
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		b := mustBoard(t, s, lb.Board{ID: "rm", Windows: []lb.Window{lb.AllTime, lb.Daily, lb.Weekly, lb.Monthly}, ExactTop: 3})
+		for i := range 8 {
+			mustSubmit(t, s, lb.Submission{Board: b.ID, Player: fmt.Sprintf("p%d", i), Score: float64(i),
+				DisplayName: ptr("n")})
+		}
+		for _, p := range []string{"p7", "p0"} { // one exact, one in the tail
+			if ok, err := s.RemovePlayer(ctx, b.ID, p); !ok || err != nil {
+				t.Fatalf("remove %s: %v %v", p, ok, err)
+			}
+			for _, w := range b.Windows {
+				v := lb.View{Board: b.ID, Window: w}
+				if e, err := s.Rank(ctx, v, p); e != nil || err != nil {
+					t.Fatalf("%s still on %s: %+v %v", p, w, e, err)
+				}
+				if n, _ := s.Size(ctx, v); n != 7-btoi(p == "p0") {
+					t.Fatalf("%s size %d after removing %s", w, n, p)
+				}
+			}
+		}
+		if ok, err := s.RemovePlayer(ctx, b.ID, "p7"); ok || err != nil {
+			t.Fatalf("removing twice: %v %v", ok, err)
+		}
+		if got := topIDs(t, s, lb.View{Board: b.ID}, 10); !slices.Equal(got, []string{"p6", "p5"}) {
+			t.Fatalf("exact tier after removals: %v", got)
+		}
+		// The tail player with the best score still gets an estimated rank right after the exact tier.
+		if e, _ := s.Rank(ctx, lb.View{Board: b.ID}, "p4"); e == nil || !e.Approximate || e.Rank < 3 {
+			t.Fatalf("tail after removals: %+v", e)
+		}
+	})
+}
+
+func btoi(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
