@@ -70,9 +70,13 @@ func (b *board) confirm() {
 	b.signal()
 }
 
+// connLost: events may be missing from now on, so whatever is read next goes out as a snapshot.
 func (b *board) connLost() {
 	b.confirmed.Store(false)
 	b.dirty.Store(true)
+	b.inMu.Lock()
+	b.snapshot = true
+	b.inMu.Unlock()
 }
 
 func (b *board) connBack() {

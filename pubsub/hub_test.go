@@ -1,0 +1,234 @@
+package pubsub
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// startHub runs a hub over store until the test ends.
+func startHub(t testing.TB, store *leaderboard.Store, cfg Config) *Hub {
+	t.Helper()
+	h := New(store, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return h
+}
+
+func newStore(t testing.TB, rdb redis.UniversalClient, prefix string) *leaderboard.Store {
+	return leaderboard.New(rdb, leaderboard.Config{Prefix: prefix})
+}
+
+func createBoard(t testing.TB, st *leaderboard.Store, b leaderboard.Board) {
+	t.Helper()
+	if _, err := st.CreateBoard(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// topClient rebuilds a list from a subscription the way a client does and checks that versions have no gaps.
+type topClient struct {
+	first int
+	mu    sync.Mutex
+	list  []leaderboard.Entry
+	ver   int64
+	snaps int
+	err   error
+	done  chan struct{}
+}
+
+func follow(ch <-chan *TopUpdate, first int) *topClient {
+	c := &topClient{first: first, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		for u := range ch {
+			c.mu.Lock()
+			if u.Version != c.ver+1 && c.err == nil {
+				c.err = fmt.Errorf("version %d after %d", u.Version, c.ver)
+			}
+			if c.ver == 0 && !u.Snapshot && c.err == nil {
+				c.err = fmt.Errorf("first update is not a snapshot")
+			}
+			c.ver = u.Version
+			if u.Snapshot {
+				c.snaps++
+			}
+			c.list = Apply(c.list, u.Snapshot, u.Entries, u.Removed, c.first)
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+func (c *topClient) state() ([]row, int64, int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return toRows(c.list), c.ver, c.snaps, c.err
+}
+
+// waitTop waits until the client's list equals the store's top list.
+func waitTop(t testing.TB, c *topClient, st *leaderboard.Store, v leaderboard.View, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		p, err := st.Top(context.Background(), v, 0, c.first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ver, _, cerr := c.state()
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		want := toRows(p.Entries)
+		if slices.Equal(got, want) && ver > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("client list (version %d) did not converge:\n got  %v\n want %v", ver, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func submit(t testing.TB, st *leaderboard.Store, board, player string, score float64) {
+	t.Helper()
+	if _, err := st.Submit(context.Background(), leaderboard.Submission{Board: board, Player: player,
+		Score: score}); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestConvergesAfterConcurrentWrites: every kind of write, several subscribers with different first; the lists
+// rebuilt from snapshot + diffs equal store.Top at the end, versions have no gaps, and Top serves the same list.
+func TestConvergesAfterConcurrentWrites(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			t.Parallel()
+			st := newStore(t, tg.Client, redistest.Prefix(t))
+			h := startHub(t, st, Config{})
+			boards := []leaderboard.Board{
+				{ID: "best", Mode: leaderboard.Best},
+				{ID: "sum", Mode: leaderboard.Sum},
+				{ID: "latest", Mode: leaderboard.Latest, Order: leaderboard.Asc},
+				{ID: "exact", Mode: leaderboard.Best, ExactTop: 20},
+			}
+			ctx := t.Context()
+			var clients []*topClient
+			var views []leaderboard.View
+			for _, b := range boards {
+				createBoard(t, st, b)
+				for _, first := range []int{5, 10, 100} {
+					ch, err := h.SubscribeTop(ctx, leaderboard.View{Board: b.ID}, first)
+					if err != nil {
+						t.Fatal(err)
+					}
+					clients = append(clients, follow(ch, first))
+					views = append(views, leaderboard.View{Board: b.ID})
+				}
+			}
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := rand.New(rand.NewPCG(uint64(w), 7))
+					for i := range 150 {
+						b := boards[r.IntN(len(boards))]
+						player := fmt.Sprintf("p%d", r.IntN(120))
+						score := float64(r.IntN(50)) // few distinct scores: many ties
+						switch {
+						case b.Mode == leaderboard.Sum:
+							score -= 20 // deltas up and down
+						case i%25 == 0:
+							if _, err := st.RemovePlayer(ctx, b.ID, player); err != nil {
+								t.Error(err)
+							}
+							continue
+						case i%30 == 0:
+							var subs []leaderboard.Submission
+							for k := range 20 {
+								subs = append(subs, leaderboard.Submission{Board: b.ID,
+									Player: fmt.Sprintf("p%d", r.IntN(120)), Score: float64(k)})
+							}
+							if _, err := st.SubmitMany(ctx, subs); err != nil {
+								t.Error(err)
+							}
+							continue
+						}
+						submit(t, st, b.ID, player, score)
+					}
+				}()
+			}
+			wg.Wait()
+			for i, c := range clients {
+				waitTop(t, c, st, views[i], 3*time.Second)
+			}
+			// Top from the hub's cache equals the store's.
+			for _, b := range boards {
+				v := leaderboard.View{Board: b.ID}
+				deadline := time.Now().Add(2 * time.Second)
+				for {
+					got, err := h.Top(ctx, v, 3, 20)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, _ := st.Top(ctx, v, 3, 20)
+					if slices.Equal(toRows(got.Entries), toRows(want.Entries)) && got.Size == want.Size {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("hub Top %v, store %v", toRows(got.Entries), toRows(want.Entries))
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}
+		})
+	}
+}
+
+func TestSubscribeErrors(t *testing.T) {
+	rdb := redistest.SharedStandalone(t).Client(t)
+	st := newStore(t, rdb, redistest.Prefix(t))
+	h := startHub(t, st, Config{})
+	createBoard(t, st, leaderboard.Board{ID: "b", Windows: []leaderboard.Window{leaderboard.Daily}})
+	ctx := t.Context()
+	for _, first := range []int{0, -1, 101} {
+		if _, err := h.SubscribeTop(ctx, leaderboard.View{Board: "b"}, first); leaderboard.ErrorCode(err) !=
+			leaderboard.Invalid {
+			t.Errorf("first %d: got %v, want BAD_USER_INPUT", first, err)
+		}
+	}
+	if _, err := h.SubscribeTop(ctx, leaderboard.View{Board: "nope"}, 10); leaderboard.ErrorCode(err) !=
+		leaderboard.NotFound {
+		t.Errorf("unknown board: got %v, want NOT_FOUND", err)
+	}
+	if _, err := h.SubscribeRank(ctx, leaderboard.View{Board: "nope"}, "p"); leaderboard.ErrorCode(err) !=
+		leaderboard.NotFound {
+		t.Errorf("unknown board: got %v, want NOT_FOUND", err)
+	}
+	if _, err := h.SubscribeTop(ctx, leaderboard.View{Board: "b", Window: leaderboard.Weekly}, 10); leaderboard.ErrorCode(err) != leaderboard.Invalid {
+		t.Errorf("missing window: got %v, want BAD_USER_INPUT", err)
+	}
+	if _, err := h.SubscribeRank(ctx, leaderboard.View{Board: "b"}, ""); leaderboard.ErrorCode(err) !=
+		leaderboard.Invalid {
+		t.Errorf("empty player: got %v, want BAD_USER_INPUT", err)
+	}
+}
