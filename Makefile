@@ -27,3 +27,4 @@ lint:
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzParsePeriod -fuzztime $(FUZZTIME)
+	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzSubmissionArgs -fuzztime $(FUZZTIME)
