@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// fixtureScore is the score of fixture player i: spread over [0, 1,000,003) without order in i, the same
+// distribution as the core's memory test.
+func fixtureScore(i int) float64 { return float64((i * 7919) % 1_000_003) }
+
+func fixturePlayer(i int) string { return "player-" + strconv.Itoa(i) }
+
+// ensureBoard creates board id (ALL_TIME, DESC, BEST, the given exactTop) and loads it with fixture players up to
+// n: player-0 .. player-(n-1). Loading is incremental, so growing 10k -> 100k -> 1M loads each player once. It
+// goes through Store.SubmitMany in 1000-item calls from several goroutines: the real script, one round trip per
+// call.
+func (e *env) ensureBoard(ctx context.Context, id string, n, exactTop int) error {
+	have, ok := e.loaded[id]
+	if !ok {
+		if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: id, ExactTop: exactTop}); err != nil {
+			return fmt.Errorf("create board %q: %w", id, err)
+		}
+	}
+	if have >= n {
+		return nil
+	}
+	start := time.Now()
+	const batch = leaderboard.MaxBulk
+	var next atomic.Int64
+	next.Store(int64(have))
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	for range e.sizes().LoadWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			subs := make([]leaderboard.Submission, 0, batch)
+			for ctx.Err() == nil {
+				from := int(next.Add(batch)) - batch
+				if from >= n {
+					return
+				}
+				subs = subs[:0]
+				for i := from; i < min(from+batch, n); i++ {
+					subs = append(subs, leaderboard.Submission{Board: id, Player: fixturePlayer(i), Score: fixtureScore(i)})
+				}
+				out, err := e.store.SubmitMany(ctx, subs)
+				if err == nil {
+					for _, o := range out {
+						if o.Err != nil {
+							err = o.Err
+							break
+						}
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	if firstErr != nil {
+		return fmt.Errorf("load board %q: %w", id, firstErr)
+	}
+	e.loaded[id] = n
+	d := time.Since(start)
+	e.logf("board %q: loaded players %d..%d in %s (%.0f scores/s)", id, have, n, d.Round(time.Millisecond),
+		float64(n-have)/d.Seconds())
+	return nil
+}
+
+// ensureZset loads the plain sorted set key with the same ids and scores as the fixture boards, up to n.
+func (e *env) ensureZset(ctx context.Context, key string, n int) error {
+	have := e.loaded["zset:"+key]
+	if have >= n {
+		return nil
+	}
+	const batch = 1000
+	pipe := e.rdb.Pipeline()
+	for from := have; from < n; from += batch {
+		zs := make([]redis.Z, 0, batch)
+		for i := from; i < min(from+batch, n); i++ {
+			zs = append(zs, redis.Z{Score: fixtureScore(i), Member: fixturePlayer(i)})
+		}
+		pipe.ZAdd(ctx, key, zs...)
+		if pipe.Len() == 50 || from+batch >= n {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return fmt.Errorf("load sorted set %q: %w", key, err)
+			}
+		}
+	}
+	e.loaded["zset:"+key] = n
+	return nil
+}
+
+// scanKeys returns the keys matching pattern.
+func (e *env) scanKeys(ctx context.Context, pattern string) ([]string, error) {
+	var keys []string
+	iter := e.rdb.Scan(ctx, 0, pattern, 10_000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	return keys, iter.Err()
+}
+
+// memoryOf returns MEMORY USAGE of each key with SAMPLES 0 (exact: every element counted).
+func (e *env) memoryOf(ctx context.Context, keys []string) ([]int64, error) {
+	out := make([]int64, 0, len(keys))
+	for from := 0; from < len(keys); from += 1000 {
+		pipe := e.rdb.Pipeline()
+		cmds := make([]*redis.IntCmd, 0, 1000)
+		for _, k := range keys[from:min(from+1000, len(keys))] {
+			cmds = append(cmds, pipe.MemoryUsage(ctx, k, 0))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, err
+		}
+		for _, c := range cmds {
+			out = append(out, c.Val())
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,179 @@
+// Command lbbench benchmarks the leaderboard service side by side with the raw Redis limit, in one run.
+//
+// It starts everything it needs itself: a non-persistent redis-server on a free loopback port and, for the
+// scenarios that go through the API, the server binary built from this repository (what ships). Load is bounded
+// by count and time, every step ends by itself, and it prints markdown tables of medians over -runs repetitions
+// with service/raw ratios taken inside each run. `make bench` runs it with the defaults; BENCHMARKS.md records
+// results.
+//
+//	go run ./cmd/lbbench                                # everything (10-15 minutes on 2 cores)
+//	go run ./cmd/lbbench -quick                         # small sizes, under a minute
+//	go run ./cmd/lbbench -scenarios submit,reads -runs 5
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// scenario is one benchmark of the issue. They run in the order listed here, whatever the order of -scenarios:
+// memory first, because it measures boards that later scenarios reuse at exact sizes.
+type scenario struct {
+	name  string
+	issue int // number in the benchmark issue
+	desc  string
+	run   func(ctx context.Context, e *env) ([]*table, error)
+}
+
+var scenarios = []scenario{
+	{"memory", 4, "memory per player with and without exactTop vs a plain sorted set", runMemory},
+	{"growth", 6, "submit and rank latency as a board grows", runGrowth},
+	{"submit", 1, "submitScore over HTTP vs the submit script, at 8/32/128 clients", runSubmit},
+	{"bulk", 2, "submitScores with 100 and 1000 items vs the script", runBulk},
+	{"reads", 3, "top/rank/aroundMe/friends on a big board vs the scripts and plain ZRANGE/ZREVRANK", runReads},
+	{"fanout", 5, "live topUpdates to N websocket subscribers while M submissions/s touch the top", runFanout},
+}
+
+// options are the command-line settings.
+type options struct {
+	Scenarios []string      // names or issue numbers; empty: all
+	Duration  time.Duration // measured phase of each step
+	Runs      int           // repetitions; tables show medians
+	Quick     bool          // small sizes for a smoke run
+	ServerBin string        // prebuilt server binary; empty: go build the repository's root package
+	Workdir   string        // where logs and the binary go; empty: a temporary directory, removed at the end
+	Out       io.Writer
+}
+
+func main() {
+	var o options
+	var list string
+	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5); empty: all")
+	flag.DurationVar(&o.Duration, "duration", 0, "measured time of each load step (default 4s, 1s with -quick)")
+	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each step; tables show medians (default 3, 1 with -quick)")
+	flag.BoolVar(&o.Quick, "quick", false, "small sizes and short steps: a smoke run that finishes in under a minute")
+	flag.StringVar(&o.ServerBin, "server-bin", "", "use this leaderboard server binary instead of building the repository's")
+	flag.StringVar(&o.Workdir, "workdir", "", "keep logs (redis.log, server.log) and profiles here instead of a temporary directory")
+	flag.Parse()
+	o.Scenarios = splitList(list)
+	o.Out = os.Stdout
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "lbbench:", err)
+		os.Exit(1)
+	}
+}
+
+// run executes the selected scenarios and prints their tables to o.Out.
+func run(ctx context.Context, o options) error {
+	if o.Duration <= 0 {
+		o.Duration = 4 * time.Second
+		if o.Quick {
+			o.Duration = time.Second
+		}
+	}
+	if o.Runs <= 0 {
+		o.Runs = 3
+		if o.Quick {
+			o.Runs = 1
+		}
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	selected, err := selectScenarios(o.Scenarios)
+	if err != nil {
+		return err
+	}
+	e, err := newEnv(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+
+	fmt.Fprintf(o.Out, "# lbbench %s\n\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(o.Out, "%s; GOMAXPROCS %d; %s; duration %s per step, %d run(s), medians; quick=%v\n\n",
+		machine(), runtime.GOMAXPROCS(0), e.redisVersion, o.Duration, o.Runs, o.Quick)
+	var failed []string
+	for _, sc := range selected {
+		start := time.Now()
+		e.logf("scenario %d (%s): %s", sc.issue, sc.name, sc.desc)
+		tables, err := sc.run(ctx, e)
+		for _, t := range tables {
+			t.print(o.Out)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fmt.Fprintf(o.Out, "**scenario %d (%s) failed:** %v\n\n", sc.issue, sc.name, err)
+			failed = append(failed, sc.name)
+			continue
+		}
+		e.logf("scenario %d (%s) done in %s", sc.issue, sc.name, time.Since(start).Round(time.Second))
+	}
+	e.printTargets(o.Out)
+	if len(failed) > 0 {
+		return fmt.Errorf("scenarios failed: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+func selectScenarios(names []string) ([]scenario, error) {
+	if len(names) == 0 {
+		return scenarios, nil
+	}
+	var out []scenario
+	for _, sc := range scenarios {
+		if slices.Contains(names, sc.name) || slices.Contains(names, fmt.Sprint(sc.issue)) {
+			out = append(out, sc)
+		}
+	}
+	for _, n := range names {
+		if !slices.ContainsFunc(scenarios, func(sc scenario) bool { return sc.name == n || fmt.Sprint(sc.issue) == n }) {
+			return nil, fmt.Errorf("unknown scenario %q", n)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no scenario selected")
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// machine describes the host: cores and memory.
+func machine() string {
+	mem := "memory unknown"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "MemTotal:") {
+				var kb int64
+				fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "MemTotal:")), "%d", &kb)
+				mem = fmt.Sprintf("%.1f GiB RAM", float64(kb)/(1<<20))
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores (runtime.NumCPU), %s, %s, %s/%s", runtime.NumCPU(), mem, runtime.Version(),
+		runtime.GOOS, runtime.GOARCH)
+}

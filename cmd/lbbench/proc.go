@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Timeouts of the children the tool starts.
+const (
+	readyTimeout = 30 * time.Second // a child must answer (PING, /readyz) within this
+	stopGrace    = 5 * time.Second  // after SIGTERM, then SIGKILL
+)
+
+// child is a process the tool started: redis-server or the leaderboard server.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	log  string        // file receiving its stdout and stderr
+	done chan struct{} // closed once it has exited and was reaped
+}
+
+func spawn(name, logPath string, env []string, bin string, args ...string) (*child, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child keeps its own descriptor
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	if err := startChild(cmd); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	return c, nil
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, waits up to stopGrace, then SIGKILLs; it returns once the process is reaped.
+func (c *child) stop() {
+	if c == nil || c.exited() {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(stopGrace):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// logTail returns the last few lines of the child's log, for error messages.
+func (c *child) logTail() string {
+	data, _ := os.ReadFile(c.log)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) > 15 {
+		lines = lines[len(lines)-15:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startRedis starts a non-persistent redis-server on a free loopback port and waits until it answers PING.
+func startRedis(ctx context.Context, dir string) (*child, string, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, "", err
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(port)
+		c, err := spawn("redis-server", filepath.Join(dir, "redis.log"), nil, "redis-server",
+			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", dir, "--protected-mode", "no", "--maxclients", "20000")
+		if err != nil {
+			return nil, "", err
+		}
+		if err = waitRedis(ctx, c, addr); err == nil {
+			return c, addr, nil
+		}
+		c.stop()
+		lastErr = fmt.Errorf("%w\n%s", err, c.logTail())
+	}
+	return nil, "", fmt.Errorf("redis-server did not start: %w", lastErr)
+}
+
+func waitRedis(ctx context.Context, c *child, addr string) error {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if c.exited() {
+			return errors.New("redis-server exited")
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := rdb.Ping(pctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("redis-server at %s: %w", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// buildServer builds the leaderboard server (the module's root package) into out: the benchmark measures the
+// binary that ships.
+func buildServer(ctx context.Context, moduleDir, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+	cmd.Dir = moduleDir
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build of the server: %w\n%s", err, msg)
+	}
+	return nil
+}
+
+// moduleDir returns the directory of the main module (the repository root).
+func moduleDir() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the leaderboard module: run from the repository")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// Keys the benchmark configures on the server it starts.
+const (
+	submitKey = "bench-submit-key"
+	adminKey  = "bench-admin-key"
+)
+
+// startServer runs the server binary against redisAddr on a free loopback port and waits for /readyz.
+func startServer(ctx context.Context, bin, dir, redisAddr string, extraEnv ...string) (*child, string, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	env := append([]string{
+		"LISTEN_ADDR=" + addr,
+		"REDIS_URL=redis://" + redisAddr,
+		"API_KEYS=submit:" + submitKey + ",admin:" + adminKey,
+		"LOG_LEVEL=warn",
+		"DEMO=false",
+		"MAX_CONNS_PER_ADDR=30000", // every benchmark subscriber comes from 127.0.0.1
+	}, extraEnv...)
+	c, err := spawn("server", filepath.Join(dir, "server.log"), env, bin)
+	if err != nil {
+		return nil, "", err
+	}
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		if c.exited() {
+			return nil, "", fmt.Errorf("server exited:\n%s", c.logTail())
+		}
+		resp, err := hc.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return c, addr, nil
+			}
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			c.stop()
+			return nil, "", fmt.Errorf("server not ready at %s: %v\n%s", addr, err, c.logTail())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// procUsage is what /proc says about a process: CPU time used so far and resident memory.
+type procUsage struct {
+	CPU    time.Duration // user + system
+	RSS    int64         // bytes, now
+	MaxRSS int64         // bytes, peak (VmHWM)
+}
+
+func readProcUsage(pid int) (procUsage, error) {
+	var u procUsage
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return u, err
+	}
+	// Fields after the command name, which is in parentheses and may contain spaces.
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return u, fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14 of stat
+	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
+	const ticksPerSecond = 100                   // USER_HZ on Linux
+	u.CPU = time.Duration(utime+stime) * time.Second / ticksPerSecond
+	st, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return u, err
+	}
+	defer st.Close()
+	sc := bufio.NewScanner(st)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		switch k {
+		case "VmRSS":
+			u.RSS = kb << 10
+		case "VmHWM":
+			u.MaxRSS = kb << 10
+		}
+	}
+	return u, nil
+}
+
+// raiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit (children inherit it) and returns the new limit.
+func raiseFileLimit() uint64 {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil {
+		return 0
+	}
+	if r.Cur < r.Max {
+		r.Cur = r.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &r)
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r)
+	}
+	return r.Cur
+}

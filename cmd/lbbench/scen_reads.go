@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// readOp is one kind of read, in three forms: through the API, through the store's script, and the nearest plain
+// sorted-set command (nil when there is none).
+type readOp struct {
+	name   string
+	svc    Op
+	script Op
+	plain  Op
+}
+
+// runReads (issue scenario 3): top(first:10) (served from the server's per-process cache), top(first:100), rank,
+// aroundMe(radius 5) and friends(100 ids) on a board of ReadBoard players, over HTTP; the same reads through the
+// scripts (Store.Top/Rank/Around/Friends); and plain ZREVRANGE / ZREVRANK on a sorted set of the same ids.
+func runReads(ctx context.Context, e *env) ([]*table, error) {
+	if err := e.needServer(ctx); err != nil {
+		return nil, err
+	}
+	sz := e.sizes()
+	n := sz.ReadBoard
+	const board, zset = "big", "bench:zset:big"
+	if err := e.ensureBoard(ctx, board, n, 0); err != nil {
+		return nil, err
+	}
+	if err := e.ensureZset(ctx, zset, n); err != nil {
+		return nil, err
+	}
+	view := leaderboard.View{Board: board}
+	boardVar := strconv.Quote(board)
+	svc := func(query string, vars func() []byte) Op {
+		return func(ctx context.Context, w int, i int64) error {
+			_, err := e.api.post(ctx, "", request(query, vars()))
+			return err
+		}
+	}
+	plainVars := func() []byte { return []byte(`{"b":` + boardVar + `}`) }
+	playerVars := func() []byte {
+		return []byte(`{"b":` + boardVar + `,"p":` + strconv.Quote(fixturePlayer(rand.IntN(n))) + `}`)
+	}
+	friendIDs := func() []string {
+		ids := make([]string, 100)
+		for k := range ids {
+			ids[k] = fixturePlayer(rand.IntN(n))
+		}
+		return ids
+	}
+	top := func(first int) readOp {
+		return readOp{
+			name: fmt.Sprintf("top(first:%d)", first),
+			svc: svc(`query($b: ID!) { top(board: $b, first: `+strconv.Itoa(first)+`) { playerId rank score } }`,
+				plainVars),
+			script: func(ctx context.Context, w int, i int64) error {
+				p, err := e.store.Top(ctx, view, 0, first)
+				if err == nil && len(p.Entries) != first {
+					err = fmt.Errorf("top: %d entries", len(p.Entries))
+				}
+				return err
+			},
+			plain: func(ctx context.Context, w int, i int64) error {
+				return e.rdb.ZRevRangeWithScores(ctx, zset, 0, int64(first-1)).Err()
+			},
+		}
+	}
+	ops := []readOp{top(10), top(100),
+		{
+			name: "rank",
+			svc: svc(`query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { rank score topPercent } }`,
+				playerVars),
+			script: func(ctx context.Context, w int, i int64) error {
+				en, err := e.store.Rank(ctx, view, fixturePlayer(rand.IntN(n)))
+				if err == nil && en == nil {
+					err = errors.New("rank: player missing")
+				}
+				return err
+			},
+			plain: func(ctx context.Context, w int, i int64) error {
+				return e.rdb.ZRevRank(ctx, zset, fixturePlayer(rand.IntN(n))).Err()
+			},
+		},
+		{
+			name: "aroundMe(radius:5)",
+			svc: svc(`query($b: ID!, $p: ID!) { aroundMe(board: $b, playerId: $p, radius: 5) { playerId rank score } }`,
+				playerVars),
+			script: func(ctx context.Context, w int, i int64) error {
+				_, err := e.store.Around(ctx, view, fixturePlayer(rand.IntN(n)), 5)
+				return err
+			},
+			// Without a script: two round trips (ZREVRANK, then ZREVRANGE around it).
+			plain: func(ctx context.Context, w int, i int64) error {
+				r, err := e.rdb.ZRevRank(ctx, zset, fixturePlayer(rand.IntN(n))).Result()
+				if err != nil {
+					return err
+				}
+				return e.rdb.ZRevRangeWithScores(ctx, zset, max(r-5, 0), r+5).Err()
+			},
+		},
+		{
+			name: "friends(100 ids)",
+			svc: svc(`query($b: ID!, $p: ID!, $f: [ID!]!) { friends(board: $b, playerId: $p, friendIds: $f) { playerId rank score } }`,
+				func() []byte {
+					b := []byte(`{"b":` + boardVar + `,"p":` + strconv.Quote(fixturePlayer(rand.IntN(n))) + `,"f":[`)
+					for k, id := range friendIDs() {
+						if k > 0 {
+							b = append(b, ',')
+						}
+						b = strconv.AppendQuote(b, id)
+					}
+					return append(b, "]}"...)
+				}),
+			script: func(ctx context.Context, w int, i int64) error {
+				_, err := e.store.Friends(ctx, view, fixturePlayer(rand.IntN(n)), friendIDs())
+				return err
+			},
+		},
+	}
+
+	t := &table{title: fmt.Sprintf("3. Reads on a board of %d players, %d concurrent clients", n, sz.ReadClients),
+		head: []string{"read", "service req/s", "p50", "p99", "script req/s", "script p99", "plain ZSET req/s",
+			"plain p99", "service/script", "service/plain", "server CPU", "errors"}}
+	t.notes = append(t.notes, "Service: HTTP POST /graphql. Script: leaderboard.Store (one EVALSHA). Plain ZSET: "+
+		"ZREVRANGE … WITHSCORES / ZREVRANK on a sorted set of the same ids and scores (aroundMe: ZREVRANK then "+
+		"ZREVRANGE, two round trips). top(first:10) through the service is answered from the server's "+
+		"per-process cache (pubsub.Hub.Top).")
+	for _, op := range ops {
+		var sv, sc, pl []Sample
+		for r := 0; r < e.o.Runs; r++ {
+			sv = append(sv, e.step(ctx, e.stepOf(sz.ReadClients), op.svc))
+			sc = append(sc, e.step(ctx, e.stepOf(sz.ReadClients), op.script))
+			if op.plain != nil {
+				pl = append(pl, e.step(ctx, e.stepOf(sz.ReadClients), op.plain))
+			}
+		}
+		s, c := medianSample(sv), medianSample(sc)
+		plainRate, plainP99, vsPlain := "-", "-", "-"
+		if op.plain != nil {
+			p := medianSample(pl)
+			plainRate, plainP99 = fmtRate(p.Rate), fmtDur(p.P99)
+			vsPlain = fmtRatio(medianRatio(sv, pl, func(s Sample) float64 { return s.Rate }))
+			c.Errs += p.Errs
+			if c.FirstErr == "" {
+				c.FirstErr = p.FirstErr
+			}
+		}
+		errs := s
+		errs.Errs += c.Errs
+		if errs.FirstErr == "" {
+			errs.FirstErr = c.FirstErr
+		}
+		t.add(op.name, fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99), fmtRate(c.Rate), fmtDur(c.P99), plainRate,
+			plainP99, fmtRatio(medianRatio(sv, sc, func(s Sample) float64 { return s.Rate })), vsPlain,
+			fmtCores(s.CPU), fmtErrs(errs))
+		if op.name == "top(first:10)" {
+			e.check("cached top(first:10)", "≥ 20,000 req/s", fmtRate(s.Rate)+" req/s", s.Rate >= 20_000 && s.Errs == 0)
+		}
+	}
+	return []*table{t}, nil
+}
