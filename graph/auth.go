@@ -29,7 +29,10 @@ type Principal struct {
 }
 
 // Has reports whether the principal may act in role r (admin may do everything).
-func (p Principal) Has(r Role) bool { return p.Roles&RoleAdmin != 0 || p.Roles&r != 0 }
+// Any valid key may read.
+func (p Principal) Has(r Role) bool {
+	return p.Roles&RoleAdmin != 0 || p.Roles&r != 0 || (r == RoleRead && p.Roles != 0)
+}
 
 type principalKey struct{}
 

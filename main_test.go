@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+)
+
+// TestMain stops the shared redis-server processes after the package's tests (every root test file shares it).
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// Test keys of testServer.
+const (
+	testAdminKey  = "test-admin-key"
+	testSubmitKey = "test-submit-key"
+	testReadKey   = "test-read-key"
+)
+
+// testServer is an App serving on a free 127.0.0.1 port, stopped in the test's cleanup.
+type testServer struct {
+	App   *App
+	URL   string // http://127.0.0.1:port
+	WSURL string // ws://127.0.0.1:port/graphql
+	stop  context.CancelFunc
+	done  chan error
+}
+
+// testConfig is the configuration startServer uses: the shared standalone Redis, a unique key prefix, an admin
+// and a submit key, quiet logs.
+func testConfig(t testing.TB) Config {
+	t.Helper()
+	cfg, err := LoadConfig(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ListenAddr = "127.0.0.1:0"
+	cfg.RedisURL = "redis://" + redistest.SharedStandalone(t).Addr
+	cfg.KeyPrefix = redistest.Prefix(t)
+	cfg.APIKeys = "admin:" + testAdminKey + ",submit:" + testSubmitKey
+	cfg.LogLevel = slog.LevelError
+	return cfg
+}
+
+// startServer starts an App with cfg (see testConfig).
+func startServer(t testing.TB, cfg Config) *testServer {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	app, err := NewApp(cfg, log, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		app.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &testServer{App: app, URL: "http://" + ln.Addr().String(), WSURL: "ws://" + ln.Addr().String() + "/graphql",
+		stop: cancel, done: make(chan error, 1)}
+	go func() { s.done <- app.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		s.Shutdown(t)
+		app.Close()
+	})
+	return s
+}
+
+// Shutdown stops the server (as SIGTERM would) and waits for Serve to return.
+func (s *testServer) Shutdown(t testing.TB) {
+	s.stop()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		s.done <- nil // later calls return at once
+	case <-time.After(15 * time.Second):
+		t.Fatal("server did not stop within 15s")
+	}
+}
+
+// testWriter sends logs to t.Log while the test runs.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	defer func() { recover() }() // a log line after the test ended
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// gqlError is one error of a GraphQL response.
+type gqlError struct {
+	Message    string         `json:"message"`
+	Path       []any          `json:"path"`
+	Extensions map[string]any `json:"extensions"`
+}
+
+func (e gqlError) Code() string { s, _ := e.Extensions["code"].(string); return s }
+
+// gqlResponse is a decoded GraphQL HTTP response.
+type gqlResponse struct {
+	Status int
+	Data   json.RawMessage `json:"data"`
+	Errors []gqlError      `json:"errors"`
+}
+
+// Codes returns the codes of the errors, in order.
+func (r gqlResponse) Codes() []string {
+	var out []string
+	for _, e := range r.Errors {
+		out = append(out, e.Code())
+	}
+	return out
+}
+
+// do POSTs a GraphQL request with key as bearer token ("": none).
+func (s *testServer) do(t testing.TB, key, query string, vars map[string]any) gqlResponse {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	return s.post(t, key, body)
+}
+
+func (s *testServer) post(t testing.TB, key string, body []byte) gqlResponse {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return doRequest(t, req)
+}
+
+func doRequest(t testing.TB, req *http.Request) gqlResponse {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	out := gqlResponse{Status: resp.StatusCode}
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatalf("undecodable response (status %d): %q", resp.StatusCode, data)
+	}
+	out.Status = resp.StatusCode
+	for _, e := range out.Errors {
+		if e.Code() == "" {
+			t.Errorf("error without extensions.code: %+v", e)
+		}
+	}
+	return out
+}
+
+// must runs a request that must succeed and decodes its data into out (may be nil).
+func (s *testServer) must(t testing.TB, key, query string, vars map[string]any, out any) {
+	t.Helper()
+	r := s.do(t, key, query, vars)
+	if len(r.Errors) > 0 || r.Status != http.StatusOK {
+		t.Fatalf("%s\nstatus %d, errors %+v", query, r.Status, r.Errors)
+	}
+	if out != nil {
+		if err := json.Unmarshal(r.Data, out); err != nil {
+			t.Fatalf("decoding %s: %v", r.Data, err)
+		}
+	}
+}
+
+// wantCode runs a request that must fail with exactly one error of code.
+func (s *testServer) wantCode(t testing.TB, key, code, query string, vars map[string]any) gqlResponse {
+	t.Helper()
+	r := s.do(t, key, query, vars)
+	if len(r.Errors) != 1 || r.Errors[0].Code() != code {
+		t.Fatalf("%s\nwant one %s error, got status %d errors %+v", query, code, r.Status, r.Errors)
+	}
+	return r
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func getStatus(t testing.TB, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
