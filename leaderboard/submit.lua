@@ -104,8 +104,12 @@ end
 
 local function save_state(st, exp)
   local sk = skey(st.w, st.p)
-  redis.call('HSET', sk, 'seq', st.seq, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'tn', st.tn)
-  if st.tb then redis.call('HSET', sk, 'tb', fmt(st.tb)) else redis.call('HDEL', sk, 'tb') end
+  if exactTop > 0 then
+    redis.call('HSET', sk, 'seq', st.seq, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'tn', st.tn)
+    if st.tb then redis.call('HSET', sk, 'tb', fmt(st.tb)) else redis.call('HDEL', sk, 'tb') end
+  else
+    redis.call('HSET', sk, 'seq', st.seq, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp)
+  end
   touch(sk, exp)
   touch(zkey(st.w, st.p), exp)
   if exactTop > 0 then touch(hkey(st.w, st.p), exp) end
