@@ -53,6 +53,20 @@ type sizes struct {
 }
 
 func (e *env) sizes() sizes {
+	s := e.defaultSizes()
+	if len(e.o.Clients) > 0 {
+		s.SubmitClients = e.o.Clients
+	}
+	if len(e.o.Subscribers) > 0 {
+		s.Subscribers = e.o.Subscribers
+	}
+	if e.o.SubmitRate > 0 {
+		s.SubmitRate = e.o.SubmitRate
+	}
+	return s
+}
+
+func (e *env) defaultSizes() sizes {
 	if e.o.Quick {
 		return sizes{SubmitClients: []int{8, 32}, BulkSizes: []int{100, 1000}, BulkClients: 4, ReadBoard: 20_000,
 			ReadClients: 32, MemorySizes: []int{10_000}, ExactTop: 1000, GrowthSizes: []int{1000, 10_000},

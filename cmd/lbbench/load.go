@@ -12,17 +12,17 @@ import (
 
 // Sample is the outcome of one bounded load step.
 type Sample struct {
-	Ops              int64         // operations completed (failed ones included)
-	Errs             int64         // operations that failed
-	FirstErr         string        // the first failure, for the report
-	Elapsed          time.Duration // wall time of the measured phase
-	P50, P99, P999   time.Duration // latency percentiles of the measured operations
-	Rate             float64       // operations per second
-	ItemsPerOp       int           // e.g. scores per bulk call; 1 otherwise
-	CPU              float64       // CPU of a watched process during the step, in cores (0: not measured)
-	RSS              int64         // bytes of a watched process at the end of the step (0: not measured)
-	Extra            map[string]float64
-	latencies        []time.Duration
+	Ops            int64         // operations completed (failed ones included)
+	Errs           int64         // operations that failed
+	FirstErr       string        // the first failure, for the report
+	Elapsed        time.Duration // wall time of the measured phase
+	P50, P99, P999 time.Duration // latency percentiles of the measured operations
+	Rate           float64       // operations per second
+	ItemsPerOp     int           // e.g. scores per bulk call; 1 otherwise
+	CPU            float64       // CPU of a watched process during the step, in cores (0: not measured)
+	RSS            int64         // bytes of a watched process at the end of the step (0: not measured)
+	Extra          map[string]float64
+	latencies      []time.Duration
 }
 
 // ItemRate is items per second (Rate × ItemsPerOp).

@@ -21,6 +21,7 @@ import (
 	"os/signal"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -52,7 +53,11 @@ type options struct {
 	Quick     bool          // small sizes for a smoke run
 	ServerBin string        // prebuilt server binary; empty: go build the repository's root package
 	Workdir   string        // where logs and the binary go; empty: a temporary directory, removed at the end
-	Out       io.Writer
+	// Overrides of the scenario sizes (empty or 0: the defaults of sizes()).
+	Clients     []int // submit scenario's client counts
+	Subscribers []int // fan-out scenario's subscriber counts
+	SubmitRate  int   // fan-out scenario's submissions per second
+	Out         io.Writer
 }
 
 func main() {
@@ -64,8 +69,20 @@ func main() {
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes and short steps: a smoke run that finishes in under a minute")
 	flag.StringVar(&o.ServerBin, "server-bin", "", "use this leaderboard server binary instead of building the repository's")
 	flag.StringVar(&o.Workdir, "workdir", "", "keep logs (redis.log, server.log) and profiles here instead of a temporary directory")
+	var clients, subscribers string
+	flag.StringVar(&clients, "clients", "", "submit scenario: comma-separated client counts (default 8,32,128)")
+	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
+	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
 	flag.Parse()
 	o.Scenarios = splitList(list)
+	var err error
+	if o.Clients, err = parseInts(clients); err == nil {
+		o.Subscribers, err = parseInts(subscribers)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lbbench:", err)
+		os.Exit(2)
+	}
 	o.Out = os.Stdout
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -160,6 +177,18 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("want positive integers, got %q", p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // machine describes the host: cores and memory.

@@ -231,7 +231,7 @@ func readProcUsage(pid int) (procUsage, error) {
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14 of stat
 	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
-	const ticksPerSecond = 100                   // USER_HZ on Linux
+	const ticksPerSecond = 100                  // USER_HZ on Linux
 	u.CPU = time.Duration(utime+stime) * time.Second / ticksPerSecond
 	st, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
