@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestQuickRun keeps the tool from rotting: it runs the -quick path of the two scenarios that need only Redis
+// (the tool starts its own redis-server) and checks the tables it prints. It asserts what was measured, never
+// how fast.
+func TestQuickRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := run(ctx, options{Scenarios: []string{"memory", "6"}, Quick: true, Duration: 200 * time.Millisecond,
+		Runs: 1, Out: &out})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []string{"### 4. Memory per player", "### 6. Growth", "### Targets"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	// Memory rows: a board of 10000 players takes a plausible number of bytes per player.
+	m := regexp.MustCompile(`\| 10000 +\| no exactTop +\| \d+ +\| [^|]+\| ([\d.]+) +\|`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no memory row for 10000 players:\n%s", text)
+	}
+	if per, _ := strconv.ParseFloat(m[1], 64); per < 20 || per > 2000 {
+		t.Errorf("%.1f bytes per player: not a plausible measurement", per)
+	}
+	// Growth rows at both sizes, without errors.
+	for _, n := range []string{"1000", "10000"} {
+		row := regexp.MustCompile(`(?m)^\| ` + n + ` +\|.*\| 0 +\|$`)
+		if !row.MatchString(text) {
+			t.Errorf("no error-free growth row for %s players:\n%s", n, text)
+		}
+	}
+}
+
+func TestSelectScenarios(t *testing.T) {
+	got, err := selectScenarios([]string{"5", "memory"})
+	if err != nil || len(got) != 2 || got[0].name != "memory" || got[1].name != "fanout" {
+		t.Errorf("selectScenarios(5, memory) = %v, %v; want memory then fanout", got, err)
+	}
+	if _, err := selectScenarios([]string{"nope"}); err == nil {
+		t.Error("unknown scenario accepted")
+	}
+}
+
+func TestPercentileAndMedian(t *testing.T) {
+	var lat []time.Duration
+	for i := 1; i <= 1000; i++ {
+		lat = append(lat, time.Duration(i)*time.Millisecond)
+	}
+	s := summarize(lat, time.Second)
+	if s.P50 != 500*time.Millisecond || s.P99 != 990*time.Millisecond || s.P999 != 999*time.Millisecond {
+		t.Errorf("percentiles %v %v %v", s.P50, s.P99, s.P999)
+	}
+	if s.Rate != 1000 {
+		t.Errorf("rate %v, want 1000", s.Rate)
+	}
+	if m := median([]float64{5, 1, 3}); m != 3 {
+		t.Errorf("median = %v", m)
+	}
+	a := []Sample{{Rate: 10, Errs: 1, FirstErr: "x"}, {Rate: 30}, {Rate: 20}}
+	b := []Sample{{Rate: 20}, {Rate: 30}, {Rate: 10}}
+	if m := medianSample(a); m.Rate != 20 || m.Errs != 1 || m.FirstErr != "x" {
+		t.Errorf("medianSample = %+v", m)
+	}
+	// Ratios are per run (10/20, 30/30, 20/10), then the median: 1, not 20/20 by accident of ordering.
+	if r := medianRatio(a, b, func(s Sample) float64 { return s.Rate }); r != 1 {
+		t.Errorf("medianRatio = %v, want 1", r)
+	}
+}
+
+func TestHistogram(t *testing.T) {
+	var h histogram
+	for i := 0; i < 99; i++ {
+		h.add(time.Duration(i) * time.Millisecond) // 0..98 ms
+	}
+	h.add(3 * time.Second)
+	if got := h.quantile(0.5); got < 49*time.Millisecond || got > 50*time.Millisecond {
+		t.Errorf("p50 = %v, want about 49ms", got)
+	}
+	if got := h.quantile(1); got < 3*time.Second || got > 3*time.Second+10*time.Millisecond {
+		t.Errorf("max = %v, want about 3s", got)
+	}
+	h.reset()
+	if h.count() != 0 || h.quantile(0.5) != 0 {
+		t.Error("reset left counts")
+	}
+}
+
+// TestDecodeAndApply feeds a snapshot and a diff as the server sends them: the list is rebuilt, versions are
+// read per message, and a second subscriber's identical content is decoded once.
+func TestDecodeAndApply(t *testing.T) {
+	f := &fanout{decoded: newDecodeCache()}
+	snap := []byte(`{"id":"1","type":"next","payload":{"data":{"topUpdates":{"version":1,"snapshot":true,` +
+		`"entries":[{"playerId":"a","rank":1,"score":1000003},{"playerId":"b","rank":2,"score":5}],"removed":[]}}}}`)
+	diff := []byte(`{"id":"1","type":"next","payload":{"data":{"topUpdates":{"version":2,"snapshot":false,` +
+		`"entries":[{"playerId":"c","rank":1,"score":1000009},{"playerId":"a","rank":2,"score":1000003}],"removed":["b"]}}}}`)
+	v, u := f.decode(snap)
+	if v != 1 || u.err != "" || !u.snapshot || u.maxSeq != 3 {
+		t.Fatalf("snapshot: version %d, %+v", v, u)
+	}
+	list := apply(nil, u)
+	v, u = f.decode(diff)
+	if v != 2 || u.err != "" || u.maxSeq != 9 {
+		t.Fatalf("diff: version %d, %+v", v, u)
+	}
+	list = apply(list, u)
+	want := []row{{"c", 1, 1000009}, {"a", 2, 1000003}}
+	if len(list) != 2 || list[0] != want[0] || list[1] != want[1] {
+		t.Errorf("list %+v, want %+v", list, want)
+	}
+	other := bytes.Replace(diff, []byte(`"version":2`), []byte(`"version":17`), 1)
+	if v, u2 := f.decode(other); v != 17 || u2 != u {
+		t.Errorf("same content with another version: version %d, decoded again: %v", v, u2 != u)
+	}
+}
