@@ -793,7 +793,8 @@ type Subscription {
   topUpdates(board: ID!, first: Int = 10, window: Window, period: String): TopUpdate!
   """
   Starts with the player's entry, then each time their rank or score changes. An entry with rank 0 means the
-  player has no score (yet, or any more: removed); its other fields then carry no meaning beyond playerId.
+  player has no score any more (removed); its other fields then carry no meaning beyond playerId. For a player
+  without a score the first message comes when they get one.
   """
   rankUpdates(board: ID!, playerId: ID!, window: Window): Entry!
 }
