@@ -27,9 +27,11 @@ import (
 	"github.com/rs/cors"
 	"github.com/vektah/gqlparser/v2/ast"
 
+	"github.com/leaderboard/leaderboard/demo"
 	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/pubsub"
+	"github.com/leaderboard/leaderboard/web"
 )
 
 func main() {
@@ -236,7 +238,10 @@ func (a *App) routes() *http.ServeMux {
 	gql = limitBody(a.cfg.MaxBodyBytes, gql)
 	gql = codeErrors(gql)
 	mux.Handle("/graphql", a.Metrics.timeRoute("graphql", gql))
-	mux.Handle("/graphiql", playground.Handler("leaderboard GraphiQL", "/graphql"))
+	// The dashboard links GraphiQL with example operations in the URL (?query=...&variables=...).
+	mux.Handle("/graphiql", playground.Handler("leaderboard GraphiQL", "/graphql",
+		playground.WithGraphiqlPersistStateInURL(true)))
+	mux.Handle("/", web.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/readyz", a.Metrics.timeRoute("readyz", http.HandlerFunc(a.ready)))
 	mux.Handle("/metrics", a.Metrics.Handler())
@@ -283,6 +288,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		"embedded_redis", a.embedded != nil)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if a.cfg.Demo {
+		defer a.runDemo(ctx)() // stops the simulator before Serve returns (and before Close closes Redis)
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -311,6 +319,25 @@ func (a *App) stopHub() {
 	case <-time.After(2 * time.Second):
 		a.log.Warn("live updates did not stop within 2s")
 	}
+}
+
+// runDemo starts the demo boards' simulator (DEMO_RATE, DEMO_PLAYERS, DEMO_SEED tune it) and returns a
+// function that stops it and waits for it.
+func (a *App) runDemo(ctx context.Context) (stop func()) {
+	dcfg, err := demo.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		a.log.Warn("demo: ignoring bad settings", "err", err)
+	}
+	dcfg.Logger = a.log
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := demo.Run(ctx, a.Store, dcfg); err != nil {
+			a.log.Error("demo stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // Close stops the hub and closes Redis (and the embedded Redis). Safe after Serve.

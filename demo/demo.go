@@ -7,10 +7,12 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
@@ -136,7 +138,9 @@ func Run(ctx context.Context, store *leaderboard.Store, cfg Config) error {
 
 	ticker := time.NewTicker(cfg.Tick)
 	defer ticker.Stop()
-	perTick := cfg.Rate * cfg.Tick.Seconds()
+	// The number of scores due is computed from the time that passed, not from ticks: a tick that took long
+	// (seeding, a slow Redis) does not lower the rate.
+	last := time.Now()
 	carry := 0.0
 	// Creating a board that exists is a no-op, so the check is simply creating them again.
 	lastCheck := time.Now()
@@ -151,7 +155,9 @@ func Run(ctx context.Context, store *leaderboard.Store, cfg Config) error {
 				sim.seeded = min(sim.seeded+seedBatch, cfg.Players)
 			}
 		}
-		carry += perTick
+		now := time.Now()
+		carry += cfg.Rate * min(now.Sub(last), time.Second).Seconds()
+		last = now
 		n := int(carry)
 		carry -= float64(n)
 		if n == 0 {
@@ -265,12 +271,19 @@ func (s *simulator) active(n int) int {
 	return min(int(float64(n)*u*u*u), n-1)
 }
 
-// arena returns a match result on ArenaBoard: points in steps of 5, so equal totals (ties) are common.
+// arena returns a match result on ArenaBoard. Every player plays as often as the others; stronger ones (low
+// indices) score more per match. Points come in steps of 5, so equal totals (ties) are common.
 func (s *simulator) arena() leaderboard.Submission {
-	i := s.active(s.cfg.ArenaPlayers)
-	points := float64(5 * (1 + s.rnd.IntN(6)))
-	if s.rnd.IntN(10) == 0 {
-		points = 50 // a win bonus
+	i := s.rnd.IntN(s.cfg.ArenaPlayers)
+	skill := 0.65 - 0.35*float64(i)/float64(s.cfg.ArenaPlayers)
+	points := 5.0
+	for range 5 {
+		if s.rnd.Float64() < skill {
+			points += 5
+		}
+	}
+	if s.rnd.Float64() < skill/5 {
+		points += 50 // a win bonus
 	}
 	return leaderboard.Submission{Board: ArenaBoard, Player: fmt.Sprintf("arena-%03d", i), Score: points,
 		DisplayName: playerName(1, i)}
@@ -324,4 +337,37 @@ func normalQuantile(p float64) float64 {
 	r := q * q
 	return (((((a[0]*r+a[1])*r+a[2])*r+a[3])*r+a[4])*r + a[5]) * q /
 		(((((b[0]*r+b[1])*r+b[2])*r+b[3])*r+b[4])*r + 1)
+}
+
+// ConfigFromEnv reads a Config from the environment (getenv is os.Getenv in the server): DEMO_RATE (scores per
+// second), DEMO_PLAYERS (players of WorldBoard) and DEMO_SEED. Unset or invalid values keep the defaults,
+// with an error naming the bad variable so the caller can log it.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	var cfg Config
+	var errs []error
+	if v := getenv("DEMO_RATE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r <= 0 || r > 100_000 || math.IsNaN(r) {
+			errs = append(errs, fmt.Errorf("DEMO_RATE=%q: want scores per second, above 0 and at most 100000", v))
+		} else {
+			cfg.Rate = r
+		}
+	}
+	if v := getenv("DEMO_PLAYERS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 || n > 10_000_000 {
+			errs = append(errs, fmt.Errorf("DEMO_PLAYERS=%q: want a player count from 1 to 10000000", v))
+		} else {
+			cfg.Players = n
+		}
+	}
+	if v := getenv("DEMO_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("DEMO_SEED=%q: want an unsigned integer", v))
+		} else {
+			cfg.Seed = n
+		}
+	}
+	return cfg, errors.Join(errs...)
 }

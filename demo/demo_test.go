@@ -272,3 +272,25 @@ func BenchmarkEmbeddedReadsWhileRunning(b *testing.B) {
 	cancel()
 	<-done
 }
+
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{"DEMO_RATE": "12.5", "DEMO_PLAYERS": "5000", "DEMO_SEED": "42"}
+	cfg, err := demo.ConfigFromEnv(func(k string) string { return env[k] })
+	if err != nil || cfg.Rate != 12.5 || cfg.Players != 5000 || cfg.Seed != 42 {
+		t.Fatalf("got %+v, %v", cfg, err)
+	}
+	cfg, err = demo.ConfigFromEnv(func(string) string { return "" })
+	if err != nil || cfg.Rate != 0 || cfg.Players != 0 || cfg.Seed != 0 {
+		t.Fatalf("empty environment: got %+v, %v; want the zero Config (defaults)", cfg, err)
+	}
+	env = map[string]string{"DEMO_RATE": "NaN", "DEMO_PLAYERS": "-3", "DEMO_SEED": "x"}
+	cfg, err = demo.ConfigFromEnv(func(k string) string { return env[k] })
+	for _, name := range []string{"DEMO_RATE", "DEMO_PLAYERS", "DEMO_SEED"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("bad %s: error %v does not name it", name, err)
+		}
+	}
+	if cfg.Rate != 0 || cfg.Players != 0 || cfg.Seed != 0 {
+		t.Errorf("bad values were kept: %+v", cfg)
+	}
+}
