@@ -3,9 +3,12 @@ package pubsub
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -32,7 +35,7 @@ type board struct {
 	views      map[viewKey]*view
 	watches    map[watchKey]*watch
 	closed     bool
-	lastVer    int64 // version of the last change event seen (0: none yet)
+	lastVer    int64 // version of the last change event seen (or read with the lists); 0: none
 	lastRead   time.Time
 	watchSetAt time.Time
 }
@@ -338,7 +341,7 @@ func (b *board) parse(msgs []string) (changes []change, all bool) {
 			all = true
 			continue
 		}
-		if b.lastVer != 0 && ev.V != b.lastVer+1 {
+		if ev.V != b.lastVer+1 {
 			all = true // a lost message, or Redis restarted and the counter began again
 		}
 		b.lastVer = ev.V
@@ -426,6 +429,17 @@ func (b *board) refresh() bool {
 			b.mu.Lock()
 			b.watchSetAt = time.Now()
 			b.mu.Unlock()
+		}
+	}
+	if all && !h.pollOnly {
+		// The version every later event must follow; read before the lists, so nothing falls in between.
+		ver, err := h.store.Redis().HGet(ctx, h.store.VersionKey(b.def.ID), "ver").Int64()
+		if err == nil || errors.Is(err, redis.Nil) {
+			b.mu.Lock()
+			b.lastVer = ver
+			b.mu.Unlock()
+		} else {
+			failed = true
 		}
 	}
 	pages := make(map[viewKey]*leaderboard.Page, len(reads))

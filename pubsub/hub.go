@@ -245,6 +245,7 @@ func (h *Hub) boardLocked(def *leaderboard.Board) *board {
 	b := &board{h: h, def: def, channel: h.store.Channel(def.ID), wake: make(chan struct{}, 1),
 		views: map[viewKey]*view{}, watches: map[watchKey]*watch{}}
 	b.dirty.Store(true)
+	b.all = true // the first read also learns the board's event version
 	h.boards[def.ID] = b
 	h.byChannel[b.channel] = b
 	h.wg.Add(1)

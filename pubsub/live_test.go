@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
@@ -466,4 +467,57 @@ func TestTopCacheHitsSkipRedis(t *testing.T) {
 	if err != nil || len(p.Entries) != 0 {
 		t.Fatalf("Top beyond the list = %+v, %v", p, err)
 	}
+}
+
+// TestPlainPublish: with PUBLISH (the embedded in-memory Redis of `make run`) the hub subscribes with SUBSCRIBE.
+func TestPlainPublish(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	st := leaderboard.New(rdb, leaderboard.Config{PublishCommand: leaderboard.PublishPlain})
+	h := startHub(t, st, Config{})
+	createBoard(t, st, leaderboard.Board{ID: "m"})
+	c := follow(must(h.SubscribeTop(t.Context(), leaderboard.View{Board: "m"}, 10)))
+	for i := range 12 {
+		submit(t, st, "m", fmt.Sprintf("p%d", i), float64(i))
+	}
+	waitTop(t, c, st, leaderboard.View{Board: "m"}, 3*time.Second)
+}
+
+// TestNoPublish: with PublishNone the hub polls at MaxUpdateRate while anybody watches.
+func TestNoPublish(t *testing.T) {
+	rdb := redistest.SharedStandalone(t).Client(t)
+	st := leaderboard.New(rdb, leaderboard.Config{Prefix: redistest.Prefix(t), PublishCommand: leaderboard.PublishNone})
+	h := startHub(t, st, Config{})
+	createBoard(t, st, leaderboard.Board{ID: "n"})
+	c := follow(must(h.SubscribeTop(t.Context(), leaderboard.View{Board: "n"}, 10)))
+	for i := range 12 {
+		submit(t, st, "n", fmt.Sprintf("p%d", i), float64(i))
+	}
+	waitTop(t, c, st, leaderboard.View{Board: "n"}, 3*time.Second)
+}
+
+// TestVersionGap: an event whose version skips one (a lost message) makes the hub re-read every view.
+func TestVersionGap(t *testing.T) {
+	rdb := redistest.SharedStandalone(t).Client(t)
+	prefix := redistest.Prefix(t)
+	st := newStore(t, rdb, prefix)
+	silent := leaderboard.New(rdb, leaderboard.Config{Prefix: prefix, PublishCommand: leaderboard.PublishNone})
+	h := startHub(t, st, Config{})
+	createBoard(t, st, leaderboard.Board{ID: "gap"})
+	v := leaderboard.View{Board: "gap"}
+	c := follow(must(h.SubscribeTop(t.Context(), v, 10)))
+	submit(t, st, "gap", "a", 1) // event version 1
+	waitTop(t, c, st, v, 2*time.Second)
+	time.Sleep(300 * time.Millisecond) // the re-read after the subscription was confirmed is over
+	submit(t, silent, "gap", "b", 2)   // a write whose event is "lost"
+	time.Sleep(300 * time.Millisecond)
+	if got, _, _, _ := c.state(); len(got) != 1 {
+		t.Fatalf("the silent write showed up without an event: %v", got)
+	}
+	// An event for another window period, with a version that skips one.
+	if err := rdb.SPublish(t.Context(), st.Channel("gap"), `{"v":3,"c":[["d","2000-01-01","x",0,1]]}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitTop(t, c, st, v, 2*time.Second)
 }
