@@ -53,8 +53,7 @@ func testConfig(t testing.TB) Config {
 // startServer starts an App with cfg (see testConfig).
 func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: cfg.LogLevel}))
-	app, err := NewApp(cfg, log, io.Discard)
+	app, err := NewApp(cfg, testLogger(t), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +85,11 @@ func (s *testServer) Shutdown(t testing.TB) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("server did not stop within 15s")
 	}
+}
+
+// testLogger logs errors to t.Log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
 // testWriter sends logs to t.Log while the test runs.
