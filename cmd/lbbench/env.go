@@ -27,11 +27,13 @@ type env struct {
 	rdb          *redis.Client
 	store        *leaderboard.Store
 
-	serverOnce sync.Once
-	serverErr  error
-	server     *child
-	serverAddr string
-	api        *gqlClient
+	serverOnce  sync.Once
+	serverErr   error
+	server      *child
+	serverAddr  string
+	api         *gqlClient
+	pprofAddr   string // the server's pprof listener with -profile
+	profileName string // see profileNext
 
 	loaded  map[string]int // fixture boards and sorted sets: how many players they hold
 	targets []target
@@ -148,12 +150,28 @@ func (e *env) needServer(ctx context.Context) error {
 			}
 			bin = filepath.Join(e.dir, "lbserver")
 			e.logf("building the server (go build -o %s .)", bin)
-			if err := buildServer(ctx, root, bin); err != nil {
+			var overlay string
+			if e.o.Profile {
+				if overlay, e.serverErr = profileOverlay(e.dir, root); e.serverErr != nil {
+					return
+				}
+			}
+			if err := buildServer(ctx, root, bin, overlay); err != nil {
 				e.serverErr = err
 				return
 			}
 		}
-		e.server, e.serverAddr, e.serverErr = startServer(ctx, bin, e.dir, e.redisAddr)
+		var extra []string
+		if e.o.Profile {
+			port, err := freePort()
+			if err != nil {
+				e.serverErr = err
+				return
+			}
+			e.pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+			extra = append(extra, "LBBENCH_PPROF_ADDR="+e.pprofAddr)
+		}
+		e.server, e.serverAddr, e.serverErr = startServer(ctx, bin, e.dir, e.redisAddr, extra...)
 		if e.serverErr == nil {
 			e.logf("server pid %d on %s", e.server.pid(), e.serverAddr)
 			e.api = newGQLClient("http://" + e.serverAddr + "/graphql")
@@ -258,15 +276,37 @@ func (e *env) step(ctx context.Context, st Step, op Op) Sample {
 		drive(ctx, Step{Workers: st.Workers, Duration: st.Warmup, MaxOps: 1 << 62}, op)
 	}
 	st.Warmup = 0
-	s0, r0, t0 := e.serverUsage(), e.redisUsage(), time.Now()
+	wait := e.startProfiles(ctx, st.Duration)
+	s0, r0, g0, t0 := e.serverUsage(), e.redisUsage(), selfUsage(), time.Now()
 	s := drive(ctx, st, op)
-	s1, r1, el := e.serverUsage(), e.redisUsage(), time.Since(t0).Seconds()
-	s.Extra = map[string]float64{"redis_cpu": (r1.CPU - r0.CPU).Seconds() / el}
+	s1, r1, g1, el := e.serverUsage(), e.redisUsage(), selfUsage(), time.Since(t0).Seconds()
+	wait()
+	s.Extra = map[string]float64{"redis_cpu": (r1.CPU - r0.CPU).Seconds() / el, "gen_cpu": (g1.CPU - g0.CPU).Seconds() / el}
 	if e.server != nil {
 		s.CPU = (s1.CPU - s0.CPU).Seconds() / el
 		s.RSS = s1.RSS
 	}
 	return s
+}
+
+// selfUsage is the load generator's own usage (this process).
+func selfUsage() procUsage {
+	u, _ := readProcUsage(os.Getpid())
+	return u
+}
+
+// cpuPerOp formats the CPU time per operation of server, redis-server and the load generator, in µs.
+// Without the server (raw steps) only redis-server and the load generator.
+func cpuPerOp(s Sample, server bool) string {
+	if s.Rate == 0 {
+		return "-"
+	}
+	us := func(cores float64) string { return fmt.Sprintf("%.0f", cores/s.Rate*1e6) }
+	out := us(s.Extra["redis_cpu"]) + " / " + us(s.Extra["gen_cpu"])
+	if server {
+		out = us(s.CPU) + " / " + out
+	}
+	return out
 }
 
 func (e *env) redisUsage() procUsage {

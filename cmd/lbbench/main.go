@@ -57,7 +57,10 @@ type options struct {
 	Clients     []int // submit scenario's client counts
 	Subscribers []int // fan-out scenario's subscriber counts
 	SubmitRate  int   // fan-out scenario's submissions per second
-	Out         io.Writer
+	// Profile builds the server with net/http/pprof (through go build -overlay; the repository is not changed)
+	// and saves CPU and allocation profiles of the key steps into Workdir.
+	Profile bool
+	Out     io.Writer
 }
 
 func main() {
@@ -73,6 +76,7 @@ func main() {
 	flag.StringVar(&clients, "clients", "", "submit scenario: comma-separated client counts (default 8,32,128)")
 	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
 	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
+	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir")
 	flag.Parse()
 	o.Scenarios = splitList(list)
 	var err error
@@ -109,6 +113,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.Out == nil {
 		o.Out = io.Discard
+	}
+	if o.Profile && o.Workdir == "" {
+		return errors.New("-profile needs -workdir: the profiles are saved there")
 	}
 	selected, err := selectScenarios(o.Scenarios)
 	if err != nil {

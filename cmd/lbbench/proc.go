@@ -142,8 +142,13 @@ func waitRedis(ctx context.Context, c *child, addr string) error {
 
 // buildServer builds the leaderboard server (the module's root package) into out: the benchmark measures the
 // binary that ships.
-func buildServer(ctx context.Context, moduleDir, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+// overlay, when not empty, is a go build -overlay file (see profileOverlay).
+func buildServer(ctx context.Context, moduleDir, out, overlay string) error {
+	args := []string{"build", "-o", out}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, ".")...)
 	cmd.Dir = moduleDir
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build of the server: %w\n%s", err, msg)

@@ -116,9 +116,12 @@ func (e *env) fanoutRun(ctx context.Context, f *fanout, first, last int64, rate 
 	f.newest.reset()
 	f.window.Store(&[2]int64{first, last})
 	msgs0 := f.msgs.Load()
+	if first == 1 {
+		e.profileNext(fmt.Sprintf("fanout-%d", len(f.subs)))
+	}
+	wait := e.startProfiles(ctx, time.Duration(float64(last-first+1)/float64(rate)*float64(time.Second)))
 	u0, t0 := e.serverUsage(), time.Now()
 	submits := f.submit(ctx, e, first, last, rate)
-	lastResp := time.Now()
 	u1, el := e.serverUsage(), time.Since(t0).Seconds()
 	if submits.Errs > 0 {
 		return Sample{}, fmt.Errorf("fan-out submissions failed: %s", fmtErrs(submits))
@@ -149,7 +152,7 @@ func (e *env) fanoutRun(ctx context.Context, f *fanout, first, last int64, rate 
 		}}
 	e.logf("fan-out run: %d subscribers, %d submissions in %.1fs, p99 %s, converged %d after %s", len(f.subs),
 		submits.Ops, el, fmtDur(s.P99), converged, fmtDur(after))
-	_ = lastResp
+	wait()
 	return s, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -126,7 +127,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 
 	t := &table{title: fmt.Sprintf("3. Reads on a board of %d players, %d concurrent clients", n, sz.ReadClients),
 		head: []string{"read", "service req/s", "p50", "p99", "script req/s", "script p99", "plain ZSET req/s",
-			"plain p99", "service/script", "service/plain", "server CPU", "errors"}}
+			"plain p99", "service/script", "service/plain", "server CPU", "CPU µs/req svc (server/redis/loadgen)", "errors"}}
 	t.notes = append(t.notes, "Service: HTTP POST /graphql. Script: leaderboard.Store (one EVALSHA). Plain ZSET: "+
 		"ZREVRANGE … WITHSCORES / ZREVRANK on a sorted set of the same ids and scores (aroundMe: ZREVRANK then "+
 		"ZREVRANGE, two round trips). top(first:10) through the service is answered from the server's "+
@@ -134,6 +135,9 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	for _, op := range ops {
 		var sv, sc, pl []Sample
 		for r := 0; r < e.o.Runs; r++ {
+			if r == 0 {
+				e.profileNext("reads-" + strings.NewReplacer("(", "-", ")", "", ":", "", " ", "-").Replace(op.name))
+			}
 			sv = append(sv, e.step(ctx, e.stepOf(sz.ReadClients), op.svc))
 			sc = append(sc, e.step(ctx, e.stepOf(sz.ReadClients), op.script))
 			if op.plain != nil {
@@ -158,7 +162,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 		}
 		t.add(op.name, fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99), fmtRate(c.Rate), fmtDur(c.P99), plainRate,
 			plainP99, fmtRatio(medianRatio(sv, sc, func(s Sample) float64 { return s.Rate })), vsPlain,
-			fmtCores(s.CPU), fmtErrs(errs))
+			fmtCores(s.CPU), cpuPerOp(s, true), fmtErrs(errs))
 		if op.name == "top(first:10)" {
 			e.check("cached top(first:10)", "≥ 20,000 req/s", fmtRate(s.Rate)+" req/s", s.Rate >= 20_000 && s.Errs == 0)
 		}

@@ -34,9 +34,11 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 	}
 	t := &table{title: "1. Single submissions: submitScore over HTTP vs the script (Store.Submit)",
 		head: []string{"clients", "service req/s", "p50", "p99", "p999", "raw req/s", "raw p50", "raw p99",
-			"service/raw", "server CPU", "redis CPU (svc/raw)", "errors"}}
+			"service/raw", "server CPU", "CPU µs/req svc (server/redis/loadgen)", "CPU µs/req raw (redis/loadgen)",
+			"errors"}}
 	t.notes = append(t.notes, "Closed loop: each client waits for its reply. Raw = leaderboard.Store.Submit, the same "+
-		"Lua script with the same arguments, from as many goroutines. CPU in cores, measured from /proc.")
+		"Lua script with the same arguments, from as many goroutines. CPU from /proc: server in cores; per request "+
+		"in µs of CPU of each process (the three share the machine's cores).")
 	for _, c := range e.sizes().SubmitClients {
 		var svc, raw []Sample
 		for r := 0; r < e.o.Runs; r++ {
@@ -45,6 +47,9 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 				if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: b}); err != nil {
 					return []*table{t}, err
 				}
+			}
+			if r == 0 {
+				e.profileNext(fmt.Sprintf("submit-%d", c))
 			}
 			svc = append(svc, e.step(ctx, e.stepOf(c), func(ctx context.Context, w int, i int64) error {
 				p, s := workload(i)
@@ -66,8 +71,8 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 			errs.FirstErr = rw.FirstErr
 		}
 		t.add(fmt.Sprint(c), fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99), fmtDur(s.P999), fmtRate(rw.Rate),
-			fmtDur(rw.P50), fmtDur(rw.P99), fmtRatio(ratio), fmtCores(s.CPU),
-			fmtCores(s.Extra["redis_cpu"])+" / "+fmtCores(rw.Extra["redis_cpu"]), fmtErrs(errs))
+			fmtDur(rw.P50), fmtDur(rw.P99), fmtRatio(ratio), fmtCores(s.CPU), cpuPerOp(s, true),
+			cpuPerOp(rw, false), fmtErrs(errs))
 		if c == 32 {
 			e.check("single submissions at 32 clients", "≥ 10,000 req/s, p99 < 15 ms",
 				fmt.Sprintf("%s req/s, p99 %s", fmtRate(s.Rate), fmtDur(s.P99)),
@@ -86,7 +91,8 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 	sz := e.sizes()
 	t := &table{title: fmt.Sprintf("2. Bulk: submitScores vs the script (Store.SubmitMany), %d concurrent callers", sz.BulkClients),
 		head: []string{"items/call", "service scores/s", "p50", "p99", "raw scores/s", "raw p50", "raw p99",
-			"service/raw", "server CPU", "redis CPU (svc/raw)", "errors"}}
+			"service/raw", "server CPU", "CPU µs/call svc (server/redis/loadgen)", "CPU µs/call raw (redis/loadgen)",
+			"errors"}}
 	for _, n := range sz.BulkSizes {
 		var svc, raw []Sample
 		for r := 0; r < e.o.Runs; r++ {
@@ -95,6 +101,9 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 				if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: b}); err != nil {
 					return []*table{t}, err
 				}
+			}
+			if r == 0 {
+				e.profileNext(fmt.Sprintf("bulk-%d", n))
 			}
 			s := e.step(ctx, e.stepOf(sz.BulkClients), func(ctx context.Context, w int, i int64) error {
 				vars := []byte(`{"in":[`)
@@ -138,8 +147,8 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 			errs.FirstErr = rw.FirstErr
 		}
 		t.add(fmt.Sprint(n), fmtRate(s.ItemRate()), fmtDur(s.P50), fmtDur(s.P99), fmtRate(rw.ItemRate()),
-			fmtDur(rw.P50), fmtDur(rw.P99), fmtRatio(ratio), fmtCores(s.CPU),
-			fmtCores(s.Extra["redis_cpu"])+" / "+fmtCores(rw.Extra["redis_cpu"]), fmtErrs(errs))
+			fmtDur(rw.P50), fmtDur(rw.P99), fmtRatio(ratio), fmtCores(s.CPU), cpuPerOp(s, true),
+			cpuPerOp(rw, false), fmtErrs(errs))
 		e.check(fmt.Sprintf("bulk %d items", n), "≥ 60% of raw", fmtRatio(ratio), ratio >= 0.6 && s.Errs == 0)
 	}
 	return []*table{t}, nil
