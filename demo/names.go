@@ -1,7 +1,5 @@
 package demo
 
-import "fmt"
-
 var (
 	firstNames = [...]string{"Ada", "Bo", "Cleo", "Dax", "Eli", "Fay", "Gus", "Hana", "Ines", "Jax", "Kai", "Lea",
 		"Milo", "Nia", "Oskar", "Pia", "Quinn", "Rey", "Sami", "Tove", "Uma", "Vik", "Wren", "Xia", "Yuki", "Zed"}
@@ -10,12 +8,13 @@ var (
 )
 
 // playerName returns the display name of simulated player i of a board (kind tells the boards apart). It
-// depends only on its arguments, so a restarted demo keeps every player's name. The number keeps names
-// unique.
+// depends only on its arguments, so a restarted demo keeps every player's name. Like real display names they
+// are not unique (the player id is).
 func playerName(kind, i int) *string {
 	h := uint64(i)*0x9e3779b97f4a7c15 + uint64(kind)*0xbf58476d1ce4e5b9
-	h ^= h >> 31
-	n := fmt.Sprintf("%s %s %d", firstNames[h%uint64(len(firstNames))],
-		lastNames[(h/uint64(len(firstNames)))%uint64(len(lastNames))], i)
+	h ^= h >> 29
+	h *= 0x94d049bb133111eb
+	h ^= h >> 32
+	n := firstNames[h%uint64(len(firstNames))] + " " + lastNames[(h/uint64(len(firstNames)))%uint64(len(lastNames))]
 	return &n
 }

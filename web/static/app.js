@@ -208,8 +208,10 @@ function render(prev, marks) {
     }
   });
   $("empty").hidden = state.list.length > 0 || state.version === 0;
-  const when = state.period ? `period ${state.period}` : `current ${windowName(state.window).toLowerCase()} period`;
-  $("caption").textContent = `Top ${state.first} · ${windowName(state.window)} · ${when}`;
+  const parts = [`Top ${state.first}`, windowName(state.window)];
+  if (state.period) parts.push(`${state.period} (closed)`);
+  else if (state.window !== "ALL_TIME" && state.period_) parts.push(state.period_);
+  $("caption").textContent = parts.join(" · ");
 }
 
 function newRow(i) {
