@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/pubsub"
@@ -409,5 +410,73 @@ func TestLiveNoGoroutineLeak(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines after %d cycles, baseline %d\n%s", n, conns*perConn, base,
 			buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestLiveRedisRestart: Redis restarted under 100 websocket subscriptions; they stay open, each gets a fresh
+// snapshot after Redis is back, and all converge.
+func TestLiveRedisRestart(t *testing.T) {
+	srv := redistest.Standalone(t)
+	cfg := testConfig(t)
+	cfg.RedisURL = "redis://" + srv.Addr
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "restart"})
+	for i := range 12 {
+		s.submit(t, map[string]any{"board": "restart", "playerId": fmt.Sprintf("p%d", i), "score": i})
+	}
+	lists := map[string]*liveList{}
+	var conns []*wstest.Conn
+	for c := range 4 {
+		conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+		conns = append(conns, conn)
+		mine := map[string]*liveList{}
+		for i := range 25 {
+			id := fmt.Sprintf("%d-%d", c, i)
+			mine[id] = &liveList{first: 10}
+			lists[id] = mine[id]
+		}
+		pump(t, conn, mine)
+		for id := range mine {
+			if err := conn.Subscribe(id, topUpdatesSub, map[string]any{"b": "restart", "n": 10}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, l := range lists {
+		waitLive(t, s, l, "restart", 3*time.Second)
+	}
+	srv.Stop()
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The restarted Redis is empty: define the board again and write (retrying while the server reconnects).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := s.do(t, testAdminKey, createMutation, map[string]any{"in": map[string]any{"id": "restart"}})
+		if len(r.Errors) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not recover: %+v", r.Errors)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.submit(t, map[string]any{"board": "restart", "playerId": "after", "score": 3})
+	for _, conn := range conns {
+		select {
+		case <-conn.Done():
+			t.Fatal("a websocket closed during the Redis restart")
+		default:
+		}
+	}
+	for _, l := range lists {
+		waitLive(t, s, l, "restart", 5*time.Second)
+		l.mu.Lock()
+		snaps := l.snaps
+		l.mu.Unlock()
+		if snaps < 2 {
+			t.Fatalf("a subscriber got %d snapshots, want a fresh one after the restart", snaps)
+		}
 	}
 }
