@@ -204,4 +204,3 @@ func getStatus(t testing.TB, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
-
