@@ -45,7 +45,7 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	t := &table{title: fmt.Sprintf("5. Live fan-out: topUpdates(first:%d) subscribers, %d submitScore/s taking rank 1",
 		fanoutFirst, sz.SubmitRate),
 		head: []string{"subscribers", "submits/s", "latency p50", "latency p99", "newest p50", "newest p99",
-			"seen/expected", "converged", "converged after", "msgs/s", "gaps+errors", "server CPU",
+			"seen/expected", "converged", "converged after", "msgs/s", "gaps+errors", "CPU server/redis/loadgen",
 			"server RSS (idle → end)", "submit p99"}}
 	t.notes = append(t.notes, "latency: a submission's HTTP response → a subscriber receives an update that reflects it "+
 		"(every 10th submission, every subscriber). newest: the same for the newest submission each update carries. "+
@@ -64,7 +64,8 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 			fmtDur(time.Duration(x["newest_p50"])), fmtDur(time.Duration(x["newest_p99"])),
 			fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], n),
 			fmtDur(time.Duration(x["converge_ns"])), fmtRate(x["msgs_per_s"]),
-			fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]), fmtCores(s.CPU),
+			fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]),
+			fmtCores(s.CPU)+" / "+fmtCores(x["redis_cpu"])+" / "+fmtCores(x["gen_cpu"]),
 			fmtBytes(int64(x["rss_idle"]))+" → "+fmtBytes(s.RSS), fmtDur(time.Duration(x["submit_p99"])))
 		worstP99 = max(worstP99, s.P99)
 		allConverged = allConverged && int(x["converged"]) == n && x["gaps"]+x["sub_errors"] == 0
@@ -120,9 +121,12 @@ func (e *env) fanoutRun(ctx context.Context, f *fanout, first, last int64, rate 
 		e.profileNext(fmt.Sprintf("fanout-%d", len(f.subs)))
 	}
 	wait := e.startProfiles(ctx, time.Duration(float64(last-first+1)/float64(rate)*float64(time.Second)))
-	u0, t0 := e.serverUsage(), time.Now()
-	submits := f.submit(ctx, e, first, last, rate)
-	u1, el := e.serverUsage(), time.Since(t0).Seconds()
+	u0, g0, r0, t0 := e.serverUsage(), selfUsage(), e.redisUsage(), time.Now()
+	// The pacer stops at twice the planned time (plus slack) even when the server cannot keep up: the step is
+	// bounded by time as well as by count.
+	budget := 2*time.Duration(float64(last-first+1)/float64(rate)*float64(time.Second)) + 5*time.Second
+	submits, last := f.submit(ctx, e, first, last, rate, budget)
+	u1, g1, r1, el := e.serverUsage(), selfUsage(), e.redisUsage(), time.Since(t0).Seconds()
 	if submits.Errs > 0 {
 		return Sample{}, fmt.Errorf("fan-out submissions failed: %s", fmtErrs(submits))
 	}
@@ -149,6 +153,8 @@ func (e *env) fanoutRun(ctx context.Context, f *fanout, first, last int64, rate 
 			"gaps":        float64(f.gaps.Load()),
 			"sub_errors":  float64(f.errs.Load()),
 			"submit_p99":  float64(submits.P99),
+			"gen_cpu":     (g1.CPU - g0.CPU).Seconds() / el,
+			"redis_cpu":   (r1.CPU - r0.CPU).Seconds() / el,
 		}}
 	e.logf("fan-out run: %d subscribers, %d submissions in %.1fs, p99 %s, converged %d after %s", len(f.subs),
 		submits.Ops, el, fmtDur(s.P99), converged, fmtDur(after))
@@ -455,8 +461,13 @@ func (f *fanout) waitConverged(ctx context.Context, want []row, d time.Duration)
 
 // submit sends submissions first..last at rate per second from fanoutSubmitter clients (open loop: a pacer hands
 // out due submissions; when every client is busy the pacer falls behind and the achieved rate shows it).
-func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int) Sample {
+// It stops handing out submissions after budget and returns the last one handed out.
+func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int, budget time.Duration) (Sample, int64) {
 	due := make(chan int64, 1024)
+	var issued atomic.Int64
+	issued.Store(first - 1)
+	pctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	go func() {
 		defer close(due)
 		start := time.Now()
@@ -465,13 +476,14 @@ func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int
 			if d := time.Until(at); d > 0 {
 				select {
 				case <-time.After(d):
-				case <-ctx.Done():
+				case <-pctx.Done():
 					return
 				}
 			}
 			select {
 			case due <- k:
-			case <-ctx.Done():
+				issued.Store(k)
+			case <-pctx.Done():
 				return
 			}
 		}
@@ -513,7 +525,7 @@ func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int
 	wg.Wait()
 	s := summarize(lat, time.Since(t0))
 	s.Errs, s.FirstErr = errs, firstErr
-	return s
+	return s, issued.Load()
 }
 
 func (f *fanout) close() {
