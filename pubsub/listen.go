@@ -79,10 +79,13 @@ func (h *Hub) unlisten(channel string) {
 	_, again := h.byChannel[channel]
 	h.mu.RUnlock()
 	lc := h.conns[h.connKey(channel)]
-	if again || lc == nil || h.isClosed() {
+	if lc == nil || h.isClosed() {
 		return
 	}
 	lc.channels--
+	if again { // a newer board of the same id listens on it (and has counted itself)
+		return
+	}
 	if lc.key >= 0 && lc.channels <= 0 {
 		delete(h.conns, lc.key)
 		close(lc.done)
