@@ -89,7 +89,7 @@ func (s *testServer) Shutdown(t testing.TB) {
 
 // testLogger logs errors to t.Log.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // testWriter sends logs to t.Log while the test runs.

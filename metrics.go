@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -142,7 +143,10 @@ func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.Re
 
 // redisHook counts Redis failures. A miss (redis.Nil), a script's own rejection of bad input ("LB_...") and
 // NOSCRIPT (go-redis then loads the script) are normal answers, not failures.
-type redisHook struct{ m *Metrics }
+type redisHook struct {
+	m   *Metrics
+	log *slog.Logger
+}
 
 func (h redisHook) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -157,7 +161,9 @@ func (h redisHook) DialHook(next redis.DialHook) redis.DialHook {
 func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		h.count(err)
+		if h.count(err) {
+			h.log.Warn("redis command failed", "cmd", cmd.Name(), "err", err)
+		}
 		return err
 	}
 }
@@ -165,17 +171,21 @@ func (h redisHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h redisHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		h.count(err)
+		if h.count(err) {
+			h.log.Warn("redis pipeline failed", "commands", len(cmds), "err", err)
+		}
 		return err
 	}
 }
 
-func (h redisHook) count(err error) {
+// count counts err if it is a failure and reports whether it did.
+func (h redisHook) count(err error) bool {
 	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
-		return
+		return false
 	}
 	if msg := err.Error(); strings.Contains(msg, "LB_") || strings.HasPrefix(msg, "NOSCRIPT") {
-		return
+		return false
 	}
 	h.m.redisErrors.WithLabelValues("command").Inc()
+	return true
 }

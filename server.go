@@ -24,6 +24,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/rs/cors"
 	"github.com/vektah/gqlparser/v2/ast"
 
@@ -113,7 +114,8 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	case len(cfg.RedisClusterAddrs) > 0:
 		a.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs,
 			Password: cfg.RedisPassword, DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second,
-			WriteTimeout: 3 * time.Second, MaxRetries: -1})
+			WriteTimeout: 3 * time.Second, MaxRetries: -1, MaintNotificationsConfig: noMaintNotifications(),
+			DisableIdentity: true})
 	case cfg.RedisURL != "":
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
@@ -137,7 +139,7 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	schema := graph.NewSchema(resolver)
 	a.Metrics = NewMetrics(schema.Schema())
 	resolver.OnSubscription = a.Metrics.OnSubscription
-	a.rdb.AddHook(redisHook{a.Metrics})
+	a.rdb.AddHook(redisHook{a.Metrics, log})
 	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins), cfg.WSPingInterval, a.Metrics)
 	a.gql = a.graphQLHandler(schema)
 
@@ -159,6 +161,14 @@ func tuneOptions(o *redis.Options) {
 	o.ReadTimeout = 3 * time.Second
 	o.WriteTimeout = 3 * time.Second
 	o.MaxRetries = -1
+	o.MaintNotificationsConfig = noMaintNotifications()
+	o.DisableIdentity = true // CLIENT SETINFO is Redis 7.2+; 7.0 answers it with an error
+}
+
+// noMaintNotifications stops go-redis from sending CLIENT MAINT_NOTIFICATIONS (a Redis Enterprise extension)
+// on every new connection, which open-source Redis answers with an error.
+func noMaintNotifications() *maintnotifications.Config {
+	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
