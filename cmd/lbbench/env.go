@@ -32,8 +32,9 @@ type env struct {
 	server      *child
 	serverAddr  string
 	api         *gqlClient
-	pprofAddr   string // the server's pprof listener with -profile
-	profileName string // see profileNext
+	hot         *rawHTTP // the load steps\' client
+	pprofAddr   string   // the server's pprof listener with -profile
+	profileName string   // see profileNext
 
 	loaded  map[string]int // fixture boards and sorted sets: how many players they hold
 	targets []target
@@ -175,6 +176,7 @@ func (e *env) needServer(ctx context.Context) error {
 		if e.serverErr == nil {
 			e.logf("server pid %d on %s", e.server.pid(), e.serverAddr)
 			e.api = newGQLClient("http://" + e.serverAddr + "/graphql")
+			e.hot = newRawHTTP(e.serverAddr, "/graphql")
 		}
 	})
 	return e.serverErr

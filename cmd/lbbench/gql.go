@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -46,7 +50,12 @@ func (c *gqlClient) post(ctx context.Context, key string, body []byte) ([]byte, 
 	if resp.StatusCode != http.StatusOK {
 		return data, fmt.Errorf("HTTP %d: %s", resp.StatusCode, truncate(string(data), 200))
 	}
-	// Cheap check first: the load generator shares the machine, so it decodes only what it must.
+	return data, checkErrors(data)
+}
+
+// checkErrors returns the first GraphQL error of a response body, if any. Cheap check first: the load generator
+// shares the machine, so it decodes only what it must.
+func checkErrors(data []byte) error {
 	if bytes.Contains(data, []byte(`"errors"`)) {
 		var r struct {
 			Errors []struct {
@@ -55,11 +64,11 @@ func (c *gqlClient) post(ctx context.Context, key string, body []byte) ([]byte, 
 			} `json:"errors"`
 		}
 		if json.Unmarshal(data, &r) == nil && len(r.Errors) > 0 {
-			return data, fmt.Errorf("%v: %s (%d errors)", r.Errors[0].Extensions["code"], r.Errors[0].Message,
+			return fmt.Errorf("%v: %s (%d errors)", r.Errors[0].Extensions["code"], r.Errors[0].Message,
 				len(r.Errors))
 		}
 	}
-	return data, nil
+	return nil
 }
 
 // query posts a query with variables (marshalled with encoding/json) and decodes data into out (nil: skip).
@@ -101,4 +110,93 @@ func request(query string, vars []byte) []byte {
 	b = append(b, `,"variables":`...)
 	b = append(b, vars...)
 	return append(b, '}')
+}
+
+// rawHTTP is a minimal HTTP/1.1 keep-alive client for the hot load steps: one connection per worker, requests
+// written from prebuilt bytes, responses read with http.ReadResponse. net/http's Client costs the shared CPU
+// several times more per request (transport goroutines, pooling, header maps), and that CPU is taken from the
+// server being measured. Each worker index must be used by one goroutine at a time.
+type rawHTTP struct {
+	addr, path string
+	mu         sync.Mutex
+	conns      map[int]*rawConn
+}
+
+type rawConn struct {
+	c   net.Conn
+	br  *bufio.Reader
+	req []byte
+	out bytes.Buffer
+}
+
+func newRawHTTP(addr, path string) *rawHTTP {
+	return &rawHTTP{addr: addr, path: path, conns: map[int]*rawConn{}}
+}
+
+// post sends body as a GraphQL request on worker w's connection and returns the response body (valid until the
+// worker's next call). Errors as gqlClient.post.
+func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]byte, error) {
+	h.mu.Lock()
+	rc := h.conns[w]
+	h.mu.Unlock()
+	if rc == nil {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", h.addr)
+		if err != nil {
+			return nil, err
+		}
+		rc = &rawConn{c: c, br: bufio.NewReaderSize(c, 16<<10)}
+		h.mu.Lock()
+		h.conns[w] = rc
+		h.mu.Unlock()
+	}
+	data, err := rc.do(ctx, h.addr, h.path, key, body)
+	if err != nil {
+		rc.c.Close()
+		h.mu.Lock()
+		delete(h.conns, w)
+		h.mu.Unlock()
+	}
+	return data, err
+}
+
+func (rc *rawConn) do(ctx context.Context, host, path, key string, body []byte) ([]byte, error) {
+	// Not the context's deadline: a request in flight when a load phase ends completes and counts; only a hung
+	// server fails it.
+	rc.c.SetDeadline(time.Now().Add(30 * time.Second))
+	b := rc.req[:0]
+	b = append(b, "POST "...)
+	b = append(b, path...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, host...)
+	b = append(b, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
+	if key != "" {
+		b = append(b, "\r\nAuthorization: Bearer "...)
+		b = append(b, key...)
+	}
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, body...)
+	rc.req = b
+	if _, err := rc.c.Write(b); err != nil {
+		return nil, err
+	}
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		return nil, err
+	}
+	rc.out.Reset()
+	_, err = rc.out.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	data := rc.out.Bytes()
+	if resp.StatusCode != http.StatusOK {
+		return data, fmt.Errorf("HTTP %d: %s", resp.StatusCode, truncate(string(data), 200))
+	}
+	if resp.Close {
+		return data, errors.New("server closed the connection")
+	}
+	return data, checkErrors(data)
 }

@@ -496,7 +496,7 @@ func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int
 		wg       sync.WaitGroup
 	)
 	t0 := time.Now()
-	for range fanoutSubmitter {
+	for w := range fanoutSubmitter {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -505,7 +505,7 @@ func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int
 				body := request(submitMutation, append(scoreInput([]byte(`{"in":`), f.board, player,
 					float64(fanoutBase+k)), '}'))
 				s := time.Now()
-				_, err := e.api.post(ctx, submitKey, body)
+				_, err := e.hot.post(ctx, w, submitKey, body)
 				end := time.Now()
 				if err == nil {
 					f.resp[k].Store(end.UnixNano())

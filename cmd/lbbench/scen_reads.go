@@ -40,7 +40,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	boardVar := strconv.Quote(board)
 	svc := func(query string, vars func() []byte) Op {
 		return func(ctx context.Context, w int, i int64) error {
-			_, err := e.api.post(ctx, "", request(query, vars()))
+			_, err := e.hot.post(ctx, w, "", request(query, vars()))
 			return err
 		}
 	}

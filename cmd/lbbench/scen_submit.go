@@ -53,7 +53,7 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 			}
 			svc = append(svc, e.step(ctx, e.stepOf(c), func(ctx context.Context, w int, i int64) error {
 				p, s := workload(i)
-				_, err := e.api.post(ctx, submitKey, request(submitMutation,
+				_, err := e.hot.post(ctx, w, submitKey, request(submitMutation,
 					append(scoreInput([]byte(`{"in":`), sb, p, s), '}')))
 				return err
 			}))
@@ -115,7 +115,7 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 					vars = scoreInput(vars, sb, p, sc)
 				}
 				vars = append(vars, "]}"...)
-				_, err := e.api.post(ctx, submitKey, request(bulkMutation, vars))
+				_, err := e.hot.post(ctx, w, submitKey, request(bulkMutation, vars))
 				return err
 			})
 			s.ItemsPerOp = n
