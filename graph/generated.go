@@ -792,9 +792,9 @@ type Subscription {
   "Starts with a snapshot of the top ` + "`" + `first` + "`" + ` (at most 100), then diffs as the board changes. Updates are coalesced (about 10 a second at most); a subscriber that falls behind gets a fresh snapshot."
   topUpdates(board: ID!, first: Int = 10, window: Window, period: String): TopUpdate!
   """
-  Starts with the player's entry, then each time their rank or score changes. An entry with rank 0 means the
-  player has no score any more (removed); its other fields then carry no meaning beyond playerId. For a player
-  without a score the first message comes when they get one.
+  Starts with the player's entry, then each time their rank or score changes (also when others overtake them).
+  An entry with rank 0 means the player has no score: not yet (as the first message) or no longer (removed, or a
+  new period began); its other fields then carry no meaning beyond playerId.
   """
   rankUpdates(board: ID!, playerId: ID!, window: Window): Entry!
 }

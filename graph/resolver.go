@@ -26,6 +26,18 @@ type Resolver struct {
 	OnSubscription func(field string, delta int)
 }
 
+// changed tells the hub that a write may have changed a cached top list, so that a `top` query right after the
+// write reads it (the change event that refreshes the cache may still be on its way). Writes far below the top
+// leave the cache alone.
+func (r *Resolver) changed(board string, res *leaderboard.Result) {
+	if res == nil || !res.Updated || res.Duplicate {
+		return
+	}
+	if res.Entry.Rank <= pubsub.MaxFirst || res.PreviousRank != nil && *res.PreviousRank <= pubsub.MaxFirst {
+		r.Hub.Changed(board)
+	}
+}
+
 // NewSchema returns the executable schema over r with complexity estimates that count list fields by their
 // size arguments, so a complexity limit bounds the work of a request.
 func NewSchema(r *Resolver) graphql.ExecutableSchema {

@@ -85,6 +85,9 @@ func (r *mutationResolver) SubmitScore(ctx context.Context, input model.ScoreInp
 		return nil, err
 	}
 	res, err := r.Store.Submit(ctx, submission(input))
+	if err == nil {
+		r.changed(input.Board, res)
+	}
 	return res, internal(err)
 }
 
@@ -114,6 +117,7 @@ func (r *mutationResolver) SubmitScores(ctx context.Context, inputs []model.Scor
 			continue
 		}
 		results[i] = o.Result
+		r.changed(inputs[i].Board, o.Result)
 	}
 	return results, nil
 }
@@ -161,6 +165,9 @@ func (r *mutationResolver) RemovePlayer(ctx context.Context, board string, playe
 		return false, err
 	}
 	ok, err := r.Store.RemovePlayer(ctx, board, playerID)
+	if ok {
+		r.Hub.Changed(board)
+	}
 	return ok, internal(err)
 }
 

@@ -211,8 +211,13 @@ func (b *board) attachRank(key watchKey, s *rankSub, now time.Time) {
 	}
 	w.subs[s] = struct{}{}
 	s.w = w
-	if w.loaded && w.last != nil {
-		b.offerRank(s, w.last, now)
+	if w.loaded {
+		// Every subscription starts with the player's entry; rank 0 when the player has no score (yet).
+		e := w.last
+		if e == nil {
+			e = &leaderboard.Entry{PlayerID: key.player, Rank: 0}
+		}
+		b.offerRank(s, e, now)
 	}
 }
 
@@ -697,7 +702,7 @@ func (b *board) applyRank(w *watch, e *leaderboard.Entry, now time.Time) {
 	case e != nil && (first || prev == nil || prev.Rank != e.Rank || prev.Score != e.Score ||
 		prev.Approximate != e.Approximate):
 		send = e
-	case e == nil && prev != nil:
+	case e == nil && (first || prev != nil):
 		send = &leaderboard.Entry{PlayerID: w.key.player, Rank: 0}
 	}
 	if send == nil {

@@ -126,10 +126,9 @@ func (h *Hub) SubscribeTop(ctx context.Context, v leaderboard.View, first int) (
 	return s.ch, nil
 }
 
-// SubscribeRank subscribes to one player's entry in a view: the entry at once (or, when the player has no score
-// there, as soon as they get one), then each time their rank or score changes, also when others overtake them.
-// When the player is removed (or a followed period rolls over), it sends an Entry with Rank 0, meaning "no
-// score any more". With v.Period empty it follows the current period. Channel and errors as for SubscribeTop.
+// SubscribeRank subscribes to one player's entry in a view: the entry at once, then each time their rank or
+// score changes, also when others overtake them. An Entry with Rank 0 means "no score": as the first message
+// when the player has none yet, later when the player is removed or a followed period rolls over. With v.Period empty it follows the current period. Channel and errors as for SubscribeTop.
 func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player string) (<-chan *leaderboard.Entry,
 	error) {
 	r, err := h.store.Resolve(ctx, v)

@@ -51,7 +51,10 @@ func TestRankUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No score yet: nothing until the player gets one.
+	// No score yet: the first message says so (rank 0), then nothing until the player gets one.
+	if e := nextEntry(t, ch, time.Second); e.Rank != 0 || e.PlayerID != "me" {
+		t.Fatalf("first message for a player without a score: %+v", e)
+	}
 	expectNoEntry(t, ch, 300*time.Millisecond)
 	submit(t, st, "r", "me", 10)
 	if e := nextEntry(t, ch, time.Second); e.Rank != 1 || e.Score != 10 {

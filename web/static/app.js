@@ -369,8 +369,12 @@ async function showPlayer(id) {
   state.stopRank = live.subscribe(S_RANK, { board, player: id, window }, {
     next: (d) => {
       if (state.player !== id) return;
-      showEntry(d.rankUpdates);
-      $("player-live").textContent = `Live · updated ${new Date().toLocaleTimeString()}`;
+      // Rank 0 means the player has no score (not yet, or removed).
+      const e = d.rankUpdates.rank === 0 ? null : d.rankUpdates;
+      showEntry(e);
+      $("player-live").textContent = e
+        ? `Live · updated ${new Date().toLocaleTimeString()}`
+        : "No score in this period yet.";
       clearTimeout(aroundTimer);
       aroundTimer = setTimeout(() => refreshAround(id), 500); // coalesces bursts of rank changes
     },
