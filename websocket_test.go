@@ -247,16 +247,31 @@ func TestWebsocketAuthAndLimits(t *testing.T) {
 	})
 
 	t.Run("connections per address", func(t *testing.T) {
+		// Connections of the earlier subtests free their slots asynchronously, once the server sees them close.
 		var conns []*wstest.Conn
-		for range 3 {
-			conns = append(conns, wstest.Dial(t, s.WSURL, wstest.TransportWS, auth))
+		deadline := time.Now().Add(5 * time.Second)
+		for len(conns) < 3 {
+			c, _, err := wstest.DialContext(ctx, s.WSURL, wstest.TransportWS, nil, auth)
+			if err == nil {
+				conns = append(conns, c)
+				continue
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("connection %d: %v", len(conns)+1, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
+		defer func() {
+			for _, c := range conns[1:] {
+				c.Close()
+			}
+		}()
 		_, resp, err := wstest.DialContext(ctx, s.WSURL, wstest.TransportWS, nil, auth)
 		if err == nil || resp == nil || resp.StatusCode != http.StatusTooManyRequests {
 			t.Fatalf("4th connection: want 429, got %v %v", resp, err)
 		}
 		conns[0].Close()
-		deadline := time.Now().Add(5 * time.Second)
+		deadline = time.Now().Add(5 * time.Second)
 		for {
 			c, _, err := wstest.DialContext(ctx, s.WSURL, wstest.TransportWS, nil, auth)
 			if err == nil {
