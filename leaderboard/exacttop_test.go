@@ -69,6 +69,7 @@ func (m *model) ranking() []string {
 }
 
 func TestExactTopTierIsExact(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		for _, mode := range []lb.Mode{lb.Best, lb.Latest, lb.Sum} {
 			t.Run(string(mode), func(t *testing.T) {
@@ -150,6 +151,7 @@ func TestExactTopTierIsExact(t *testing.T) {
 // On a skewed distribution (log-normal, 1,000,000 players, exactTop 10,000) the estimated topPercent of every
 // sampled tail player is within 1 percentage point of the exact one.
 func TestTailEstimateAccuracy(t *testing.T) {
+	t.Parallel()
 	players := 1_000_000
 	if testing.Short() {
 		players = 100_000

@@ -52,6 +52,7 @@ var hostileIDs = []string{"{", "}", "{}", "a{b}c", "}{", "::", "a:b:{c}", "with 
 	strings.Repeat("🎮", 32), "*", "[a-z]", "?"}
 
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		b := mustBoard(t, s, lb.Board{ID: "strict", Windows: []lb.Window{lb.AllTime, lb.Daily}, MinScore: ptr(0.0),
@@ -123,6 +124,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 }
 
 func TestCreateBoardIsIdempotentAndConflicts(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		ctx := context.Background()
 		def := lb.Board{ID: "laps", Order: lb.Asc, Windows: []lb.Window{lb.Weekly, lb.AllTime}, TimeZone: "Europe/Berlin"}
@@ -152,6 +154,7 @@ func TestCreateBoardIsIdempotentAndConflicts(t *testing.T) {
 }
 
 func TestHostileBoardIDsShareOneSlotAndStayApart(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		for i, id := range hostileIDs {

@@ -12,6 +12,7 @@ import (
 // player-N, no metadata): at most 150 bytes without exactTop, and at most 80 bytes per tail player with exactTop.
 // These are sizes, not timings: the same data gives the same bytes on any machine with the same Redis.
 func TestMemoryPerPlayer(t *testing.T) {
+	t.Parallel()
 	const players = 100_000
 	tg := redistest.Targets(t)[0]
 	ctx := context.Background()

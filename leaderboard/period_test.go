@@ -11,6 +11,7 @@ import (
 )
 
 func TestPeriodsRollOverInLocalTime(t *testing.T) {
+	t.Parallel()
 	ny, err := time.LoadLocation("America/New_York")
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +118,7 @@ func TestPeriodsRollOverInLocalTime(t *testing.T) {
 }
 
 func TestClosedPeriodsExpire(t *testing.T) {
+	t.Parallel()
 	tg := redistest.Targets(t)[0]
 	ctx := context.Background()
 	clock := &testClock{t: time.Date(2027, 3, 10, 12, 0, 0, 0, time.UTC)}

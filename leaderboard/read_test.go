@@ -28,6 +28,7 @@ func seq(from, to int64) []int64 {
 }
 
 func TestReads(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		ctx := context.Background()
 		b := mustBoard(t, s, lb.Board{ID: "reads"})
@@ -95,6 +96,7 @@ func TestReads(t *testing.T) {
 }
 
 func TestSubmitManyAcrossBoards(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		ctx := context.Background()
 		mustBoard(t, s, lb.Board{ID: "bulk-a"})
@@ -131,6 +133,7 @@ func TestSubmitManyAcrossBoards(t *testing.T) {
 }
 
 func TestRemovePlayerEverywhere(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		b := mustBoard(t, s, lb.Board{ID: "rm", Windows: []lb.Window{lb.AllTime, lb.Daily, lb.Weekly, lb.Monthly}, ExactTop: 3})

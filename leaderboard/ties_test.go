@@ -12,6 +12,7 @@ import (
 )
 
 func TestFairTies(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		for _, order := range []lb.Order{lb.Desc, lb.Asc} {
 			t.Run(string(order), func(t *testing.T) {
@@ -65,6 +66,7 @@ func TestFairTies(t *testing.T) {
 }
 
 func TestModes(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		ctx := context.Background()
 		best := mustBoard(t, s, lb.Board{ID: "best", Mode: lb.Best})
@@ -123,6 +125,7 @@ func TestModes(t *testing.T) {
 // 128 goroutines submit the same score for 128 new players at once: the ranks are 1..128 and the order of the
 // list is the order in which the script ran, as the returned ranks tell.
 func TestConcurrentTies(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		for _, order := range []lb.Order{lb.Desc, lb.Asc} {
 			t.Run(string(order), func(t *testing.T) {
@@ -158,6 +161,7 @@ func TestConcurrentTies(t *testing.T) {
 }
 
 func TestConcurrentSumAndRetries(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		ctx := context.Background()
 		b := mustBoard(t, s, lb.Board{ID: "sum", Mode: lb.Sum})
@@ -211,6 +215,7 @@ func TestConcurrentSumAndRetries(t *testing.T) {
 }
 
 func TestDuplicateReturnsFirstResult(t *testing.T) {
+	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		b := mustBoard(t, s, lb.Board{ID: "dup"})
 		first := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p", Score: 10, EventID: "e1"})
