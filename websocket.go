@@ -141,13 +141,6 @@ func (s *websockets) closeAll() {
 	}
 }
 
-// open returns the number of open connections.
-func (s *websockets) open() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.conns)
-}
-
 // wsConn adapts a gorilla connection to gqlgen's WebsocketConn.
 type wsConn struct {
 	ws    *websocket.Conn
