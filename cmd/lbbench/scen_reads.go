@@ -130,8 +130,8 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 			"plain p99", "service/script", "service/plain", "server CPU", "CPU µs/req svc (server/redis/loadgen)", "errors"}}
 	t.notes = append(t.notes, "Service: HTTP POST /graphql. Script: leaderboard.Store (one EVALSHA). Plain ZSET: "+
 		"ZREVRANGE … WITHSCORES / ZREVRANK on a sorted set of the same ids and scores (aroundMe: ZREVRANK then "+
-		"ZREVRANGE, two round trips). top(first:10) through the service is answered from the server's "+
-		"per-process cache (pubsub.Hub.Top).")
+		"ZREVRANGE, two round trips). top(first:10) and top(first:100) through the service are answered from the "+
+		"server's per-process cache (pubsub.Hub.Top; Redis CPU per request 0).")
 	for _, op := range ops {
 		var sv, sc, pl []Sample
 		for r := 0; r < e.o.Runs; r++ {
