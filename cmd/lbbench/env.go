@@ -31,7 +31,6 @@ type env struct {
 	serverErr   error
 	server      *child
 	serverAddr  string
-	api         *gqlClient
 	hot         *rawHTTP // the load steps\' client
 	pprofAddr   string   // the server's pprof listener with -profile
 	profileName string   // see profileNext
@@ -175,7 +174,6 @@ func (e *env) needServer(ctx context.Context) error {
 		e.server, e.serverAddr, e.serverErr = startServer(ctx, bin, e.dir, e.redisAddr, extra...)
 		if e.serverErr == nil {
 			e.logf("server pid %d on %s", e.server.pid(), e.serverAddr)
-			e.api = newGQLClient("http://" + e.serverAddr + "/graphql")
 			e.hot = newRawHTTP(e.serverAddr, "/graphql")
 		}
 	})

@@ -5,53 +5,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
 )
-
-// gqlClient posts GraphQL requests to the server over keep-alive connections, one per concurrent caller.
-type gqlClient struct {
-	url string
-	hc  *http.Client
-}
-
-func newGQLClient(url string) *gqlClient {
-	tr := &http.Transport{MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute,
-		DisableCompression: true}
-	return &gqlClient{url: url, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
-}
-
-// post sends a request body ({"query":..., "variables":...}) with the given key (empty: none) and returns the
-// response body. A non-200 status or a response with GraphQL errors is an error.
-func (c *gqlClient) post(ctx context.Context, key string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return data, fmt.Errorf("HTTP %d: %s", resp.StatusCode, truncate(string(data), 200))
-	}
-	return data, checkErrors(data)
-}
 
 // checkErrors returns the first GraphQL error of a response body, if any. Cheap check first: the load generator
 // shares the machine, so it decodes only what it must.
@@ -69,25 +29,6 @@ func checkErrors(data []byte) error {
 		}
 	}
 	return nil
-}
-
-// query posts a query with variables (marshalled with encoding/json) and decodes data into out (nil: skip).
-func (c *gqlClient) query(ctx context.Context, key, query string, vars map[string]any, out any) error {
-	body, err := json.Marshal(map[string]any{"query": query, "variables": vars})
-	if err != nil {
-		return err
-	}
-	data, err := c.post(ctx, key, body)
-	if err != nil || out == nil {
-		return err
-	}
-	var r struct {
-		Data json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return err
-	}
-	return json.Unmarshal(r.Data, out)
 }
 
 // scoreInput appends one ScoreInput object as JSON: the submit steps build bodies by hand because
@@ -127,6 +68,8 @@ type rawConn struct {
 	br  *bufio.Reader
 	req []byte
 	out bytes.Buffer
+	// closing: the server said Connection: close; the next call dials again.
+	closing bool
 }
 
 func newRawHTTP(addr, path string) *rawHTTP {
@@ -134,7 +77,7 @@ func newRawHTTP(addr, path string) *rawHTTP {
 }
 
 // post sends body as a GraphQL request on worker w's connection and returns the response body (valid until the
-// worker's next call). Errors as gqlClient.post.
+// worker's next call). A non-200 status or a response with GraphQL errors is an error.
 func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]byte, error) {
 	h.mu.Lock()
 	rc := h.conns[w]
@@ -151,7 +94,7 @@ func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]b
 		h.mu.Unlock()
 	}
 	data, err := rc.do(ctx, h.addr, h.path, key, body)
-	if err != nil {
+	if err != nil || rc.closing {
 		rc.c.Close()
 		h.mu.Lock()
 		delete(h.conns, w)
@@ -195,8 +138,6 @@ func (rc *rawConn) do(ctx context.Context, host, path, key string, body []byte) 
 	if resp.StatusCode != http.StatusOK {
 		return data, fmt.Errorf("HTTP %d: %s", resp.StatusCode, truncate(string(data), 200))
 	}
-	if resp.Close {
-		return data, errors.New("server closed the connection")
-	}
+	rc.closing = resp.Close
 	return data, checkErrors(data)
 }

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
@@ -124,5 +127,49 @@ func TestDecodeAndApply(t *testing.T) {
 	other := bytes.Replace(diff, []byte(`"version":2`), []byte(`"version":17`), 1)
 	if v, u2 := f.decode(other); v != 17 || u2 != u {
 		t.Errorf("same content with another version: version %d, decoded again: %v", v, u2 != u)
+	}
+}
+
+// TestRawHTTP checks the load steps' HTTP client against net/http's server: bodies with a length and chunked
+// ones, GraphQL errors and HTTP errors reported, the key sent, and a fresh connection after the server closes one.
+func TestRawHTTP(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch string(body) {
+		case "chunked":
+			w.(http.Flusher).Flush() // forces chunked encoding
+			io.WriteString(w, `{"data":{"x":1}}`)
+		case "error":
+			io.WriteString(w, `{"errors":[{"message":"bad","extensions":{"code":"BAD_USER_INPUT"}}],"data":null}`)
+		case "status":
+			http.Error(w, "nope", http.StatusForbidden)
+		case "close":
+			w.Header().Set("Connection", "close")
+			io.WriteString(w, `{"data":{}}`)
+		default:
+			io.WriteString(w, `{"data":{"auth":`+strconv.Quote(r.Header.Get("Authorization"))+`}}`)
+		}
+	}))
+	defer srv.Close()
+	h := newRawHTTP(strings.TrimPrefix(srv.URL, "http://"), "/graphql")
+	ctx := context.Background()
+	got, err := h.post(ctx, 0, "k1", []byte("plain"))
+	if err != nil || string(got) != `{"data":{"auth":"Bearer k1"}}` {
+		t.Fatalf("plain: %q, %v", got, err)
+	}
+	if got, err := h.post(ctx, 0, "", []byte("chunked")); err != nil || string(got) != `{"data":{"x":1}}` {
+		t.Errorf("chunked: %q, %v", got, err)
+	}
+	if _, err := h.post(ctx, 0, "", []byte("error")); err == nil || !strings.Contains(err.Error(), "BAD_USER_INPUT") {
+		t.Errorf("GraphQL error not reported: %v", err)
+	}
+	if _, err := h.post(ctx, 0, "", []byte("status")); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("HTTP 403 not reported: %v", err)
+	}
+	if got, err := h.post(ctx, 1, "", []byte("close")); err != nil || string(got) != `{"data":{}}` {
+		t.Errorf("close: %q, %v", got, err)
+	}
+	if _, err := h.post(ctx, 1, "", []byte("plain")); err != nil {
+		t.Errorf("after a closed connection: %v", err)
 	}
 }
