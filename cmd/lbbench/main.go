@@ -117,6 +117,9 @@ func run(ctx context.Context, o options) error {
 	if o.Profile && o.Workdir == "" {
 		return errors.New("-profile needs -workdir: the profiles are saved there")
 	}
+	if o.Profile && o.ServerBin != "" {
+		return errors.New("-profile builds the server with pprof itself: it cannot be combined with -server-bin")
+	}
 	selected, err := selectScenarios(o.Scenarios)
 	if err != nil {
 		return err
