@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
@@ -483,5 +484,49 @@ func TestLiveRedisRestart(t *testing.T) {
 		if snaps < 2 {
 			t.Fatalf("a subscriber got %d snapshots, want a fresh one after the restart", snaps)
 		}
+	}
+}
+
+// TestLiveSharedEncoding: subscribers of the same board with the same subscription share one rendering of each
+// update (graph's shared path), and every one of them still rebuilds the exact list with gap-free versions.
+func TestLiveSharedEncoding(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "shared"})
+	const conns, perConn = 4, 15
+	var all []*liveList
+	for c := range conns {
+		conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+		lists := map[string]*liveList{}
+		for i := range perConn {
+			l := &liveList{first: 10}
+			lists[fmt.Sprint(i)] = l
+			all = append(all, l)
+		}
+		pump(t, conn, lists)
+		for i := range perConn {
+			if err := conn.Subscribe(fmt.Sprint(i), topUpdatesSub, map[string]any{"b": "shared", "n": 10}); err != nil {
+				t.Fatalf("connection %d: %v", c, err)
+			}
+		}
+	}
+	for _, l := range all { // every subscriber has its snapshot before the writes start
+		waitLive(t, s, l, "shared", 3*time.Second)
+	}
+	before := graph.SharedRenders()
+	for i := range 30 {
+		s.submit(t, map[string]any{"board": "shared", "playerId": fmt.Sprintf("p%d", i%12), "score": float64(i)})
+		time.Sleep(20 * time.Millisecond)
+	}
+	delivered := 0
+	for _, l := range all {
+		waitLive(t, s, l, "shared", 3*time.Second)
+		l.mu.Lock()
+		delivered += l.ver - 1
+		l.mu.Unlock()
+	}
+	renders := graph.SharedRenders() - before
+	t.Logf("%d updates delivered to %d subscribers from %d renderings", delivered, len(all), renders)
+	if renders == 0 || renders*int64(len(all))/4 > int64(delivered) {
+		t.Fatalf("%d renderings for %d delivered updates: updates are not shared", renders, delivered)
 	}
 }

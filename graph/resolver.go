@@ -58,7 +58,7 @@ func NewSchema(r *Resolver) graphql.ExecutableSchema {
 		return 1 + child*clampN(deref(first, 10), MaxLiveFirst)
 	}
 	c.TopUpdate.Entries = func(child int) int { return 1 + child*10 }
-	return NewExecutableSchema(cfg)
+	return liveSchema{NewExecutableSchema(cfg).(*executableSchema)}
 }
 
 func deref[T any](p *T, def T) T {

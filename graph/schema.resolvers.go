@@ -230,38 +230,22 @@ func (r *queryResolver) Friends(ctx context.Context, board string, playerID stri
 	return es, internal(err)
 }
 
-// TopUpdates is the resolver for the topUpdates field.
+// TopUpdates is the resolver for the topUpdates field. Served over websockets, topUpdates normally takes the
+// shared-encoding path in live.go instead; this one serves any other executor path.
 func (r *subscriptionResolver) TopUpdates(ctx context.Context, board string, first *int, window *model.Window, period *string) (<-chan *model.TopUpdate, error) {
-	n := deref(first, 10)
-	if n < 1 || n > MaxLiveFirst {
-		return nil, newError(leaderboard.Invalid, "first must be between 1 and 100")
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	if err := r.startSubscription(ctx, "topUpdates"); err != nil {
-		cancel()
-		return nil, err
-	}
-	in, err := r.Hub.SubscribeTop(ctx, view(board, window, period), n)
+	in, err := r.subscribeTop(ctx, board, first, window, period)
 	if err != nil {
 		cancel()
-		return nil, internal(err)
+		return nil, err
 	}
 	out := make(chan *model.TopUpdate)
 	go func() {
 		defer cancel()
 		defer close(out)
 		for u := range in {
-			m := &model.TopUpdate{Board: u.Board, Window: model.Window(u.Window), Period: u.Period,
-				Version: int(u.Version), Snapshot: u.Snapshot, Entries: u.Entries, Removed: u.Removed,
-				Size: int(u.Size)}
-			if m.Entries == nil {
-				m.Entries = []leaderboard.Entry{}
-			}
-			if m.Removed == nil {
-				m.Removed = []string{}
-			}
 			select {
-			case out <- m:
+			case out <- topUpdateModel(u, u.Version):
 			case <-ctx.Done():
 				return
 			}

@@ -101,11 +101,20 @@ func (u *TopUpdate) Shared(key string, build func(*TopUpdate) []byte) []byte {
 	if u.shared == nil {
 		return build(u)
 	}
-	if v, ok := u.shared.memo.Load(key); ok {
-		return v.([]byte)
+	// Thousands of subscribers ask at the same moment: the first builds, the others wait for its result.
+	v, ok := u.shared.memo.Load(key)
+	if !ok {
+		v, _ = u.shared.memo.LoadOrStore(key, &memoEntry{})
 	}
-	v, _ := u.shared.memo.LoadOrStore(key, build(u))
-	return v.([]byte)
+	e := v.(*memoEntry)
+	e.once.Do(func() { e.val = build(u) })
+	return e.val
+}
+
+// memoEntry is one shared encoding, built once.
+type memoEntry struct {
+	once sync.Once
+	val  []byte
 }
 
 // payload is the content of an update that many subscribers share.
@@ -114,5 +123,5 @@ type payload struct {
 	entries  []leaderboard.Entry
 	removed  []string
 	size     int64
-	memo     sync.Map // key -> []byte, see TopUpdate.Shared
+	memo     sync.Map // key -> *memoEntry, see TopUpdate.Shared
 }

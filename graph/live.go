@@ -1,0 +1,164 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/leaderboard/leaderboard/graph/model"
+	"github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/leaderboard/leaderboard/pubsub"
+)
+
+// liveSchema is the executable schema with one fast path: a topUpdates subscription encodes each update once for
+// every subscriber that receives the same content with the same selection, instead of running gqlgen's
+// executor over the selection for each of thousands of subscribers. The bytes are gqlgen's own (rendered by the
+// generated marshalers); only the version, the one per-subscription field, is spliced in per subscriber.
+type liveSchema struct {
+	*executableSchema
+}
+
+// Exec runs an operation: topUpdates subscriptions on the shared path, everything else as generated.
+func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
+	opCtx := graphql.GetOperationContext(ctx)
+	if opCtx.Operation.Operation != ast.Subscription {
+		return s.executableSchema.Exec(ctx)
+	}
+	fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionImplementors)
+	r, ok := s.Resolvers.(*Resolver)
+	if len(fields) != 1 || fields[0].Name != "topUpdates" || !ok {
+		return s.executableSchema.Exec(ctx)
+	}
+	ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
+	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription"})
+	next := ec.sharedTopUpdates(ctx, r, fields[0], sharedKey(opCtx))
+	var buf bytes.Buffer
+	return func(ctx context.Context) *graphql.Response {
+		buf.Reset()
+		data := next(ctx)
+		if data == nil {
+			return nil
+		}
+		data.MarshalGQL(&buf)
+		return &graphql.Response{Data: bytes.Clone(buf.Bytes())}
+	}
+}
+
+// sharedKey names what the rendering of an update depends on besides the update: the document, the operation and
+// the variables (directives such as @include may read them).
+func sharedKey(opCtx *graphql.OperationContext) string {
+	vars, _ := json.Marshal(opCtx.Variables)
+	return opCtx.RawQuery + "\x00" + opCtx.OperationName + "\x00" + string(vars)
+}
+
+// sharedTopUpdates mirrors the generated _Subscription_topUpdates, with the hub's updates marshaled through
+// TopUpdate.Shared.
+func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, field graphql.CollectedField,
+	key string) func(context.Context) graphql.Marshaler {
+	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_topUpdates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return r.subscribeTop(ctx, fc.Args["board"].(string), fc.Args["first"].(*int),
+				fc.Args["window"].(*model.Window), fc.Args["period"].(*string))
+		},
+		nil,
+		func(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) graphql.Marshaler {
+			parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return ec.renderShared(ctx, sel, u) })
+			return versioned{parts: parts, version: u.Version}
+		},
+		true, true)
+}
+
+// renderShared renders an update with gqlgen's marshalers twice, with versions 1 and 2, and returns the output
+// with a NUL byte wherever the two differ: the places of the version. JSON output never contains a raw NUL.
+// When the two renderings differ in any other way, the result starts with NUL and holds no bytes to share.
+func (ec *executionContext) renderShared(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
+	sharedRenders.Add(1)
+	render := func(version int64) []byte {
+		var buf bytes.Buffer
+		ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
+			topUpdateModel(u, version)).MarshalGQL(&buf)
+		return buf.Bytes()
+	}
+	a, b := render(1), render(2)
+	if len(a) != len(b) {
+		return []byte{0}
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			if a[i] != '1' || b[i] != '2' {
+				return []byte{0}
+			}
+			a[i] = 0
+		}
+	}
+	return a
+}
+
+var sharedRenders atomic.Int64
+
+// SharedRenders returns how many topUpdates payloads were rendered for sharing since the process started (each
+// is then sent to every subscriber that receives the same update with the same selection).
+func SharedRenders() int64 { return sharedRenders.Load() }
+
+// versioned writes shared bytes with the subscriber's version in place of each NUL.
+type versioned struct {
+	parts   []byte
+	version int64
+}
+
+func (v versioned) MarshalGQL(w io.Writer) {
+	ver := strconv.AppendInt(nil, v.version, 10)
+	rest := v.parts
+	for {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			w.Write(rest)
+			return
+		}
+		w.Write(rest[:i])
+		w.Write(ver)
+		rest = rest[i+1:]
+	}
+}
+
+// topUpdateModel converts a hub update to the GraphQL model with the given version.
+func topUpdateModel(u *pubsub.TopUpdate, version int64) *model.TopUpdate {
+	m := &model.TopUpdate{Board: u.Board, Window: model.Window(u.Window), Period: u.Period, Version: int(version),
+		Snapshot: u.Snapshot, Entries: u.Entries, Removed: u.Removed, Size: int(u.Size)}
+	if m.Entries == nil {
+		m.Entries = []leaderboard.Entry{}
+	}
+	if m.Removed == nil {
+		m.Removed = []string{}
+	}
+	return m
+}
+
+// subscribeTop validates a topUpdates subscription, takes a subscription slot of the connection and subscribes
+// to the hub. The slot and the hub subscription are released when ctx ends: gqlgen ends it when the subscription
+// completes, also when the hub closes the channel.
+func (r *Resolver) subscribeTop(ctx context.Context, board string, first *int, window *model.Window,
+	period *string) (<-chan *pubsub.TopUpdate, error) {
+	n := deref(first, 10)
+	if n < 1 || n > MaxLiveFirst {
+		return nil, newError(leaderboard.Invalid, "first must be between 1 and 100")
+	}
+	if err := r.startSubscription(ctx, "topUpdates"); err != nil {
+		return nil, err
+	}
+	in, err := r.Hub.SubscribeTop(ctx, view(board, window, period), n)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return in, nil
+}
