@@ -29,6 +29,12 @@ type Metrics struct {
 	wsRejected  *prometheus.CounterVec   // lb_websocket_rejected_total{reason}
 	subs        *prometheus.GaugeVec     // lb_subscriptions{field}
 
+	// The top response cache (topcache.go): lb_top_cache_requests_total{result}. A hit bypasses gqlgen, so it
+	// is also counted in lb_graphql_operations_total and its duration histogram, as gqlgen would have.
+	topCacheHits, topCacheMiss, topCacheUncached prometheus.Counter
+	topQueryOK                                   prometheus.Counter
+	topQueryDuration                             prometheus.Observer
+
 	rootFields map[string]bool // known root field names
 }
 
@@ -74,6 +80,16 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	for _, r := range []string{"origin", "per_address_limit"} {
 		m.wsRejected.WithLabelValues(r)
 	}
+	topCache := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lb_top_cache_requests_total",
+		Help: "HTTP top-only queries by response cache result: hit (served from the cache), miss (executed, then " +
+			"cached if it succeeded), uncached (a list it reads was not in the live cache, or had a change pending)."},
+		[]string{"result"})
+	m.reg.MustRegister(topCache)
+	m.topCacheHits = topCache.WithLabelValues("hit")
+	m.topCacheMiss = topCache.WithLabelValues("miss")
+	m.topCacheUncached = topCache.WithLabelValues("uncached")
+	m.topQueryOK = m.operations.WithLabelValues(string(ast.Query), "top", "ok")
+	m.topQueryDuration = m.opDuration.WithLabelValues(string(ast.Query), "top")
 	m.redisErrors.WithLabelValues("dial")
 	m.redisErrors.WithLabelValues("command")
 	return m
@@ -85,6 +101,14 @@ func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, pro
 // OnSubscription counts running subscriptions (graph.Resolver.OnSubscription).
 func (m *Metrics) OnSubscription(field string, delta int) {
 	m.subs.WithLabelValues(field).Add(float64(delta))
+}
+
+// topCacheHit counts a top query answered from the response cache, as a cache hit and as the successful top
+// query gqlgen would have counted.
+func (m *Metrics) topCacheHit(d time.Duration) {
+	m.topCacheHits.Inc()
+	m.topQueryOK.Inc()
+	m.topQueryDuration.Observe(d.Seconds())
 }
 
 // timeRoute measures the requests of one route.

@@ -242,6 +242,7 @@ func (a *App) Handler() http.Handler {
 func (a *App) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	var gql http.Handler = a.gql
+	gql = newTopCache(gql, a.Hub, a.Keys.ReadKeyRequired, a.Metrics) // repeated top queries skip gqlgen
 	gql = a.withTimeout(gql)
 	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)
 	gql = a.Keys.middleware(gql)

@@ -555,7 +555,7 @@ func moved(changes []change, w *watch) bool {
 // apply installs a freshly read list in a view and brings its subscribers up to date. b.mu is held.
 func (b *board) apply(vw *view, p *leaderboard.Page, now time.Time) {
 	vw.loaded, vw.list, vw.size = true, p.Entries, p.Size
-	vw.current.Store(&cachedList{entries: p.Entries, size: p.Size})
+	vw.current.Store(&cachedList{entries: p.Entries, size: p.Size, token: listTokens.Add(1)})
 	for _, f := range vw.feeds {
 		b.h.updateFeed(f, vw.list, vw.size)
 		for s := range f.subs {

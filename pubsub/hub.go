@@ -185,6 +185,32 @@ func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*
 	return p, err
 }
 
+// TopToken identifies the list Top would serve from memory for ranks offset+1 .. offset+first of v right now:
+// the token changes whenever that view's cached list is replaced, and is never reused for another list or view
+// in this process. ok is false whenever Top would read Redis instead (a range beyond MaxFirst, a view that is not
+// cached yet, a board with a change pending, an unknown board). A caller may keep what it rendered from Top under
+// the token and reuse it while TopToken returns the same token. It counts as a use of the view, like Top.
+func (h *Hub) TopToken(ctx context.Context, v leaderboard.View, offset, first int) (token uint64, ok bool) {
+	if first < 0 || offset < 0 || offset+first > MaxFirst {
+		return 0, false
+	}
+	r, err := h.store.Resolve(ctx, v)
+	if err != nil {
+		return 0, false
+	}
+	h.mu.RLock()
+	vw := h.views[viewKey{r.Board.ID, r.Window, r.Period}]
+	h.mu.RUnlock()
+	if vw == nil {
+		return 0, false
+	}
+	vw.used.Store(time.Now().UnixNano())
+	if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() {
+		return c.token, true
+	}
+	return 0, false
+}
+
 // Changed tells the hub that this process just wrote to a board, so that Top stops serving the board's cached
 // lists until they have been re-read (read-your-writes for the writer, even before the change event arrives).
 // Optional: change events alone keep everything correct within milliseconds.
@@ -269,7 +295,11 @@ func (h *Hub) viewLocked(b *board, key viewKey) *view {
 type cachedList struct {
 	entries []leaderboard.Entry // top MaxFirst (fewer: the whole ranking)
 	size    int64
+	token   uint64 // unique per list in the process (see TopToken)
 }
+
+// listTokens numbers the cached lists of every view (see TopToken).
+var listTokens atomic.Uint64
 
 func (c *cachedList) page(r leaderboard.Resolved, offset, first int) *leaderboard.Page {
 	p := &leaderboard.Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period,

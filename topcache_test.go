@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawResponse is an HTTP response as the client got it, byte for byte.
+type rawResponse struct {
+	status      int
+	contentType string
+	body        []byte
+}
+
+// raw POSTs a GraphQL request and returns the response as it came (no decoding).
+func (s *testServer) raw(t testing.TB, key, query string, vars map[string]any) rawResponse {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return rawDo(t, req)
+}
+
+func rawDo(t testing.TB, req *http.Request) rawResponse {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rawResponse{resp.StatusCode, resp.Header.Get("Content-Type"), data}
+}
+
+// metric returns the value of one sample of /metrics (0 when absent).
+func (s *testServer) metric(t testing.TB, sample string) float64 {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(sample) + ` (\S+)$`).FindSubmatch(data)
+	if m == nil {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(string(m[1]), 64)
+	return v
+}
+
+const topHits = `lb_top_cache_requests_total{result="hit"}`
+
+// cachedRaw repeats a request until it is answered from the response cache (the hub caches a view after its
+// first read and then needs a moment to load it), and returns that answer.
+func (s *testServer) cachedRaw(t testing.TB, key, query string, vars map[string]any) rawResponse {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		before := s.metric(t, topHits)
+		r := s.raw(t, key, query, vars)
+		if s.metric(t, topHits) > before {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s %v: never served from the cache; last answer %d %s", query, vars, r.status, r.body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const topQuery = `query($b: ID!, $n: Int, $o: Int) { top(board: $b, first: $n, offset: $o) { ` + entryFields + ` } }`
+
+func TestTopCache(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "tc", "windows": []string{"ALL_TIME", "DAILY"}})
+	for i := 1; i <= 5; i++ {
+		s.submit(t, map[string]any{"board": "tc", "playerId": fmt.Sprintf("p%d", i), "score": float64(10 * i),
+			"displayName": fmt.Sprintf("P%d", i)})
+	}
+	vars := map[string]any{"b": "tc", "n": 3}
+
+	t.Run("identical bytes", func(t *testing.T) {
+		miss := s.raw(t, "", topQuery, vars) // executed by gqlgen
+		hit := s.cachedRaw(t, "", topQuery, vars)
+		if hit.status != http.StatusOK || hit.contentType != miss.contentType || !bytes.Equal(hit.body, miss.body) {
+			t.Fatalf("cached answer differs:\n%d %s %s\n%d %s %s", miss.status, miss.contentType, miss.body,
+				hit.status, hit.contentType, hit.body)
+		}
+		if got := ids(decodeTop(t, hit.body, "top")); got != "p5:1 p4:2 p3:3" {
+			t.Fatalf("top 3: %s", got)
+		}
+		before := s.metric(t, topHits)
+		for range 5 {
+			if r := s.raw(t, "", topQuery, vars); !bytes.Equal(r.body, miss.body) {
+				t.Fatalf("repeat: %s", r.body)
+			}
+		}
+		if d := s.metric(t, topHits) - before; d != 5 {
+			t.Fatalf("5 repeats made %v cache hits", d)
+		}
+		// A hit still counts as a successful top query.
+		ops := `lb_graphql_operations_total{field="top",outcome="ok",type="query"}`
+		before = s.metric(t, ops)
+		s.raw(t, "", topQuery, vars)
+		if d := s.metric(t, ops) - before; d != 1 {
+			t.Fatalf("operations counter moved by %v", d)
+		}
+	})
+
+	t.Run("variables, offsets and aliases are separate entries", func(t *testing.T) {
+		for _, c := range []struct {
+			query string
+			vars  map[string]any
+			field string
+			want  string
+		}{
+			{topQuery, map[string]any{"b": "tc", "n": 2}, "top", "p5:1 p4:2"},
+			{topQuery, map[string]any{"b": "tc", "n": 2, "o": 1}, "top", "p4:2 p3:3"},
+			{topQuery, map[string]any{"o": 3, "b": "tc"}, "top", "p2:4 p1:5"},
+			{`{ top(board: "tc") { playerId rank } }`, nil, "top", "p5:1 p4:2 p3:3 p2:4 p1:5"},
+			{`{ x: top(board: "tc", first: 1) { playerId rank } }`, nil, "x", "p5:1"},
+			{`{ x: top(board: "tc", first: 1) { playerId rank }
+				y: top(board: "tc", offset: 4, window: DAILY) { playerId rank } }`, nil, "y", "p1:5"},
+			{`query($w: Window = DAILY, $n: Int = 2) { top(board: "tc", window: $w, first: $n) { playerId rank } }`,
+				nil, "top", "p5:1 p4:2"},
+		} {
+			r := s.cachedRaw(t, "", c.query, c.vars)
+			if got := ids(decodeTop(t, r.body, c.field)); got != c.want {
+				t.Errorf("%s %v: %s, want %s", c.query, c.vars, got, c.want)
+			}
+		}
+	})
+
+	t.Run("a change is never hidden", func(t *testing.T) {
+		q := `{ top(board: "tc", first: 2) { playerId rank score } }`
+		s.cachedRaw(t, "", q, nil)
+		s.submit(t, map[string]any{"board": "tc", "playerId": "p1", "score": 1000.0})
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			got := ids(decodeTop(t, s.raw(t, "", q, nil).body, "top"))
+			if got == "p1:1 p5:2" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still %s 2s after the change", got)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		s.cachedRaw(t, "", q, nil)
+		for range 20 {
+			if got := ids(decodeTop(t, s.raw(t, "", q, nil).body, "top")); got != "p1:1 p5:2" {
+				t.Fatalf("the old list came back: %s", got)
+			}
+		}
+	})
+
+	t.Run("GET", func(t *testing.T) {
+		u := s.URL + "/graphql?query=" + url.QueryEscape(`query($b: ID!) { top(board: $b, first: 1) { playerId } }`) +
+			"&variables=" + url.QueryEscape(`{"b":"tc"}`)
+		req, _ := http.NewRequest(http.MethodGet, u, nil)
+		first := rawDo(t, req)
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			before := s.metric(t, topHits)
+			r := rawDo(t, req)
+			if !bytes.Equal(r.body, first.body) || r.status != http.StatusOK {
+				t.Fatalf("GET: %d %s, first %s", r.status, r.body, first.body)
+			}
+			if s.metric(t, topHits) > before {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("GET never served from the cache")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+
+	t.Run("errors stay gqlgen's", func(t *testing.T) {
+		for range 3 {
+			s.wantCode(t, "", "BAD_USER_INPUT", `{ top(board: "tc") { nope } }`, nil)
+			s.wantCode(t, "", "BAD_USER_INPUT", `{ top(board: "tc", first: -1) { rank } }`, nil)
+			s.wantCode(t, "", "BAD_USER_INPUT", `{ top(board: "tc", first: 1001) { rank } }`, nil)
+			s.wantCode(t, "", "NOT_FOUND", `{ top(board: "nope") { rank } }`, nil)
+			s.wantCode(t, "", "BAD_USER_INPUT", topQuery, map[string]any{"n": 2})
+		}
+		// gqlgen takes "2" for an Int variable; the cache leaves such values to it.
+		for range 2 {
+			var out struct{ Top []entry }
+			s.must(t, "", topQuery, map[string]any{"b": "tc", "n": "2"}, &out)
+			if len(out.Top) != 2 {
+				t.Fatalf(`first "2": %+v`, out.Top)
+			}
+		}
+		// Beyond the live top 100: read from Redis every time, still correct.
+		for range 2 {
+			var out struct{ Top []entry }
+			s.must(t, "", `{ top(board: "tc", offset: 95, first: 10) { rank } }`, nil, &out)
+			if len(out.Top) != 0 {
+				t.Fatalf("offset 95: %+v", out.Top)
+			}
+		}
+	})
+}
+
+func decodeTop(t testing.TB, body []byte, field string) []entry {
+	t.Helper()
+	var resp struct {
+		Data   map[string][]entry
+		Errors []gqlError
+	}
+	if err := json.Unmarshal(body, &resp); err != nil || len(resp.Errors) > 0 {
+		t.Fatalf("response %s: %v", body, err)
+	}
+	return resp.Data[field]
+}
+
+func TestTopCacheReadKey(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.APIKeys += ",read:" + testReadKey
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "rk"})
+	s.submit(t, map[string]any{"board": "rk", "playerId": "a", "score": 1.0})
+	q := `{ top(board: "rk") { playerId } }`
+	hit := s.cachedRaw(t, testReadKey, q, nil)
+	if got := ids(decodeTop(t, hit.body, "top")); got != "a:0" {
+		t.Fatalf("with the read key: %s", hit.body)
+	}
+	for range 3 {
+		s.wantCode(t, "", "UNAUTHENTICATED", q, nil)
+		s.wantCode(t, "wrong-key", "UNAUTHENTICATED", q, nil)
+	}
+	if r := s.raw(t, testSubmitKey, q, nil); !bytes.Equal(r.body, hit.body) {
+		t.Fatalf("with a submit key: %s", r.body)
+	}
+}
+
+func TestTopPlan(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		query, op string
+		vars      map[string]any
+		want      string // reads as board/window/period/offset/first, or "-" for none
+	}{
+		{`{ top(board: "a") { rank } }`, "", nil, "a///0/10"},
+		{`{ top(board: "a", first: 3, offset: 2, window: WEEKLY, period: "2026-W01") { rank } }`, "", nil,
+			"a/WEEKLY/2026-W01/2/3"},
+		{`query Q($b: ID!, $n: Int = 7) { x: top(board: $b, first: $n) { rank } y: top(board: $b, first: null) { rank } }`,
+			"Q", map[string]any{"b": "a"}, "a///0/7 a///0/10"},
+		{`query($n: Int = 7) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": nil}, "a///0/10"},
+		{`query($n: Int) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": json.Number("4")},
+			"a///0/4"},
+		{`query($n: Int) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": json.Number("4.0")}, "-"},
+		{`query($n: Int) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": "4"}, "-"},
+		{`query($b: ID!) { top(board: $b) { rank } }`, "", map[string]any{"b": json.Number("4")}, "-"},
+		{`{ top(board: 4) { rank } }`, "", nil, "-"},
+		{`{ top(board: "a") { rank } __typename }`, "", nil, "-"},
+		{`{ top(board: "a") { rank } rank(board: "a", playerId: "p") { rank } }`, "", nil, "-"},
+		{`{ ...F } fragment F on Query { top(board: "a") { rank } }`, "", nil, "-"},
+		{`{ top(board: "a") @skip(if: true) { rank } }`, "", nil, "-"},
+		{`query @x { top(board: "a") { rank } }`, "", nil, "-"},
+		{`mutation { top(board: "a") { rank } }`, "", nil, "-"},
+		{`subscription { top(board: "a") { rank } }`, "", nil, "-"},
+		{`{ top(board: "a", board: "b") { rank } }`, "", nil, "-"},
+		{`{ top(board: "a", nope: 1) { rank } }`, "", nil, "-"},
+		{`{ top(first: 1) { rank } }`, "", nil, "-"},
+		{`{ top(board: "a" { rank } }`, "", nil, "-"},
+		{`query A { top(board: "a") { rank } } query B { top(board: "b") { rank } }`, "B", nil, "b///0/10"},
+		{`query A { top(board: "a") { rank } } query B { top(board: "b") { rank } }`, "", nil, "-"},
+		{`query A { top(board: "a") { rank } } mutation B { x }`, "B", nil, "-"},
+	} {
+		got := "-"
+		if p := planTopQuery(c.query); p != nil {
+			if op := p.operation(c.op); op != nil {
+				if reads := op.reads(c.vars); reads != nil {
+					var parts []string
+					for _, r := range reads {
+						parts = append(parts, fmt.Sprintf("%s/%s/%s/%d/%d", r.view.Board, r.view.Window,
+							r.view.Period, r.offset, r.first))
+					}
+					got = strings.Join(parts, " ")
+				}
+			}
+		}
+		if got != c.want {
+			t.Errorf("%s (op %q, vars %v): %s, want %s", c.query, c.op, c.vars, got, c.want)
+		}
+	}
+}
+
+func TestBoundedLRU(t *testing.T) {
+	t.Parallel()
+	c := newBoundedLRU[int](3, 100)
+	for i := range 10 {
+		c.add(strconv.Itoa(i), i, 10)
+	}
+	if n, size := c.stats(); n != 3 || size != 30 {
+		t.Fatalf("entries %d size %d, want 3 and 30", n, size)
+	}
+	if _, ok := c.get("6"); ok {
+		t.Fatal("6 should have been evicted")
+	}
+	c.get("7")        // 7 becomes the most recently used
+	c.add("x", 0, 80) // 110 bytes: the least recently used (8) goes
+	if n, size := c.stats(); n != 3 || size != 100 {
+		t.Fatalf("after a big entry: entries %d size %d, want 3 and 100", n, size)
+	}
+	if _, ok := c.get("8"); ok {
+		t.Fatal("8 should have been evicted")
+	}
+	if _, ok := c.get("7"); !ok {
+		t.Fatal("the recently used entry was evicted")
+	}
+	c.add("huge", 0, 101)
+	if _, ok := c.get("huge"); ok {
+		t.Fatal("an entry over the size bound was stored")
+	}
+	c.add("7", 1, 20) // replacing an entry updates its size: 110 bytes, so 9 goes
+	if v, _ := c.get("7"); v != 1 {
+		t.Fatal("replace")
+	}
+	if n, size := c.stats(); n != 2 || size != 100 {
+		t.Fatalf("after replace: entries %d size %d", n, size)
+	}
+}
