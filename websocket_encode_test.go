@@ -1,0 +1,51 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+)
+
+type textType string
+
+func (t textType) MarshalText() ([]byte, error) { return []byte("text:" + string(t)), nil }
+
+// encodeMessage writes protocol messages exactly as encoding/json would, and leaves anything else to it.
+func TestEncodeMessageMatchesEncodingJSON(t *testing.T) {
+	type plainMsg struct {
+		Payload json.RawMessage `json:"payload,omitempty"`
+		ID      string          `json:"id,omitempty"`
+		Type    string          `json:"type"`
+		noOp    bool
+	}
+	type textMsg struct {
+		Payload json.RawMessage `json:"payload,omitempty"`
+		ID      string          `json:"id,omitempty"`
+		Type    textType        `json:"type"`
+	}
+	payload, _ := json.Marshal(map[string]any{"data": map[string]any{"s": "<a & b>\u2028", "n": 1.5}})
+	for _, v := range []any{
+		plainMsg{Payload: payload, ID: "1<&>", Type: "next"},
+		&plainMsg{Type: "pong"},
+		textMsg{Payload: payload, ID: "sub-é", Type: "next"},
+		textMsg{Type: "ka"},
+	} {
+		got, ok := encodeMessage(v)
+		if !ok {
+			t.Fatalf("%T not recognised", v)
+		}
+		want, _ := json.Marshal(v)
+		if string(got) != string(want) {
+			t.Fatalf("%T:\n got %s\nwant %s", v, got, want)
+		}
+	}
+	type other struct {
+		Payload json.RawMessage `json:"payload"`
+		ID      string          `json:"id,omitempty"`
+		Type    string          `json:"type"`
+	}
+	for _, v := range []any{other{}, map[string]string{"type": "x"}, "s", nil} {
+		if _, ok := encodeMessage(v); ok {
+			t.Fatalf("%T must be left to encoding/json", v)
+		}
+	}
+}
