@@ -76,6 +76,10 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission) ([]Outcome, e
 		}
 		groups[sub.Board] = append(groups[sub.Board], i)
 	}
+	if len(order) == 1 { // the common case, a single submission: no goroutine hop
+		s.submitBoard(ctx, order[0], subs, groups[order[0]], out)
+		return out, nil
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, s.cfg.BulkWorkers)
 	for _, board := range order {
