@@ -31,6 +31,8 @@ const (
 	topCacheBytes       = 32 << 20 // bytes of cached responses (and their keys) at most
 	topCacheMaxResponse = 1 << 20  // a response larger than this (bytes) is not cached
 	topCachePlans       = 1024     // parsed query strings remembered (top-only or not)
+	topCacheRequests    = 4096     // decoded request bodies remembered
+	topCacheRequestSize = 16 << 20 // bytes of remembered request bodies (and their keys) at most
 	topCacheMaxQuery    = 16 << 10 // a query string longer than this (bytes) is left to gqlgen uncached
 )
 
@@ -46,8 +48,9 @@ type topCache struct {
 	readKey bool // a read key is configured: only requests with a valid key may be served (graph.ReadGuard)
 	m       *Metrics
 
-	plans     *boundedLRU[*topPlan]     // query string -> its plan (nil plan: not a top-only document)
-	responses *boundedLRU[*topResponse] // request and list tokens -> rendered response
+	plans     *boundedLRU[*topPlan]         // query string -> its plan (nil plan: not a top-only document)
+	prepared  *boundedLRU[*preparedRequest] // method and body (or URL query) -> what it reads (nil: not cacheable)
+	responses *boundedLRU[*topResponse]     // request and list tokens -> rendered response
 }
 
 // topResponse is a cached rendering of a request.
@@ -59,28 +62,25 @@ type topResponse struct {
 func newTopCache(next http.Handler, hub *pubsub.Hub, readKey bool, m *Metrics) *topCache {
 	return &topCache{next: next, hub: hub, readKey: readKey, m: m,
 		plans:     newBoundedLRU[*topPlan](topCachePlans, 1<<62),
+		prepared:  newBoundedLRU[*preparedRequest](topCacheRequests, topCacheRequestSize),
 		responses: newBoundedLRU[*topResponse](topCacheEntries, topCacheBytes)}
 }
 
 func (c *topCache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	req, ok := readGraphQLRequest(r)
-	if !ok {
-		c.next.ServeHTTP(w, r)
-		return
-	}
-	reads := c.reads(req)
-	if reads == nil || (c.readKey && !graph.PrincipalFrom(r.Context()).Has(graph.RoleRead)) {
+	req := c.prepare(r)
+	if req == nil || (c.readKey && !graph.PrincipalFrom(r.Context()).Has(graph.RoleRead)) {
 		c.next.ServeHTTP(w, r) // not a top-only query, or gqlgen's ReadGuard must answer it
 		return
 	}
+	reads := req.reads
 	tokens, ok := c.tokens(r.Context(), reads, nil)
 	if !ok {
 		c.m.topCacheUncached.Inc()
 		c.next.ServeHTTP(w, r)
 		return
 	}
-	key := req.key(r, tokens)
+	key := req.responseKey(r.Header.Get("Accept"), tokens)
 	if resp, ok := c.responses.get(key); ok {
 		w.Header().Set("Content-Type", resp.contentType)
 		w.Write(resp.body)
@@ -137,38 +137,86 @@ func (c *topCache) reads(req *graphQLRequest) []topRead {
 	return op.reads(req.vars)
 }
 
+// preparedRequest is a decoded top-only request: the lists it reads and the request part of its response key.
+type preparedRequest struct {
+	reads []topRead
+	key   string
+}
+
+// prepare returns what a request reads, or nil when the cache leaves it to gqlgen. Requests are decoded once per
+// distinct method and body (or URL query) and remembered, so a repeated request costs a map lookup, not JSON
+// decoding. It leaves r.Body readable again.
+func (c *topCache) prepare(r *http.Request) *preparedRequest {
+	raw, ok := requestBytes(r)
+	if !ok {
+		return nil
+	}
+	if p, ok := c.prepared.get(raw); ok {
+		return p
+	}
+	var p *preparedRequest
+	if req, ok := decodeGraphQLRequest(r.Method, raw[len(r.Method)+1:]); ok {
+		if reads := c.reads(req); reads != nil {
+			p = &preparedRequest{reads: reads, key: req.key(r.Method)}
+		}
+	}
+	size := int64(len(raw) + 64)
+	if p != nil {
+		size += int64(len(p.key) + 64*len(p.reads))
+	}
+	c.prepared.add(raw, p, size)
+	return p
+}
+
+// requestBytes returns the method and what carries a GraphQL request: the body of a POST (application/json,
+// like gqlgen's POST transport), the URL query of a GET. ok is false for anything else, for websocket upgrades,
+// and for requests that cannot be a top query (no "top" in them).
+func requestBytes(r *http.Request) (string, bool) {
+	if r.Header.Get("Upgrade") != "" {
+		return "", false
+	}
+	switch r.Method {
+	case http.MethodPost:
+		mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mediaType != "application/json" || r.Body == nil {
+			return "", false
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			// Let gqlgen meet the same error (e.g. the body limit) after the same bytes.
+			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
+			return "", false
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if len(body) > 2*topCacheMaxQuery || !bytes.Contains(body, []byte("top")) {
+			return "", false
+		}
+		return r.Method + "\x00" + string(body), true
+	case http.MethodGet:
+		if len(r.URL.RawQuery) > 2*topCacheMaxQuery || !strings.Contains(r.URL.RawQuery, "top") {
+			return "", false
+		}
+		return r.Method + "\x00" + r.URL.RawQuery, true
+	}
+	return "", false
+}
+
 // graphQLRequest is an HTTP GraphQL request as gqlgen's POST and GET transports decode it.
 type graphQLRequest struct {
 	query, opName string
 	vars          map[string]any
 }
 
-// readGraphQLRequest decodes a POST (application/json) or GET GraphQL request the way gqlgen's transports do.
-// It leaves r.Body readable again. ok is false for anything else, for persisted queries (extensions) and for
-// requests gqlgen would reject.
-func readGraphQLRequest(r *http.Request) (*graphQLRequest, bool) {
-	if r.Header.Get("Upgrade") != "" {
-		return nil, false
-	}
+// decodeGraphQLRequest decodes a POST body or a GET URL query the way gqlgen's transports do. ok is false for
+// persisted queries (extensions) and for requests gqlgen would reject.
+func decodeGraphQLRequest(method, payload string) (*graphQLRequest, bool) {
 	var params graphql.RawParams
-	switch r.Method {
-	case http.MethodPost:
-		mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if err != nil || mediaType != "application/json" || r.Body == nil {
+	if method == http.MethodPost {
+		if decodeJSON([]byte(payload), &params) != nil {
 			return nil, false
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			// Let gqlgen meet the same error (e.g. the body limit) after the same bytes.
-			r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
-			return nil, false
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if !bytes.Contains(body, []byte("top")) || decodeJSON(body, &params) != nil {
-			return nil, false
-		}
-	case http.MethodGet:
-		q, err := url.ParseQuery(r.URL.RawQuery)
+	} else {
+		q, err := url.ParseQuery(payload)
 		if err != nil || q.Get("extensions") != "" {
 			return nil, false
 		}
@@ -176,8 +224,6 @@ func readGraphQLRequest(r *http.Request) (*graphQLRequest, bool) {
 		if v := q.Get("variables"); v != "" && decodeJSON([]byte(v), &params.Variables) != nil {
 			return nil, false
 		}
-	default:
-		return nil, false
 	}
 	if len(params.Extensions) > 0 || params.Query == "" {
 		return nil, false
@@ -196,31 +242,34 @@ type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
-// key is the response cache key: everything that selects what gqlgen renders for this request (transport,
-// Accept, which decides the Content-Type, query, operation, variables) and the tokens of the lists it reads.
-// Variables are canonical JSON (sorted keys), so equal variables in any order share an entry.
-func (q *graphQLRequest) key(r *http.Request, tokens []uint64) string {
+// key is the request part of the response cache key: what selects what gqlgen renders (transport, query,
+// operation, variables). Variables are canonical JSON (sorted keys), so equal variables in any order share it.
+func (q *graphQLRequest) key(method string) string {
 	var vars []byte
 	if len(q.vars) > 0 {
 		vars, _ = json.Marshal(q.vars)
 	}
-	accept := r.Header.Get("Accept")
 	var b strings.Builder
-	b.Grow(len(r.Method) + len(accept) + len(q.query) + len(q.opName) + len(vars) + 8*len(tokens) + 16)
-	for _, s := range []string{r.Method, accept, q.query, q.opName} {
+	for _, s := range []string{method, q.query, q.opName, string(vars)} {
 		b.WriteString(strconv.Itoa(len(s)))
 		b.WriteByte(':')
 		b.WriteString(s)
 	}
-	b.WriteString(strconv.Itoa(len(vars)))
-	b.WriteByte(':')
-	b.Write(vars)
-	var t [8]byte
-	for _, tok := range tokens {
-		binary.LittleEndian.PutUint64(t[:], tok)
-		b.Write(t[:])
-	}
 	return b.String()
+}
+
+// responseKey is the response cache key: the request's key, the Accept header (it decides the Content-Type) and
+// the tokens of the lists the request reads.
+func (p *preparedRequest) responseKey(accept string, tokens []uint64) string {
+	b := make([]byte, 0, len(p.key)+len(accept)+8*len(tokens)+8)
+	b = append(b, p.key...)
+	b = strconv.AppendInt(b, int64(len(accept)), 10)
+	b = append(b, ':')
+	b = append(b, accept...)
+	for _, t := range tokens {
+		b = binary.LittleEndian.AppendUint64(b, t)
+	}
+	return string(b)
 }
 
 // cleanResponse reports whether a gqlgen response body carries data and nothing else (no errors, no
