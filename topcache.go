@@ -24,13 +24,14 @@ import (
 	"github.com/leaderboard/leaderboard/pubsub"
 )
 
-// Limits of the top response cache. Entries are small (a top-10 response is about 2 KiB), so the byte bound is
-// what holds with long lists; the counts bound the bookkeeping.
+// Limits of the top response cache: at most about 56 MiB in all. A top-10 response is about 2 KiB, a top-100
+// one about 20 KiB, so with long lists the byte bounds hold; the counts bound the bookkeeping.
 const (
 	topCacheEntries     = 4096     // cached responses at most
 	topCacheBytes       = 32 << 20 // bytes of cached responses (and their keys) at most
 	topCacheMaxResponse = 1 << 20  // a response larger than this (bytes) is not cached
 	topCachePlans       = 1024     // parsed query strings remembered (top-only or not)
+	topCachePlanSize    = 8 << 20  // bytes of remembered query strings at most
 	topCacheRequests    = 4096     // decoded request bodies remembered
 	topCacheRequestSize = 16 << 20 // bytes of remembered request bodies (and their keys) at most
 	topCacheMaxQuery    = 16 << 10 // a query string longer than this (bytes) is left to gqlgen uncached
@@ -61,7 +62,7 @@ type topResponse struct {
 
 func newTopCache(next http.Handler, hub *pubsub.Hub, readKey bool, m *Metrics) *topCache {
 	return &topCache{next: next, hub: hub, readKey: readKey, m: m,
-		plans:     newBoundedLRU[*topPlan](topCachePlans, 1<<62),
+		plans:     newBoundedLRU[*topPlan](topCachePlans, topCachePlanSize),
 		prepared:  newBoundedLRU[*preparedRequest](topCacheRequests, topCacheRequestSize),
 		responses: newBoundedLRU[*topResponse](topCacheEntries, topCacheBytes)}
 }
@@ -125,7 +126,7 @@ func (c *topCache) reads(req *graphQLRequest) []topRead {
 	p, ok := c.plans.get(req.query)
 	if !ok {
 		p = planTopQuery(req.query)
-		c.plans.add(req.query, p, 1)
+		c.plans.add(req.query, p, int64(len(req.query)+256))
 	}
 	if p == nil {
 		return nil
