@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 // Timeouts of the children the tool starts.
@@ -43,7 +45,7 @@ func spawn(name, logPath string, env []string, bin string, args ...string) (*chi
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	if err := startChild(cmd); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	c := &child{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}

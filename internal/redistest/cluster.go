@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 const (
@@ -268,13 +270,13 @@ func (c *RedisCluster) stop() {
 	os.RemoveAll(c.dir)
 }
 
-// runCmd runs cmd like CombinedOutput, but started through startCmd so that
+// runCmd runs cmd like CombinedOutput, but started through childproc.Start so that
 // it too dies with the test binary.
 func runCmd(cmd *exec.Cmd) ([]byte, error) {
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
-	if err := startCmd(cmd); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return nil, err
 	}
 	err := cmd.Wait()

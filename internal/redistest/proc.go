@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 const (
@@ -53,7 +55,7 @@ func spawn(name string, args []string, dir, logPath string) (*proc, error) {
 	cmd.Dir = dir
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	if err := startCmd(cmd); err != nil {
+	if err := childproc.Start(cmd); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}

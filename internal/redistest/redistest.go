@@ -32,6 +32,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 // NoClusterEnv is the environment variable that, when set to a true value
@@ -59,7 +61,7 @@ var (
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
 func Main(m *testing.M) {
-	if installSignalHandler {
+	if !childproc.DiesWithParent {
 		sigc := make(chan os.Signal, 1)
 		signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
 		go func() {
