@@ -15,7 +15,7 @@ func TestEncodeMessageMatchesEncodingJSON(t *testing.T) {
 		Payload json.RawMessage `json:"payload,omitempty"`
 		ID      string          `json:"id,omitempty"`
 		Type    string          `json:"type"`
-		noOp    bool
+		noOp    bool            //lint:ignore U1000 mirrors the unexported field of gqlgen's message structs
 	}
 	type textMsg struct {
 		Payload json.RawMessage `json:"payload,omitempty"`

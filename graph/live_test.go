@@ -34,7 +34,7 @@ func TestSharedRenderingMatchesGqlgen(t *testing.T) {
 		{Board: "b", Window: leaderboard.Daily, Period: "2026-11-29", Version: 123456, Removed: []string{"x", "y"}, Size: 12},
 	}
 	for _, q := range queries {
-		doc, errs := gqlparser.LoadQuery(s.Schema(), q)
+		doc, errs := gqlparser.LoadQueryWithRules(s.Schema(), q, nil)
 		if errs != nil {
 			t.Fatal(errs)
 		}
