@@ -135,12 +135,17 @@ func (s *testServer) do(t testing.TB, key, query string, vars map[string]any) gq
 
 func (s *testServer) post(t testing.TB, key string, body []byte) gqlResponse {
 	t.Helper()
+	return doRequest(t, s.request(key, body))
+}
+
+// request is a POST /graphql with a JSON body and, when key is set, its Authorization header.
+func (s *testServer) request(key string, body []byte) *http.Request {
 	req, _ := http.NewRequest(http.MethodPost, s.URL+"/graphql", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
-	return doRequest(t, req)
+	return req
 }
 
 func doRequest(t testing.TB, req *http.Request) gqlResponse {

@@ -25,12 +25,7 @@ type rawResponse struct {
 func (s *testServer) raw(t testing.TB, key, query string, vars map[string]any) rawResponse {
 	t.Helper()
 	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
-	req, _ := http.NewRequest(http.MethodPost, s.URL+"/graphql", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	return rawDo(t, req)
+	return rawDo(t, s.request(key, body))
 }
 
 func rawDo(t testing.TB, req *http.Request) rawResponse {
