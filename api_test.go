@@ -400,6 +400,12 @@ func TestErrors(t *testing.T) {
 		if r.Status != http.StatusBadRequest || len(r.Errors) != 1 {
 			t.Errorf("undecodable body: %+v", r)
 		}
+		// An undecodable body is not echoed back at length.
+		r = s.post(t, "", []byte(`{"query": `+strings.Repeat("x", 100_000)))
+		if r.Status != http.StatusBadRequest || len(r.Errors) != 1 || len(r.Errors[0].Message) > 400 {
+			t.Errorf("long undecodable body: status %d, %d errors, message of %d bytes", r.Status, len(r.Errors),
+				len(r.Errors[0].Message))
+		}
 		req, _ := http.NewRequest(http.MethodGet, s.URL+`/graphql?query=mutation{removePlayer(board:"e",playerId:"x")}`, nil)
 		req.Header.Set("Authorization", "Bearer "+testAdminKey)
 		if r := doRequest(t, req); len(r.Errors) != 1 || r.Status < 400 {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -35,6 +36,9 @@ func limitBody(max int64, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// maxErrorMessage is the longest transport error message sent, in bytes.
+const maxErrorMessage = 300
 
 // codeErrors makes sure every error gqlgen's transports write on their own (undecodable JSON, a body over the
 // limit, a mutation over GET) carries extensions.code: such errors are the client's, so BAD_USER_INPUT. Only
@@ -102,6 +106,10 @@ func (c *codingWriter) finish() {
 					}
 					if _, ok := ext["code"]; !ok {
 						ext["code"] = "BAD_USER_INPUT"
+					}
+					// gqlgen quotes the whole undecodable body in its message: never echo a request back at length.
+					if msg, ok := em["message"].(string); ok && len(msg) > maxErrorMessage {
+						em["message"] = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "…"
 					}
 				}
 			}
