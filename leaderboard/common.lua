@@ -176,10 +176,10 @@ local function tail_before(st, x)
   return before + math.floor(own * f)
 end
 
--- locate finds a player: returns record key, record (or nil), and when present, ts, token, internal score and
+-- locate finds a player (h: its phash, when the caller has it): returns record key, record (or nil), and when present, ts, token, internal score and
 -- whether the player is in the exact ranking.
-local function locate(st, player)
-  local rk = record_key(st, phash(player))
+local function locate(st, player, h)
+  local rk = record_key(st, h or phash(player))
   local rec = redis.call('HGET', rk, player)
   if not rec then return rk, nil end
   local ts, tok, tx = parse_rec(rec)

@@ -19,7 +19,7 @@ import (
 // boardKeys lists every key of a board on every node.
 func boardKeys(t *testing.T, s *lb.Store, tg redistest.Target, board string) []string {
 	t.Helper()
-	_, pattern := s.BoardKeys(board)
+	pattern := s.BoardKeys(board)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var keys []string

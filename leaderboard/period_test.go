@@ -125,7 +125,7 @@ func TestClosedPeriodsExpire(t *testing.T) {
 	s := lb.New(tg.Client, lb.Config{Prefix: redistest.Prefix(t), Clock: clock.Now})
 	b := mustBoard(t, s, lb.Board{ID: "retention", Windows: []lb.Window{lb.Daily}, Retention: 2})
 	mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p", Score: 1})
-	_, pattern := s.BoardKeys(b.ID)
+	pattern := s.BoardKeys(b.ID)
 	keys, err := tg.Client.Keys(ctx, pattern).Result()
 	if err != nil {
 		t.Fatal(err)

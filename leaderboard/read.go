@@ -59,7 +59,7 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 	if err != nil {
 		return nil, err
 	}
-	return s.page(ctx, r, topScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window], r.Period,
+	return s.page(r, topScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window], r.Period,
 		offset, first))
 }
 
@@ -95,7 +95,7 @@ func (s *Store) Ranks(ctx context.Context, v View, players []string) (*Page, err
 	for _, p := range players {
 		args = append(args, p)
 	}
-	return s.page(ctx, r, ranksScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, args...))
+	return s.page(r, ranksScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, args...))
 }
 
 // Friends returns the player and the given friends who have a score, in rank order, with their board ranks.
@@ -145,7 +145,7 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int) (
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.page(ctx, r, aroundScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window],
+	p, err := s.page(r, aroundScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window],
 		r.Period, player, radius))
 	if err != nil {
 		return nil, err
@@ -167,7 +167,7 @@ func (s *Store) Size(ctx context.Context, v View) (int64, error) {
 }
 
 // page reads a {size, entry...} reply.
-func (s *Store) page(_ context.Context, r Resolved, cmd *redis.Cmd) (*Page, error) {
+func (s *Store) page(r Resolved, cmd *redis.Cmd) (*Page, error) {
 	reply, err := cmd.Slice()
 	if err != nil {
 		return nil, redisError(err)

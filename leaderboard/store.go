@@ -123,11 +123,11 @@ func (s *Store) WatchKey(board string) string { return s.keyBase(board) + "watch
 // VersionKey returns the hash whose field "ver" counts the board's published changes.
 func (s *Store) VersionKey(board string) string { return s.keyBase(board) + "c" }
 
-// BoardKeys returns the keys of a board's definition and counters, and the pattern that matches all of its keys
-// (for tests and tools; SCAN with it on every node of a cluster).
-func (s *Store) BoardKeys(board string) (def string, pattern string) {
+// BoardKeys returns the SCAN/KEYS pattern that matches every key of a board (for tests and tools; SCAN with it
+// on every node of a cluster).
+func (s *Store) BoardKeys(board string) (pattern string) {
 	b := s.keyBase(board)
-	return b + "def", strings.NewReplacer("*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(b) + "*"
+	return strings.NewReplacer("*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(b) + "*"
 }
 
 func (s *Store) boardsKey() string { return s.cfg.Prefix + ":boards" }

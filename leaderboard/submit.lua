@@ -137,7 +137,7 @@ local function submit_one(i0)
   for wi, w in ipairs(wins) do
     local p, exp = ARGV[i0 + 8 + 2 * (wi - 1)], tonumber(ARGV[i0 + 9 + 2 * (wi - 1)])
     local st = load_state(w, p)
-    local rk, rec, ots, otok, ox, oexact = locate(st, player)
+    local rk, rec, ots, otok, ox, oexact = locate(st, player, h)
     local sx = score
     if desc then sx = -score end
     local nx = sx

@@ -65,7 +65,7 @@ func runMemory(ctx context.Context, e *env) ([]*table, error) {
 // boardMemory returns the bytes of every key of a board, how many keys it has, and the bytes of its exact
 // sorted sets (keys "…}:z:…").
 func (e *env) boardMemory(ctx context.Context, board string) (total int64, keys int, index int64, err error) {
-	_, pattern := e.store.BoardKeys(board)
+	pattern := e.store.BoardKeys(board)
 	ks, err := e.scanKeys(ctx, pattern)
 	if err != nil {
 		return 0, 0, 0, err
