@@ -1,18 +1,20 @@
 -- around returns up to radius entries above and below a player, the player included, in rank order, filled in
 -- at the edges of the exact ranking. A player beyond exactTop gets only their own (estimated) entry.
--- ARGV: window code, period, player, radius. Reply: {size, entry...}.
-local st = load_state(ARGV[1], ARGV[2])
-local player, radius = ARGV[3], tonumber(ARGV[4])
+-- ARGV: definition SHA-1, window code, period, player, radius. Reply: {size, entry...}.
+local bad = check_def(ARGV[1])
+if bad then return bad end
+local st = load_state(ARGV[2], ARGV[3])
+local player, radius = ARGV[4], tonumber(ARGV[5])
 local out = { st.cnt }
 local _, rec, ts, tok, x, exact = locate(st, player)
 if not rec then return out end
-if not exact then
+local z = zkey(st.w, st.p)
+local r0 = exact and redis.call('ZRANK', z, tok .. player)
+if not r0 then
   local r = rank_of(st, player, tok, x, false)
   out[2] = { player, r, 1, fmt(x), ts, meta_of(player) }
   return out
 end
-local z = zkey(st.w, st.p)
-local r0 = redis.call('ZRANK', z, b62(tok) .. player)
 local n = redis.call('ZCARD', z)
 local start = math.max(0, r0 - radius)
 local stop = start + 2 * radius

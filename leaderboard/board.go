@@ -61,6 +61,10 @@ const (
 	DefaultRetention = 3               // closed periods of each window kept readable
 )
 
+// MinAchievedAt is the earliest achievedAt a submission may carry (BAD_USER_INPUT before it). The latest is the
+// store's clock plus Config.ClockSkew.
+var MinAchievedAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // Board is the definition of a leaderboard. It never changes after creation.
 type Board struct {
 	ID       string
@@ -80,6 +84,7 @@ type Board struct {
 	Retention int // default DefaultRetention; closed periods of each window kept readable
 
 	loc *time.Location
+	sum string // SHA-1 of the stored definition: the scripts check it (check_def in common.lua)
 }
 
 // Location returns the board's time zone.
@@ -209,6 +214,7 @@ func decodeBoard(s string) (*Board, error) {
 		return nil, fmt.Errorf("decode board %q: bad stored definition", j.ID)
 	}
 	b.loc = loc
+	b.sum = defSum(s)
 	return b, nil
 }
 

@@ -2,30 +2,49 @@
 --
 -- KEYS[1] is the board's key base "<prefix>:{<tag>}:". Every key of a board starts with it, so all of them are
 -- in one cluster slot and every script on a board is atomic. Keys derived from it (same slot):
+--   def                  the board definition (JSON). ARGV[1] of every script is the SHA-1 of the definition the
+--                        caller holds: a script refuses to run on a board that was deleted or re-created with
+--                        another definition (check_def).
 --   z:<w>:<period>       sorted set, the exact ranking. Score: the score, negated on DESC boards, so that one
---                        ascending order serves both; member: 6-char base-62 arrival token .. playerId, so equal
---                        scores rank by first arrival.
+--                        ascending order serves both; member: arrival token .. playerId, so equal scores rank by
+--                        first arrival (see token()).
 --   r:<w>:<period>:<n>   player records, linear-hashed into small hashes (kept in Redis's compact listpack
---                        encoding): playerId -> "<unix seconds, 10 digits><token>" or, for players beyond
---                        exactTop, "<...>:<internal score>".
---   s:<w>:<period>       state: seq (arrival counter), cnt (players), lvl/sp (record hashing), tn/tb (tail
---                        count and bound).
+--                        encoding): playerId -> "<token><updatedAt in base 62>" or, for players beyond exactTop,
+--                        "<token><updatedAt>:<internal score>" (see make_rec()).
+--   s:<w>:<period>       state: seq/sqh (arrival counter, low and high part), cnt (players), lvl/sp (record
+--                        hashing), tn/tb (tail count and bound), szp (ms of the last published size change).
 --   h:<w>:<period>       histogram of tail scores (exactTop boards), a Fenwick tree over score buckets.
---   m                    playerId -> {"n": displayName, "m": metadata}
---   c                    board counters: ver (version of published changes)
---   e:<eventId>          first result of an eventId
+--   m                    playerId -> {"n": displayName, "m": metadata}; on boards without ALL_TIME it expires with
+--                        the last period written.
+--   c                    board counters: ver (version of published changes), ep (epoch of ver: set when ver
+--                        starts, so a counter that started again is never mistaken for the old one)
+--   e:<eventId>          first result of an eventId, with the fingerprint of its payload
 --   watch                present while some process watches single players' ranks on this board
+-- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
+-- never written already expired, whatever Redis's own clock says.
 local base = KEYS[1]
 
 local LOAD = 48 -- average records per record hash before one more is split off (max listpack is 128)
 local HS = 64   -- histogram buckets per power of two (about 1.1% wide)
 local TINY = 2 ^ -16
 local B62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
+local D62 = {} -- byte -> digit value
+for i = 1, 62 do D62[string.byte(B62, i)] = i - 1 end
+local LO = 4294967296 -- 2^32: the arrival counter is sqh * 2^32 + seq, both parts exact in doubles
 
 local function zkey(w, p) return base .. 'z:' .. w .. ':' .. p end
 local function skey(w, p) return base .. 's:' .. w .. ':' .. p end
 local function hkey(w, p) return base .. 'h:' .. w .. ':' .. p end
 local function rkey(w, p, n) return base .. 'r:' .. w .. ':' .. p .. ':' .. n end
+
+-- check_def returns an error reply when the board is gone or its definition is not the one the caller holds
+-- (sha: SHA-1 of the definition JSON), nil when the script may go on.
+local function check_def(sha)
+  local def = redis.call('GET', base .. 'def')
+  if not def then return redis.error_reply('LB_NOT_FOUND no leaderboard with this id') end
+  if redis.sha1hex(def) ~= sha then return redis.error_reply('LB_STALE the leaderboard definition changed') end
+  return nil
+end
 
 -- fmt prints a double so that tonumber (and Go's ParseFloat) gives back the same double, briefly when it can.
 local function fmt(x)
@@ -34,14 +53,53 @@ local function fmt(x)
   return s
 end
 
-local function b62(n)
+-- digits62 writes a non-negative integer below 2^53 in base 62, most significant digit first.
+local function digits62(n)
+  if n == 0 then return '0' end
   local t = {}
-  for i = 6, 1, -1 do
+  while n > 0 do
     local d = n % 62
-    t[i] = string.sub(B62, d + 1, d + 1)
+    t[#t + 1] = string.sub(B62, d + 1, d + 1)
     n = (n - d) / 62
   end
-  return table.concat(t)
+  return string.reverse(table.concat(t))
+end
+
+local function undigits62(s)
+  local n = 0
+  for i = 1, #s do
+    local d = D62[string.byte(s, i)]
+    if not d then return nil end
+    n = n * 62 + d
+  end
+  return n
+end
+
+-- token encodes the arrival number hi * 2^32 + lo (below 2^63) so that byte order is numeric order: one character
+-- giving the number of base-62 digits (1..11), then the digits. It prefixes the player id in the sorted set.
+local function token(hi, lo)
+  local t = {}
+  repeat
+    local r = hi % 62
+    hi = (hi - r) / 62
+    local x = r * LO + lo -- below 62 * 2^32: exact
+    local d = x % 62
+    lo = (x - d) / 62
+    t[#t + 1] = string.sub(B62, d + 1, d + 1)
+  until hi == 0 and lo == 0
+  return string.sub(B62, #t + 1, #t + 1) .. string.reverse(table.concat(t))
+end
+
+-- token_len returns the length of the token that starts s (nil when s does not start with one).
+local function token_len(s)
+  local n = D62[string.byte(s, 1) or 0]
+  if not n or n < 1 or n > 11 then return nil end
+  return n + 1
+end
+
+-- member_player returns the player id of a sorted-set member.
+local function member_player(m)
+  return string.sub(m, (token_len(m) or 1) + 1)
 end
 
 -- phash is a 32-bit hash of a player id (polynomial modulo a prime; exact in doubles).
@@ -52,9 +110,10 @@ local function phash(s)
 end
 
 local function load_state(w, p)
-  local v = redis.call('HMGET', skey(w, p), 'seq', 'cnt', 'lvl', 'sp', 'tn', 'tb')
+  local v = redis.call('HMGET', skey(w, p), 'seq', 'cnt', 'lvl', 'sp', 'tn', 'tb', 'sqh', 'szp')
   return { w = w, p = p, seq = tonumber(v[1]) or 0, cnt = tonumber(v[2]) or 0, lvl = tonumber(v[3]) or 0,
-    sp = tonumber(v[4]) or 0, tn = tonumber(v[5]) or 0, tb = tonumber(v[6]) }
+    sp = tonumber(v[4]) or 0, tn = tonumber(v[5]) or 0, tb = tonumber(v[6]), sqh = tonumber(v[7]) or 0,
+    szp = tonumber(v[8]) or 0 }
 end
 
 -- record_key returns the record hash that holds the player with hash h (linear hashing).
@@ -65,18 +124,25 @@ local function record_key(st, h)
   return rkey(st.w, st.p, b)
 end
 
--- parse_rec splits a record into updatedAt (unix s), token and, for tail players, the internal score.
-local function parse_rec(v)
-  local ts = tonumber(string.sub(v, 1, 10))
-  local c = string.find(v, ':', 11, true)
-  if c then return ts, tonumber(string.sub(v, 11, c - 1)), tonumber(string.sub(v, c + 1)) end
-  return ts, tonumber(string.sub(v, 11)), nil
-end
-
+-- make_rec encodes a record: the player's token (self-delimiting), updatedAt (unix seconds, >= 0) in base 62,
+-- and for tail players ':' and the internal score. Every part has one reading, whatever its value.
 local function make_rec(ts, tok, tailx)
-  local v = string.format('%010d', ts) .. string.format('%d', tok)
+  local v = tok .. digits62(ts)
   if tailx then v = v .. ':' .. fmt(tailx) end
   return v
+end
+
+-- parse_rec splits a record into updatedAt (unix s), token and, for tail players, the internal score. It returns
+-- nil for anything that is not a record.
+local function parse_rec(v)
+  if type(v) ~= 'string' then return nil end
+  local n = token_len(v)
+  if not n or #v <= n then return nil end
+  local c = string.find(v, ':', n + 1, true)
+  local ts = undigits62(string.sub(v, n + 1, (c or 0) - 1))
+  if not ts then return nil end
+  if c then return ts, string.sub(v, 1, n), tonumber(string.sub(v, c + 1)) end
+  return ts, string.sub(v, 1, n), nil
 end
 
 -- Histogram buckets are log-scaled: HS per power of two, mirrored for negative scores, one bucket around 0.
@@ -176,26 +242,27 @@ local function tail_before(st, x)
   return before + math.floor(own * f)
 end
 
--- locate finds a player (h: its phash, when the caller has it): returns record key, record (or nil), and when present, ts, token, internal score and
--- whether the player is in the exact ranking.
+-- locate finds a player (h: its phash, when the caller has it): returns record key, record (or nil), and when
+-- present, updatedAt, token, internal score and whether the player is in the exact ranking.
 local function locate(st, player, h)
   local rk = record_key(st, h or phash(player))
   local rec = redis.call('HGET', rk, player)
   if not rec then return rk, nil end
   local ts, tok, tx = parse_rec(rec)
+  if not ts then return rk, nil end -- not a record: treat as absent
   if tx then return rk, rec, ts, tok, tx, false end
-  local x = redis.call('ZSCORE', zkey(st.w, st.p), b62(tok) .. player)
+  local x = redis.call('ZSCORE', zkey(st.w, st.p), tok .. player)
   if not x then return rk, nil end -- a record without its index entry cannot happen; treat as absent
   return rk, rec, ts, tok, tonumber(x), true
 end
 
--- rank_of returns the 1-based rank of a located player and whether it is estimated.
+-- rank_of returns the 1-based rank of a located player and whether it is estimated. It never fails: an exact
+-- player missing from the index (which cannot happen) gets the rank after the exact tier.
 local function rank_of(st, player, tok, x, exact)
   local z = zkey(st.w, st.p)
   if exact then
-    local r = redis.call('ZRANK', z, b62(tok) .. player)
-    if not r then error('LB_INTERNAL record without index entry for ' .. player) end
-    return r + 1, 0
+    local r = redis.call('ZRANK', z, tok .. player)
+    if r then return r + 1, 0 end
   end
   local r = redis.call('ZCARD', z) + tail_before(st, x) + 1
   if r > st.cnt then r = st.cnt end
@@ -219,11 +286,24 @@ end
 -- append_rows adds entries for ZRANGE ... WITHSCORES rows whose first row has rank first.
 local function append_rows(st, rows, first, out)
   for i = 1, #rows, 2 do
-    local p = string.sub(rows[i], 7)
-    local rec = redis.call('HGET', record_key(st, phash(p)), p)
-    local ts = 0
-    if rec then ts = parse_rec(rec) end
+    local p = member_player(rows[i])
+    local ts = parse_rec(redis.call('HGET', record_key(st, phash(p)), p)) or 0
     out[#out + 1] = { p, first + (i - 1) / 2, 0, rows[i + 1], ts, meta_of(p) }
   end
   return out
+end
+
+-- publish announces changes ({window, period, player, previous rank (0: none), rank (0: removed)}) on the
+-- board's channel with the next version of the board's counter and its epoch.
+local function publish(pubcmd, channel, changes)
+  if #changes == 0 or pubcmd == '' then return end
+  local ck = base .. 'c'
+  local ver = redis.call('HINCRBY', ck, 'ver', 1)
+  local ep = redis.call('HGET', ck, 'ep')
+  if ver == 1 or not ep then
+    local t = redis.call('TIME')
+    ep = t[1] .. string.format('%06d', tonumber(t[2]))
+    redis.call('HSET', ck, 'ep', ep)
+  end
+  redis.call(pubcmd, channel, cjson.encode({ e = ep, v = ver, c = changes }))
 end

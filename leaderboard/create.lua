@@ -1,10 +1,12 @@
--- create stores a board definition unless the id exists. ARGV: definition JSON.
+-- create stores a board definition unless the id exists, and registers the id in the board list of its slot,
+-- in one step. KEYS[2]: the board list of the board's slot (see Store.registryKey). ARGV: definition JSON, id.
 -- Reply: 'created', 'same' (the same definition exists) or an LB_CONFLICT error.
 local def = base .. 'def'
 local cur = redis.call('GET', def)
-if not cur then
-  redis.call('SET', def, ARGV[1])
-  return 'created'
+if cur and cur ~= ARGV[1] then
+  return redis.error_reply('LB_CONFLICT a board with this id exists with a different definition')
 end
-if cur == ARGV[1] then return 'same' end
-return redis.error_reply('LB_CONFLICT a board with this id exists with a different definition')
+redis.call('SADD', KEYS[2], ARGV[2])
+if cur then return 'same' end
+redis.call('SET', def, ARGV[1])
+return 'created'

@@ -66,6 +66,10 @@ func ErrorMessage(err error) string {
 	return "internal error"
 }
 
+// errStaleDef is the cause of the error of a script that found the board re-created with another definition than
+// the caller's (Store.fresh reloads it and tries again).
+var errStaleDef = errors.New("the leaderboard definition changed")
+
 // redisError wraps an error returned by go-redis. Replies of our scripts that start with "LB_<CODE> " become
 // typed errors; connection failures become Unavailable; the rest is Internal.
 func redisError(err error) error {
@@ -79,6 +83,8 @@ func redisError(err error) error {
 		switch Code(code) {
 		case Invalid, NotFound, Conflict, PeriodClosed:
 			return &Error{Code: Code(code), Message: text}
+		case "STALE":
+			return &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
 		}
 	}
 	if isUnavailable(err) {

@@ -161,7 +161,7 @@ func TestHostileBoardIDsShareOneSlotAndStayApart(t *testing.T) {
 			b := mustBoard(t, s, lb.Board{ID: id, Windows: []lb.Window{lb.AllTime, lb.Daily, lb.Weekly, lb.Monthly}, ExactTop: 2})
 			for j := range 4 {
 				mustSubmit(t, s, lb.Submission{Board: b.ID, Player: fmt.Sprintf("p%d{%d}", j, i), Score: float64(i*10 + j),
-					EventID: fmt.Sprintf("ev:{%d}", i), DisplayName: ptr(id)})
+					EventID: fmt.Sprintf("ev:{%d}:%d", i, j), DisplayName: ptr(id)})
 			}
 			keys := boardKeys(t, s, tg, id)
 			if len(keys) < 10 {
@@ -182,14 +182,19 @@ func TestHostileBoardIDsShareOneSlotAndStayApart(t *testing.T) {
 				t.Fatalf("board %q keys span slots %v", id, slots)
 			}
 		}
-		// Each board sees only its own players.
+		// Each board sees only its own players (four, of whom the best two are in the exact tier).
 		for i, id := range hostileIDs {
 			p, err := s.Top(ctx, lb.View{Board: id}, 0, 10)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p.Size != 1 || len(p.Entries) != 1 || p.Entries[0].PlayerID != fmt.Sprintf("p0{%d}", i) || *p.Entries[0].DisplayName != id {
+			if p.Size != 4 || len(p.Entries) != 2 {
 				t.Fatalf("board %q: %+v", id, p)
+			}
+			for r, e := range p.Entries {
+				if e.PlayerID != fmt.Sprintf("p%d{%d}", 3-r, i) || *e.DisplayName != id || e.Score != float64(i*10+3-r) {
+					t.Fatalf("board %q rank %d: %+v", id, r+1, e)
+				}
 			}
 		}
 	})

@@ -2,6 +2,7 @@ package leaderboard_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
@@ -28,7 +29,7 @@ func TestMemoryPerPlayer(t *testing.T) {
 				t.Fatal(err)
 			}
 			total += n
-			if containsPeriod(k, ":z:") {
+			if strings.Contains(k, ":z:") {
 				index += n
 			}
 		}

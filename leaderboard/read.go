@@ -55,12 +55,24 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 	if offset < 0 || offset > 100_000_000 {
 		return nil, errorf(Invalid, "offset must be between 0 and 100000000")
 	}
-	r, err := s.Resolve(ctx, v)
-	if err != nil {
-		return nil, err
-	}
-	return s.page(r, topScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window], r.Period,
-		offset, first))
+	return s.read(ctx, v, topScript, offset, first)
+}
+
+// read runs a read script on a view: ARGV are the definition's SHA-1, the window code, the period and args.
+func (s *Store) read(ctx context.Context, v View, script *redis.Script, args ...any) (*Page, error) {
+	var p *Page
+	err := s.fresh(v.Board, func() error {
+		r, err := s.Resolve(ctx, v)
+		if err != nil {
+			return err
+		}
+		argv := make([]any, 0, 3+len(args))
+		argv = append(argv, r.Board.sum, windowCodes[r.Window], r.Period)
+		argv = append(argv, args...)
+		p, err = s.page(r, script.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, argv...))
+		return err
+	})
+	return p, err
 }
 
 // Rank returns a player's entry, or nil when the player has no score in the ranking.
@@ -86,16 +98,11 @@ func (s *Store) Ranks(ctx context.Context, v View, players []string) (*Page, err
 			return nil, err
 		}
 	}
-	r, err := s.Resolve(ctx, v)
-	if err != nil {
-		return nil, err
+	args := make([]any, len(players))
+	for i, p := range players {
+		args[i] = p
 	}
-	args := make([]any, 0, len(players)+2)
-	args = append(args, windowCodes[r.Window], r.Period)
-	for _, p := range players {
-		args = append(args, p)
-	}
-	return s.page(r, ranksScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, args...))
+	return s.read(ctx, v, ranksScript, args...)
 }
 
 // Friends returns the player and the given friends who have a score, in rank order, with their board ranks.
@@ -141,12 +148,7 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int) (
 	if err := checkID("player id", player); err != nil {
 		return nil, err
 	}
-	r, err := s.Resolve(ctx, v)
-	if err != nil {
-		return nil, err
-	}
-	p, err := s.page(r, aroundScript.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, windowCodes[r.Window],
-		r.Period, player, radius))
+	p, err := s.read(ctx, v, aroundScript, player, radius)
 	if err != nil {
 		return nil, err
 	}

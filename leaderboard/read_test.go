@@ -110,21 +110,22 @@ func TestSubmitManyAcrossBoards(t *testing.T) {
 			{Board: "bulk-b", Player: "x", Score: 6},
 			{Board: "bulk-a", Player: "", Score: 1},
 			{Board: "bulk-a", Player: "z", Score: 1, EventID: "once"},
-			{Board: "bulk-a", Player: "z", Score: 9, EventID: "once"},
+			{Board: "bulk-a", Player: "z", Score: 9, EventID: "once"}, // another payload: a conflict, not a retry
+			{Board: "bulk-a", Player: "z", Score: 1, EventID: "once"}, // the same payload: a retry
 		}
 		out, err := s.SubmitMany(ctx, subs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		wantErr := []lb.Code{"", "", lb.NotFound, lb.Invalid, "", "", lb.Invalid, "", ""}
+		wantErr := []lb.Code{"", "", lb.NotFound, lb.Invalid, "", "", lb.Invalid, "", lb.Conflict, ""}
 		for i, o := range out {
 			if lb.ErrorCode(o.Err) != wantErr[i] {
 				t.Fatalf("item %d: error %v, want code %q", i, o.Err, wantErr[i])
 			}
 		}
-		if out[4].Result.Entry.Rank != 1 || out[5].Result.Entry.Score != 10 || !out[8].Result.Duplicate ||
-			out[8].Result.Entry.Score != 1 {
-			t.Fatalf("bulk results: %+v %+v %+v", out[4].Result, out[5].Result, out[8].Result)
+		if out[4].Result.Entry.Rank != 1 || out[5].Result.Entry.Score != 10 || !out[9].Result.Duplicate ||
+			out[9].Result.Entry.Score != 1 {
+			t.Fatalf("bulk results: %+v %+v %+v", out[4].Result, out[5].Result, out[9].Result)
 		}
 		if got := topIDs(t, s, lb.View{Board: "bulk-a"}, 10); !slices.Equal(got, []string{"y", "x", "z"}) {
 			t.Fatalf("bulk-a: %v", got)

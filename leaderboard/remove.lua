@@ -1,33 +1,37 @@
 -- remove deletes a player from the given window periods of a board, histogram and records included, and
--- publishes the change. ARGV: player, publish command ('' for none), channel, then pairs of window code and
--- period. Reply: number of periods the player was removed from.
-local player, pubcmd, channel = ARGV[1], ARGV[2], ARGV[3]
-local removed = 0
-local changes = {}
-for i = 4, #ARGV - 1, 2 do
+-- publishes the change. ARGV: definition SHA-1, player, publish command ('' for none), channel, then pairs of
+-- window code and period. Reply: number of periods the player was removed from.
+-- Everything is read first; the writes come after and cannot fail.
+local bad = check_def(ARGV[1])
+if bad then return bad end
+local player, pubcmd, channel = ARGV[2], ARGV[3], ARGV[4]
+local found = {}
+for i = 5, #ARGV - 1, 2 do
   local st = load_state(ARGV[i], ARGV[i + 1])
   local rk, rec, _, tok, x, exact = locate(st, player)
   if rec then
     local rank = rank_of(st, player, tok, x, exact)
-    if exact then
-      redis.call('ZREM', zkey(st.w, st.p), b62(tok) .. player)
-    else
-      hist_count(st, hidx(x), -1)
-      if st.tn <= 0 then
-        redis.call('HDEL', skey(st.w, st.p), 'tn', 'tb')
-      else
-        redis.call('HSET', skey(st.w, st.p), 'tn', st.tn)
-      end
-    end
-    redis.call('HDEL', rk, player)
-    redis.call('HINCRBY', skey(st.w, st.p), 'cnt', -1)
-    removed = removed + 1
-    changes[#changes + 1] = { st.w, st.p, player, rank, 0 }
+    found[#found + 1] = { st = st, rk = rk, tok = tok, x = x, exact = exact, rank = rank }
   end
 end
-redis.call('HDEL', base .. 'm', player)
-if #changes > 0 and pubcmd ~= '' then
-  local ver = redis.call('HINCRBY', base .. 'c', 'ver', 1)
-  redis.call(pubcmd, channel, cjson.encode({ v = ver, c = changes }))
+
+local changes = {}
+for _, f in ipairs(found) do
+  local st = f.st
+  if f.exact then
+    redis.call('ZREM', zkey(st.w, st.p), f.tok .. player)
+  else
+    hist_count(st, hidx(f.x), -1)
+    if st.tn <= 0 then
+      redis.call('HDEL', skey(st.w, st.p), 'tn', 'tb')
+    else
+      redis.call('HSET', skey(st.w, st.p), 'tn', st.tn)
+    end
+  end
+  redis.call('HDEL', f.rk, player)
+  redis.call('HINCRBY', skey(st.w, st.p), 'cnt', -1)
+  changes[#changes + 1] = { st.w, st.p, player, f.rank, 0 }
 end
-return removed
+redis.call('HDEL', base .. 'm', player)
+publish(pubcmd, channel, changes)
+return #found

@@ -3,7 +3,9 @@ package leaderboard
 import (
 	"context"
 	_ "embed"
+	"crypto/sha1"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -66,7 +68,7 @@ type Config struct {
 type Store struct {
 	rdb    redis.UniversalClient
 	cfg    Config
-	boards sync.Map // board id -> *Board; definitions never change, so they are cached for good
+	boards sync.Map // board id -> *Board, until a script reports the definition changed or gone (see fresh)
 }
 
 // New returns a Store over rdb.
@@ -130,27 +132,32 @@ func (s *Store) BoardKeys(board string) (pattern string) {
 	return strings.NewReplacer("*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(b) + "*"
 }
 
-func (s *Store) boardsKey() string { return s.cfg.Prefix + ":boards" }
+// registryKey returns the board list that holds board's id: one set per cluster hash slot, named with a tag of
+// that slot, so that the create script registers a board in the same atomic step as its definition (a script may
+// only touch keys of one slot). Registry tags start with '~', which base64url board tags never contain.
+func (s *Store) registryKey(board string) string {
+	return s.cfg.Prefix + ":{" + slotTag(HashSlot(s.keyBase(board))) + "}:boards"
+}
 
-// CreateBoard stores a new board definition. Creating an id that exists with the same definition returns it;
-// with a different definition it is a Conflict.
+// CreateBoard stores a new board definition and lists it among the boards, in one script. Creating an id that
+// exists with the same definition returns it; with a different definition it is a Conflict.
 func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 	if err := b.normalize(); err != nil {
 		return nil, err
 	}
-	base := s.keyBase(b.ID)
-	if err := createScript.Run(ctx, s.rdb, []string{base}, b.encode()).Err(); err != nil {
-		return nil, redisError(err)
-	}
-	if err := s.rdb.SAdd(ctx, s.boardsKey(), b.ID).Err(); err != nil {
+	def := b.encode()
+	err := createScript.Run(ctx, s.rdb, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID).Err()
+	if err != nil {
 		return nil, redisError(err)
 	}
 	nb := b
+	nb.sum = defSum(def)
 	s.boards.Store(b.ID, &nb)
 	return &nb, nil
 }
 
-// Board returns a board's definition, or a NotFound error.
+// Board returns a board's definition, or a NotFound error. Definitions are cached; a script that finds the
+// board gone or re-created with another definition makes the store forget (and reload) it.
 func (s *Store) Board(ctx context.Context, id string) (*Board, error) {
 	if v, ok := s.boards.Load(id); ok {
 		return v.(*Board), nil
@@ -173,11 +180,35 @@ func (s *Store) Board(ctx context.Context, id string) (*Board, error) {
 	return b, nil
 }
 
+// fresh runs f, an operation on one board; when a script found that the cached definition of the board is out
+// of date, the definition is reloaded and f runs once more. A board that is gone is forgotten.
+func (s *Store) fresh(board string, f func() error) error {
+	err := f()
+	if errors.Is(err, errStaleDef) {
+		s.boards.Delete(board)
+		err = f()
+	}
+	if errors.Is(err, errStaleDef) || ErrorCode(err) == NotFound {
+		s.boards.Delete(board)
+	}
+	return err
+}
+
 // Boards returns every board, ordered by id.
 func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
-	ids, err := s.rdb.SMembers(ctx, s.boardsKey()).Result()
-	if err != nil {
+	// One SMEMBERS per slot's board list, pipelined (go-redis sends one batch to each cluster node).
+	tags := slotTags()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, len(tags))
+	for i, tag := range tags {
+		cmds[i] = pipe.SMembers(ctx, s.cfg.Prefix+":{"+tag+"}:boards")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, redisError(err)
+	}
+	var ids []string
+	for _, c := range cmds {
+		ids = append(ids, c.Val()...)
 	}
 	slices.Sort(ids)
 	out := make([]*Board, 0, len(ids))
@@ -192,4 +223,10 @@ func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
 		out = append(out, b)
 	}
 	return out, nil
+}
+
+// defSum is the SHA-1 (hex) of a stored definition, as the scripts' check_def computes it.
+func defSum(def string) string {
+	h := sha1.Sum([]byte(def))
+	return hex.EncodeToString(h[:])
 }

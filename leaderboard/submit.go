@@ -2,6 +2,8 @@ package leaderboard
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -97,21 +99,37 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission) ([]Outcome, e
 
 // submitBoard validates the items idx of subs (all for one board) and applies the valid ones in one script call.
 func (s *Store) submitBoard(ctx context.Context, board string, subs []Submission, idx []int, out []Outcome) {
-	b, err := s.Board(ctx, board)
+	err := s.fresh(board, func() error {
+		for _, i := range idx {
+			out[i] = Outcome{}
+		}
+		return s.submitBoardOnce(ctx, board, subs, idx, out)
+	})
 	if err != nil {
 		for _, i := range idx {
-			out[i].Err = err
+			if out[i].Err == nil && out[i].Result == nil {
+				out[i].Err = err
+			}
 		}
-		return
+	}
+}
+
+// submitBoardOnce is one try of submitBoard. An error it returns applies to every item that has no outcome yet;
+// nothing of those items was written.
+func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submission, idx []int, out []Outcome) error {
+	b, err := s.Board(ctx, board)
+	if err != nil {
+		return err
 	}
 	now := s.cfg.Clock()
 	codes := make([]string, len(b.Windows))
 	for i, w := range b.Windows {
 		codes[i] = windowCodes[w]
 	}
-	args := []any{strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
+	args := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), s.cfg.LiveTop,
-		s.publishArg(), s.Channel(board), strings.Join(codes, ","), 0}
+		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0}
+	const nitemsArg = 12
 	var sent []int
 	var firstPeriods []string
 	for _, i := range idx {
@@ -125,23 +143,23 @@ func (s *Store) submitBoard(ctx context.Context, board string, subs []Submission
 		firstPeriods = append(firstPeriods, period)
 	}
 	if len(sent) == 0 {
-		return
+		return nil
 	}
-	args[10] = len(sent)
+	args[nitemsArg] = len(sent)
 	reply, err := submitScript.Run(ctx, s.rdb, []string{s.keyBase(board)}, args...).Slice()
 	if err == nil && len(reply) != len(sent) {
 		err = fmt.Errorf("submit script returned %d replies for %d items", len(reply), len(sent))
 	}
 	if err != nil {
-		err = redisError(err)
-		for _, i := range sent {
-			out[i].Err = err
-		}
-		return
+		return redisError(err)
 	}
 	for k, i := range sent {
 		out[i].Result, out[i].Err = parseSubmitReply(b, reply[k], firstPeriods[k], subs[i].Player)
+		if out[i].Result == nil && out[i].Err == nil {
+			out[i].Err = &Error{Code: Internal, Message: "internal error"}
+		}
 	}
+	return nil
 }
 
 func (s *Store) publishArg() string {
@@ -190,12 +208,15 @@ func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string
 		if sub.AchievedAt.After(now.Add(s.cfg.ClockSkew)) {
 			return nil, "", errorf(Invalid, "achievedAt is in the future")
 		}
+		if sub.AchievedAt.Before(MinAchievedAt) {
+			return nil, "", errorf(Invalid, "achievedAt must not be before %s", MinAchievedAt.Format(time.RFC3339))
+		}
 		if sub.AchievedAt.Before(now) {
 			at = sub.AchievedAt
 		}
 	}
-	args := []any{sub.Player, strconv.FormatFloat(sub.Score, 'g', -1, 64), sub.EventID, hasName, name, hasMeta,
-		meta, at.Unix()}
+	score := strconv.FormatFloat(sub.Score, 'g', -1, 64)
+	args := []any{sub.Player, score, sub.EventID, fingerprint(sub, score), hasName, name, hasMeta, meta, at.Unix()}
 	var first string
 	loc := b.Location()
 	for i, w := range b.Windows {
@@ -208,6 +229,9 @@ func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string
 				}
 			}
 			period, exp = periodKey(w, start), b.expireAt(w, start)
+			if exp <= now.Unix() { // its keys would be written already expired (the script checks this too)
+				return nil, "", errorf(PeriodClosed, "the %s period %s is closed", w, period)
+			}
 		}
 		if i == 0 {
 			first = period
@@ -215,6 +239,20 @@ func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string
 		args = append(args, period, exp)
 	}
 	return args, first, nil
+}
+
+// fingerprint identifies what an eventId stands for: the same eventId with another player, score or achievedAt
+// is a conflict, not a retry.
+func fingerprint(sub Submission, score string) string {
+	if sub.EventID == "" {
+		return ""
+	}
+	at := ""
+	if !sub.AchievedAt.IsZero() {
+		at = strconv.FormatInt(sub.AchievedAt.UnixNano(), 10)
+	}
+	h := sha256.Sum256([]byte(sub.Player + "\x00" + score + "\x00" + at))
+	return base64.RawStdEncoding.EncodeToString(h[:12])
 }
 
 func checkMetadata(m json.RawMessage) (string, error) {

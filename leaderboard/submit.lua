@@ -1,26 +1,46 @@
 -- submit applies a batch of submissions to one board, each atomically, in order.
--- ARGV: order ('a'|'d'), mode ('best'|'latest'|'sum'), exactTop (0: none), min, max ('' when unbounded, user
--- scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma separated),
--- number of items, then per item: player, score, eventId, hasName, name, hasMeta, meta, updatedAt (unix s),
--- and per window: period, expireAt (unix s, 0: never).
+-- ARGV: definition SHA-1, order ('a'|'d'), mode ('best'|'latest'|'sum'), exactTop (0: none), min, max ('' when
+-- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
+-- separated), now (unix s, the caller's clock), number of items, then per item: player, score, eventId, payload
+-- fingerprint, hasName, name, hasMeta, meta, updatedAt (unix s), and per window: period, expireAt (unix s, 0:
+-- never).
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
 -- updated, size} or {'err', code, message}.
-local desc = ARGV[1] == 'd'
-local mode = ARGV[2]
-local exactTop = tonumber(ARGV[3])
-local minS, maxS = tonumber(ARGV[4]), tonumber(ARGV[5])
-local dedupeTTL = tonumber(ARGV[6])
-local liveTop = tonumber(ARGV[7])
-local pubcmd, channel = ARGV[8], ARGV[9]
+--
+-- Each item is planned first (every read and every check, for every window) and written only after that; the
+-- writing part has no error path, so an item is either refused with nothing written or applied whole, and its
+-- reply says which.
+local bad = check_def(ARGV[1])
+if bad then return bad end
+local desc = ARGV[2] == 'd'
+local mode = ARGV[3]
+local exactTop = tonumber(ARGV[4])
+local minS, maxS = tonumber(ARGV[5]), tonumber(ARGV[6])
+local dedupeTTL = tonumber(ARGV[7])
+local liveTop = tonumber(ARGV[8])
+local pubcmd, channel = ARGV[9], ARGV[10]
 local wins = {}
-for w in string.gmatch(ARGV[10], '[^,]+') do wins[#wins + 1] = w end
-local nitems = tonumber(ARGV[11])
-local stride = 8 + 2 * #wins
+for w in string.gmatch(ARGV[11], '[^,]+') do wins[#wins + 1] = w end
+local now = tonumber(ARGV[12])
+local nitems = tonumber(ARGV[13])
+local FIRST = 14
+local stride = 9 + 2 * #wins
 local LIMIT = 2 ^ 53
+local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
+local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
 local function user(x) if desc then return -x end return x end
 local watching = redis.call('EXISTS', base .. 'watch') == 1
 local changes = {}
+local clock_ms -- Redis's own time, read once, only to pace size events
+
+local function redis_ms()
+  if not clock_ms then
+    local t = redis.call('TIME')
+    clock_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return clock_ms
+end
 
 -- hist_add adds (d = 1) or removes (d = -1) a tail player with internal score x and keeps the tail bound tb, a
 -- lower bound of every tail score: exact players must rank before it.
@@ -37,12 +57,12 @@ local function hist_add(st, x, d)
   end
 end
 
-local function touch(key, exp)
-  if exp > 0 then redis.call('EXPIREAT', key, exp) end
+local function touch(key, ttl)
+  if ttl > 0 then redis.call('EXPIRE', key, ttl) end
 end
 
 -- split moves part of the next record hash into a new one once records outgrow the hashes (linear hashing).
-local function maybe_split(st, exp)
+local function maybe_split(st, ttl)
   local m = 2 ^ st.lvl
   if st.cnt <= LOAD * (m + st.sp) then return end
   local from, to = rkey(st.w, st.p, st.sp), rkey(st.w, st.p, st.sp + m)
@@ -58,23 +78,23 @@ local function maybe_split(st, exp)
     end
     if #keep > 0 then
       redis.call('HSET', from, unpack(keep))
-      touch(from, exp)
+      touch(from, ttl)
     end
     if #move > 0 then
       redis.call('HSET', to, unpack(move))
-      touch(to, exp)
+      touch(to, ttl)
     end
   end
   st.sp = st.sp + 1
   if st.sp == m then st.lvl, st.sp = st.lvl + 1, 0 end
 end
 
--- place puts a player with internal score x and a fresh token into the exact ranking or the tail and returns
--- the record to store.
-local function place(st, player, x, tok, ts, exp)
+-- place puts a player with internal score x and token tok into the exact ranking or the tail and returns the
+-- record to store.
+local function place(st, player, x, tok, ts)
   local z = zkey(st.w, st.p)
   if exactTop == 0 then
-    redis.call('ZADD', z, fmt(x), b62(tok) .. player)
+    redis.call('ZADD', z, fmt(x), tok .. player)
     return make_rec(ts, tok, nil)
   end
   local n = redis.call('ZCARD', z)
@@ -84,145 +104,209 @@ local function place(st, player, x, tok, ts, exp)
   else
     local worst = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
     local wx = tonumber(worst[2])
-    if x < wx then
+    if wx and x < wx then
+      -- The worst exact player moves to the tail, keeping its token and updatedAt.
       exact = true
       redis.call('ZREM', z, worst[1])
-      local wp = string.sub(worst[1], 7)
+      local wp = member_player(worst[1])
       local wk = record_key(st, phash(wp))
-      local wts, wtok = parse_rec(redis.call('HGET', wk, wp))
-      redis.call('HSET', wk, wp, make_rec(wts, wtok, wx))
+      local wts = parse_rec(redis.call('HGET', wk, wp)) or 0
+      redis.call('HSET', wk, wp, make_rec(wts, string.sub(worst[1], 1, token_len(worst[1]) or 0), wx))
       hist_add(st, wx, 1)
     end
   end
   if exact then
-    redis.call('ZADD', z, fmt(x), b62(tok) .. player)
+    redis.call('ZADD', z, fmt(x), tok .. player)
     return make_rec(ts, tok, nil)
   end
   hist_add(st, x, 1)
   return make_rec(ts, tok, x)
 end
 
-local function save_state(st, exp)
+local function save_state(st, ttl)
   local sk = skey(st.w, st.p)
   if exactTop > 0 then
-    redis.call('HSET', sk, 'seq', st.seq, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'tn', st.tn)
+    redis.call('HSET', sk, 'seq', st.seq, 'sqh', st.sqh, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'tn', st.tn)
     if st.tb then redis.call('HSET', sk, 'tb', fmt(st.tb)) else redis.call('HDEL', sk, 'tb') end
   else
-    redis.call('HSET', sk, 'seq', st.seq, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp)
+    redis.call('HSET', sk, 'seq', st.seq, 'sqh', st.sqh, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp)
   end
-  touch(sk, exp)
-  touch(zkey(st.w, st.p), exp)
-  if exactTop > 0 then touch(hkey(st.w, st.p), exp) end
+  touch(sk, ttl)
+  touch(zkey(st.w, st.p), ttl)
+  if exactTop > 0 then touch(hkey(st.w, st.p), ttl) end
 end
 
-local function submit_one(i0)
-  local player, score, eventId = ARGV[i0], tonumber(ARGV[i0 + 1]), ARGV[i0 + 2]
-  local hasName, name, hasMeta, meta = ARGV[i0 + 3] == '1', ARGV[i0 + 4], ARGV[i0 + 5] == '1', ARGV[i0 + 6]
-  local ts = tonumber(ARGV[i0 + 7])
+-- keep_names makes the names hash outlive every period written so far (ttl nil: the board has ALL_TIME, whose
+-- records never expire, so neither do the names).
+local function keep_names(ttl)
+  if not ttl then return end
+  local mk = base .. 'm'
+  local cur = redis.call('TTL', mk)
+  if cur == -1 or (cur >= 0 and cur < ttl) then redis.call('EXPIRE', mk, ttl) end
+end
 
-  local ekey
-  if eventId ~= '' then
-    ekey = base .. 'e:' .. eventId
-    local prev = redis.call('GET', ekey)
+local function refuse(code, msg) return { 'err', code, msg } end
+
+-- plan reads and checks everything one item needs; it writes nothing. It returns the plan, or a refusal.
+local function plan(i0)
+  local it = { player = ARGV[i0], score = tonumber(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
+    hasName = ARGV[i0 + 4] == '1', name = ARGV[i0 + 5], hasMeta = ARGV[i0 + 6] == '1', meta = ARGV[i0 + 7],
+    ts = tonumber(ARGV[i0 + 8]) }
+  local player = it.player
+
+  if it.eventId ~= '' then
+    it.ekey = base .. 'e:' .. it.eventId
+    local prev = redis.call('GET', it.ekey)
     if prev then
-      local r = cjson.decode(prev)
-      r[1] = 'dup'
-      return r
+      local ok, r = pcall(cjson.decode, prev)
+      if ok and type(r) == 'table' and type(r.r) == 'table' then
+        if r.f ~= it.fp then
+          return nil, refuse('CONFLICT', 'eventId ' .. it.eventId .. ' was already used for another submission')
+        end
+        r.r[1] = 'dup'
+        return nil, r.r
+      end
+      -- An unreadable dedupe record is replaced by this submission's result.
     end
   end
 
-  -- Plan every window before writing anything, so a rejected item changes nothing.
   local h = phash(player)
-  local plans = {}
+  it.h = h
+  it.wins = {}
+  it.namesTTL = 0
   for wi, w in ipairs(wins) do
-    local p, exp = ARGV[i0 + 8 + 2 * (wi - 1)], tonumber(ARGV[i0 + 9 + 2 * (wi - 1)])
+    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], tonumber(ARGV[i0 + 10 + 2 * (wi - 1)])
+    local ttl = 0
+    if exp > 0 then
+      ttl = exp - now
+      if ttl <= 0 then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
+      if it.namesTTL and ttl > it.namesTTL then it.namesTTL = ttl end
+    else
+      it.namesTTL = nil
+    end
     local st = load_state(w, p)
     local rk, rec, ots, otok, ox, oexact = locate(st, player, h)
-    local sx = score
-    if desc then sx = -score end
+    local sx = it.score
+    if desc then sx = -sx end
     local nx = sx
     if rec then
       if mode == 'best' then
         if ox <= sx then nx = ox end
       elseif mode == 'sum' then
         nx = ox + sx
+        -- The exact total is nx + e (TwoSum), so totals beyond 2^53 are seen even when nx rounds to 2^53.
+        local bb = nx - ox
+        local e = (ox - (nx - bb)) + (sx - bb)
+        if math.abs(nx) > LIMIT or (math.abs(nx) == LIMIT and e ~= 0 and (e > 0) == (nx > 0)) then
+          return nil, refuse('BAD_USER_INPUT', 'the total would exceed 2^53 in magnitude')
+        end
+        if sx ~= 0 and nx == ox then
+          return nil, refuse('BAD_USER_INPUT', 'the delta ' .. fmt(it.score) .. ' is too small to change the total ' ..
+            fmt(user(ox)))
+        end
       end
     end
     if mode == 'sum' then
       local u = user(nx)
-      if u ~= u or math.abs(u) > LIMIT then
-        return { 'err', 'BAD_USER_INPUT', 'the total would exceed 2^53 in magnitude' }
-      end
       if (minS and u < minS) or (maxS and u > maxS) then
-        return { 'err', 'BAD_USER_INPUT', 'the total ' .. fmt(u) .. ' would leave the board\'s score range' }
+        return nil, refuse('BAD_USER_INPUT', 'the total ' .. fmt(u) .. ' would leave the board\'s score range')
       end
     end
-    plans[wi] = { st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, nx = nx, exp = exp }
+    local pl = { st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, nx = nx, ttl = ttl }
+    pl.changed = (not rec) or nx ~= ox
+    if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
+      return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
+    end
+    if rec then pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact) end
+    it.wins[wi] = pl
   end
 
-  local out
-  for wi, pl in ipairs(plans) do
+  it.metaOut = nil
+  if it.hasName or it.hasMeta then
+    local cur = redis.call('HGET', base .. 'm', player)
+    local obj = {}
+    if cur then
+      local ok, v = pcall(cjson.decode, cur)
+      if ok and type(v) == 'table' then obj = v end
+    end
+    if it.hasName then obj.n = it.name end
+    if it.hasMeta then obj.m = it.meta end
+    it.metaOut = cjson.encode(obj)
+    it.metaChanged = it.metaOut ~= cur
+  else
+    it.metaCur = meta_of(player)
+  end
+  return it, nil
+end
+
+-- apply writes a planned item and returns its reply. Nothing in it can fail.
+local function apply(it)
+  local player, out = it.player, nil
+  local wrote = it.metaChanged
+  for wi, pl in ipairs(it.wins) do
     local st = pl.st
     local z = zkey(st.w, st.p)
-    local prevRank, prevApprox
-    if pl.rec then prevRank, prevApprox = rank_of(st, player, pl.otok, pl.ox, pl.oexact) end
-    local changed = (not pl.rec) or pl.nx ~= pl.ox
     local tok, uts, exact = pl.otok, pl.ots, pl.oexact
-    if changed then
+    if pl.changed then
+      wrote = true
       st.seq = st.seq + 1
-      tok, uts = st.seq, ts
+      if st.seq >= LO then st.seq, st.sqh = 0, st.sqh + 1 end
+      tok, uts = token(st.sqh, st.seq), it.ts
       if pl.rec then
         if pl.oexact then
-          redis.call('ZREM', z, b62(pl.otok) .. player)
+          redis.call('ZREM', z, pl.otok .. player)
         else
           hist_add(st, pl.ox, -1)
         end
       else
         st.cnt = st.cnt + 1
       end
-      local rec = place(st, player, pl.nx, tok, ts, pl.exp)
-      exact = string.find(rec, ':', 11, true) == nil
-      local rk = record_key(st, h)
+      local rec = place(st, player, pl.nx, tok, it.ts)
+      exact = string.find(rec, ':', 1, true) == nil
+      local rk = record_key(st, it.h)
       redis.call('HSET', rk, player, rec)
-      touch(rk, pl.exp)
-      if not pl.rec then maybe_split(st, pl.exp) end
-      save_state(st, pl.exp)
+      touch(rk, pl.ttl)
+      if not pl.rec then maybe_split(st, pl.ttl) end
+      save_state(st, pl.ttl)
     end
     local rank, approx = rank_of(st, player, tok, pl.nx, exact)
-    if changed and (watching or rank <= liveTop or (prevRank and prevRank <= liveTop)) then
-      changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank }
+    local prevRank = pl.prevRank
+    local top = rank <= liveTop or (prevRank and prevRank <= liveTop)
+    if pl.changed then
+      if watching or top then
+        changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank }
+      elseif not pl.rec and redis_ms() - st.szp >= SIZE_EVERY then
+        -- A join below the live top changes only the size; announced at most every SIZE_EVERY ms per period
+        -- (receivers re-read once more a moment later for the joins in between).
+        changes[#changes + 1] = { st.w, st.p, player, 0, rank }
+        redis.call('HSET', skey(st.w, st.p), 'szp', redis_ms())
+      end
+    elseif it.metaChanged and (watching or top) then
+      changes[#changes + 1] = { st.w, st.p, player, rank, rank } -- same place, new name or metadata
     end
     if wi == 1 then
-      out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', changed and 1 or 0, st.cnt }
+      out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt }
       if pl.rec then out[8] = fmt(pl.ox) end
     end
   end
 
-  if hasName or hasMeta then
-    local mk = base .. 'm'
-    local cur = redis.call('HGET', mk, player)
-    local obj = {}
-    if cur then obj = cjson.decode(cur) end
-    if hasName then obj.n = name end
-    if hasMeta then obj.m = meta end
-    local enc = cjson.encode(obj)
-    redis.call('HSET', mk, player, enc)
-    out[6] = enc
+  if it.metaOut then
+    if it.metaChanged then redis.call('HSET', base .. 'm', player, it.metaOut) end
+    out[6] = it.metaOut
   else
-    out[6] = meta_of(player)
+    out[6] = it.metaCur
   end
+  if wrote then keep_names(it.namesTTL) end
 
-  if ekey then redis.call('SET', ekey, cjson.encode(out), 'EX', dedupeTTL) end
+  if it.ekey then redis.call('SET', it.ekey, cjson.encode({ f = it.fp, r = out }), 'EX', dedupeTTL) end
   return out
 end
 
 local replies = {}
 for i = 1, nitems do
-  replies[i] = submit_one(12 + (i - 1) * stride)
+  local it, reply = plan(FIRST + (i - 1) * stride)
+  if it then reply = apply(it) end
+  replies[i] = reply
 end
-
-if #changes > 0 and pubcmd ~= '' then
-  local ver = redis.call('HINCRBY', base .. 'c', 'ver', 1)
-  redis.call(pubcmd, channel, cjson.encode({ v = ver, c = changes }))
-end
+publish(pubcmd, channel, changes)
 return replies

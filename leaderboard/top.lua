@@ -1,7 +1,10 @@
 -- top returns ranks offset+1 .. offset+count of a window period from the exact ranking.
--- ARGV: window code, period, offset, count. Reply: {size, entry...} with entries as in common.lua's entry().
-local st = load_state(ARGV[1], ARGV[2])
-local offset, count = tonumber(ARGV[3]), tonumber(ARGV[4])
+-- ARGV: definition SHA-1, window code, period, offset, count. Reply: {size, entry...} with entries as in
+-- common.lua's entry().
+local bad = check_def(ARGV[1])
+if bad then return bad end
+local st = load_state(ARGV[2], ARGV[3])
+local offset, count = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = { st.cnt }
 if count <= 0 then return out end
 local rows = redis.call('ZRANGE', zkey(st.w, st.p), offset, offset + count - 1, 'WITHSCORES')

@@ -34,10 +34,10 @@ func FuzzSubmissionArgs(f *testing.F) {
 		if len(player) == 0 || len(player) > MaxIDBytes || !utf8.ValidString(player) || checkScore(score) != nil {
 			t.Fatalf("accepted player %q score %v", player, score)
 		}
-		if m := args[6].(string); len(m) > MaxMetadataBytes || !json.Valid([]byte(m)) {
+		if m := args[7].(string); len(m) > MaxMetadataBytes || !json.Valid([]byte(m)) {
 			t.Fatalf("accepted metadata %q", m)
 		}
-		if len(args) != 8+2*len(b.Windows) || period != AllPeriod {
+		if len(args) != 9+2*len(b.Windows) || period != AllPeriod {
 			t.Fatalf("args %v period %q", args, period)
 		}
 	})

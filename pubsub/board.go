@@ -2,13 +2,9 @@ package pubsub
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -35,7 +31,8 @@ type board struct {
 	views      map[viewKey]*view
 	watches    map[watchKey]*watch
 	closed     bool
-	lastVer    int64 // version of the last change event seen (or read with the lists); 0: none
+	epoch      string // epoch of lastVer
+	lastVer    int64  // version of the last change event seen (or read with the lists); 0: none
 	lastRead   time.Time
 	watchSetAt time.Time
 }
@@ -325,42 +322,34 @@ func (b *board) gc() bool {
 	return true
 }
 
-// change is one element of an event's "c" list.
+// change is one element of an event.
 type change struct {
 	view    viewKey
 	player  string
 	prev, n int64
 }
 
-var windowByCode = map[string]leaderboard.Window{"a": leaderboard.AllTime, "d": leaderboard.Daily,
-	"w": leaderboard.Weekly, "m": leaderboard.Monthly}
-
-// parse decodes the inbox's events; a version gap or an undecodable event means "re-read everything".
+// parse decodes the inbox's events. It reports all when something may have been missed: a version gap, a
+// counter that started again, an undecodable event. An event older than the last full read (published before
+// the version was read with the lists) is already in the lists and is skipped.
 func (b *board) parse(msgs []string) (changes []change, all bool) {
 	for _, m := range msgs {
-		var ev struct {
-			V int64               `json:"v"`
-			C [][]json.RawMessage `json:"c"`
-		}
-		if json.Unmarshal([]byte(m), &ev) != nil {
+		ev, err := leaderboard.DecodeEvent([]byte(m))
+		if err != nil {
 			all = true
 			continue
 		}
-		if ev.V != b.lastVer+1 {
-			all = true // a lost message, or Redis restarted and the counter began again
+		switch {
+		case ev.Epoch != b.epoch && (b.epoch != "" || b.lastVer != 0):
+			all = true // the counter started again (Redis lost it)
+		case ev.Version <= b.lastVer:
+			continue // already read
+		case ev.Version != b.lastVer+1:
+			all = true // a lost message
 		}
-		b.lastVer = ev.V
-		for _, c := range ev.C {
-			var code, period, player string
-			var prev, n float64
-			if len(c) < 5 || json.Unmarshal(c[0], &code) != nil || json.Unmarshal(c[1], &period) != nil ||
-				json.Unmarshal(c[2], &player) != nil || json.Unmarshal(c[3], &prev) != nil ||
-				json.Unmarshal(c[4], &n) != nil {
-				all = true
-				continue
-			}
-			changes = append(changes, change{viewKey{b.def.ID, windowByCode[code], period}, player, int64(prev),
-				int64(n)})
+		b.epoch, b.lastVer = ev.Epoch, ev.Version
+		for _, c := range ev.Changes {
+			changes = append(changes, change{viewKey{b.def.ID, c.Window, c.Period}, c.Player, c.Prev, c.Rank})
 		}
 	}
 	return changes, all
@@ -438,10 +427,10 @@ func (b *board) refresh() bool {
 	}
 	if all && !h.pollOnly {
 		// The version every later event must follow; read before the lists, so nothing falls in between.
-		ver, err := h.store.Redis().HGet(ctx, h.store.VersionKey(b.def.ID), "ver").Int64()
-		if err == nil || errors.Is(err, redis.Nil) {
+		epoch, ver, err := h.store.EventVersion(ctx, b.def.ID)
+		if err == nil {
 			b.mu.Lock()
-			b.lastVer = ver
+			b.epoch, b.lastVer = epoch, ver
 			b.mu.Unlock()
 		} else {
 			failed = true

@@ -101,12 +101,3 @@ func TestDiffRandom(t *testing.T) {
 		cur = next
 	}
 }
-
-func TestHashSlot(t *testing.T) {
-	// Known values from Redis's CLUSTER KEYSLOT.
-	for key, want := range map[string]int{"foo": 12182, "{user1000}.following": 3443, "bar": 5061, "": 0} {
-		if got := hashSlot(key); got != want {
-			t.Errorf("hashSlot(%q) = %d, want %d", key, got, want)
-		}
-	}
-}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,7 +25,7 @@ type listenConn struct {
 // connKey returns which connection listens to channel.
 func (h *Hub) connKey(channel string) int {
 	if h.cluster && h.store.PublishCommand() == leaderboard.PublishSharded {
-		return hashSlot(channel)
+		return leaderboard.HashSlot(channel)
 	}
 	return -1
 }
@@ -180,25 +179,4 @@ func (h *Hub) forBoardsOf(lc *listenConn, f func(*board)) {
 	for _, b := range bs {
 		f(b)
 	}
-}
-
-// hashSlot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, modulo 16384.
-func hashSlot(key string) int {
-	if s := strings.IndexByte(key, '{'); s >= 0 {
-		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
-			key = key[s+1 : s+1+e]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc % 16384)
 }

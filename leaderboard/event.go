@@ -1,0 +1,70 @@
+package leaderboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Event is a change event that the submit and remove scripts publish on a board's channel (Store.Channel).
+type Event struct {
+	// Epoch and Version number the board's events: Version counts up by one per event within an Epoch; a new
+	// Epoch means the counter started again (its key was lost), so nothing can be concluded from Version alone.
+	Epoch   string
+	Version int64
+	Changes []Change
+}
+
+// Change is one player's change in one window period.
+type Change struct {
+	Window Window
+	Period string
+	Player string
+	// Prev is the rank before (0: had no score), Rank the rank after (0: removed). A change below the store's
+	// LiveTop that only moves the size is published at most every half second per period (see submit.lua); a
+	// change of display name or metadata alone has Prev == Rank.
+	Prev, Rank int64
+}
+
+var windowByCode = map[string]Window{"a": AllTime, "d": Daily, "w": Weekly, "m": Monthly}
+
+// DecodeEvent reads an event payload.
+func DecodeEvent(payload []byte) (Event, error) {
+	var ev struct {
+		E string              `json:"e"`
+		V int64               `json:"v"`
+		C [][]json.RawMessage `json:"c"`
+	}
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return Event{}, fmt.Errorf("decode event: %w", err)
+	}
+	out := Event{Epoch: ev.E, Version: ev.V, Changes: make([]Change, 0, len(ev.C))}
+	for _, c := range ev.C {
+		var code, period, player string
+		var prev, n float64
+		if len(c) < 5 || json.Unmarshal(c[0], &code) != nil || json.Unmarshal(c[1], &period) != nil ||
+			json.Unmarshal(c[2], &player) != nil || json.Unmarshal(c[3], &prev) != nil ||
+			json.Unmarshal(c[4], &n) != nil || windowByCode[code] == "" {
+			return Event{}, fmt.Errorf("decode event: bad change %s", c)
+		}
+		out.Changes = append(out.Changes, Change{windowByCode[code], period, player, int64(prev), int64(n)})
+	}
+	return out, nil
+}
+
+// EventVersion returns the epoch and version of the last event published for a board ("", 0 when none was).
+// Events with this epoch and a version up to it are reflected in every read that starts after this call.
+func (s *Store) EventVersion(ctx context.Context, board string) (epoch string, version int64, err error) {
+	v, err := s.rdb.HMGet(ctx, s.keyBase(board)+"c", "ep", "ver").Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", 0, redisError(err)
+	}
+	if len(v) == 2 {
+		epoch, _ = v[0].(string)
+		version = toInt(v[1])
+	}
+	return epoch, version, nil
+}
