@@ -2,8 +2,8 @@ package leaderboard
 
 import (
 	"context"
-	_ "embed"
 	"crypto/sha1"
+	_ "embed"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
