@@ -1,0 +1,23 @@
+package leaderboard
+
+import (
+	"context"
+	"strconv"
+)
+
+// Hooks for the tests of package leaderboard_test.
+
+// SetArrivalCounter sets the arrival counter of a window period to n (the next change gets n+1).
+func SetArrivalCounter(ctx context.Context, s *Store, board string, w Window, period string, n uint64) error {
+	return s.rdb.HSet(ctx, s.keyBase(board)+"s:"+windowCodes[w]+":"+period, "seq", strconv.FormatUint(n&(1<<32-1), 10),
+		"sqh", strconv.FormatUint(n>>32, 10)).Err()
+}
+
+// NamesKey returns the key of a board's display names and metadata.
+func NamesKey(s *Store, board string) string { return s.keyBase(board) + "m" }
+
+// DefKey returns the key of a board's definition.
+func DefKey(s *Store, board string) string { return s.keyBase(board) + "def" }
+
+// RegistryKey returns the board list that holds board.
+func RegistryKey(s *Store, board string) string { return s.registryKey(board) }
