@@ -28,3 +28,6 @@ FUZZTIME ?= 30s
 fuzz:
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzParsePeriod -fuzztime $(FUZZTIME)
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzSubmissionArgs -fuzztime $(FUZZTIME)
+	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzPeriodKeys -fuzztime $(FUZZTIME)
+	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzCheckScoreText -fuzztime $(FUZZTIME)
+	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzRecordEncoding -fuzztime $(FUZZTIME)

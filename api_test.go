@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -478,4 +479,48 @@ func TestGeneratedAdminKey(t *testing.T) {
 	s.wantCode(t, "", "UNAUTHENTICATED", `mutation { createLeaderboard(input: {id: "g"}) { id } }`, nil)
 	s.must(t, key, `mutation { createLeaderboard(input: {id: "g"}) { id } }`, nil, nil)
 	s.must(t, "", `{ top(board: "g") { rank } }`, nil, nil) // reads stay public
+}
+
+// Scores are bounded by their exact decimal value, as the client wrote it: 9007199254740993 (which a float64
+// rounds to 2^53) is refused in variables and in literals, 2^53 itself is accepted, and a refusal writes nothing.
+func TestScoreDecimals(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "dec", "mode": "LATEST"})
+	viaVariables := func(score string) gqlResponse {
+		body := `{"query":"mutation($in: ScoreInput!) { submitScore(input: $in) { updated entry { score } } }",` +
+			`"variables":{"in":{"board":"dec","playerId":"v","score":` + score + `}}}`
+		return s.post(t, testSubmitKey, []byte(body))
+	}
+	viaLiteral := func(score string) gqlResponse {
+		return s.do(t, testSubmitKey, `mutation { submitScore(input: {board: "dec", playerId: "l", score: `+score+`}) {
+			updated entry { score } } }`, nil)
+	}
+	for _, score := range []string{"9007199254740993", "-9007199254740993", "9007199254740993.0", "9.007199254740993e15",
+		"9007199254740992.000001", "90071992547409921e-1", "1e400", "-1e17"} {
+		for name, send := range map[string]func(string) gqlResponse{"variables": viaVariables, "literal": viaLiteral} {
+			r := send(score)
+			if len(r.Errors) == 0 || slices.ContainsFunc(r.Codes(), func(c string) bool { return c != "BAD_USER_INPUT" }) {
+				t.Fatalf("%s score %s: status %d errors %+v data %s", name, score, r.Status, r.Errors, r.Data)
+			}
+		}
+	}
+	if r := s.do(t, testAdminKey, `mutation { createLeaderboard(input: {id: "dec2", maxScore: 9007199254740993.0}) { id } }`,
+		nil); len(r.Errors) != 1 || r.Errors[0].Code() != "BAD_USER_INPUT" {
+		t.Fatalf("maxScore literal above 2^53: %+v", r.Errors)
+	}
+	if got := s.top(t, "dec", 10); len(got) != 0 {
+		t.Fatalf("refused scores were written: %+v", got)
+	}
+	for name, send := range map[string]func(string) gqlResponse{"variables": viaVariables, "literal": viaLiteral} {
+		for _, score := range []string{"9007199254740992", "-9.007199254740992e15", "9007199254740991.9999"} {
+			if r := send(score); len(r.Errors) != 0 {
+				t.Fatalf("%s score %s: %+v", name, score, r.Errors)
+			}
+		}
+	}
+	got := s.top(t, "dec", 10)
+	if len(got) != 2 || got[0].Score != 1<<53 || got[1].Score != 1<<53 {
+		t.Fatalf("top after the accepted scores: %+v", got)
+	}
 }

@@ -196,6 +196,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 		srv.Use(extension.FixedComplexityLimit(a.cfg.MaxQueryComplexity))
 	}
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
+	srv.Use(graph.FloatLiterals{})
 	srv.Use(graphQLExtension{a.Metrics})
 	srv.AroundRootFields(graph.ReadGuard(a.Keys.ReadKeyRequired))
 	srv.SetErrorPresenter(graph.ErrorPresenter(a.log))

@@ -6,9 +6,12 @@ package leaderboard
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // periods start at local midnight of IANA zones even on hosts without a zoneinfo database
@@ -233,6 +236,40 @@ func checkScore(s float64) error {
 		return errorf(Invalid, "score must be a finite number")
 	}
 	if math.Abs(s) > MaxScore {
+		return errorf(Invalid, "score magnitude must be at most 2^53")
+	}
+	return nil
+}
+
+// maxScoreText bounds the length of a decimal score (no real score needs more; the exact check below stays cheap).
+const maxScoreText = 512
+
+// CheckScoreText checks a score as a client wrote it in decimal (JSON or a GraphQL literal) against the bound on
+// its exact value: a number with magnitude at most MaxScore (2^53). 9007199254740993 is refused although it
+// rounds to the float64 2^53; within the bound a value is then rounded to the nearest float64.
+func CheckScoreText(s string) error {
+	if len(s) > maxScoreText {
+		return errorf(Invalid, "a score must be a number of at most %d characters", maxScoreText)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return errorf(Invalid, "%q is not a number", s)
+	}
+	if math.IsInf(f, 0) && err != nil {
+		return errorf(Invalid, "score magnitude must be at most 2^53")
+	}
+	if err := checkScore(f); err != nil {
+		return err
+	}
+	if math.Abs(f) < MaxScore {
+		return nil // the exact value rounds below 2^53, so it is below 2^53
+	}
+	// It rounds to exactly 2^53: only the exact value tells whether it is above.
+	x, _, err := big.ParseFloat(s, 10, 1024, big.ToNearestEven)
+	if err != nil {
+		return errorf(Invalid, "%q is not a number", s)
+	}
+	if x.Abs(x).Cmp(big.NewFloat(MaxScore)) > 0 {
 		return errorf(Invalid, "score magnitude must be at most 2^53")
 	}
 	return nil

@@ -4,15 +4,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // MarshalFloat writes a Float (gqlgen's own marshaler).
 func MarshalFloat(f float64) graphql.Marshaler { return graphql.MarshalFloat(f) }
 
 // UnmarshalFloat accepts numbers only: unlike gqlgen's default it rejects strings such as "12", so a client that
-// sends a score as text learns it instead of having it silently converted.
+// sends a score as text learns it instead of having it silently converted. Every Float input of the schema is a
+// score or a score bound, so the score rule applies to the exact value the client wrote: JSON numbers arrive as
+// their text (json.Number) and are checked with leaderboard.CheckScoreText; literals in the document are checked
+// the same way by graph.FloatLiterals before they are parsed to float64.
 func UnmarshalFloat(v any) (float64, error) {
 	var f float64
 	switch x := v.(type) {
@@ -25,12 +31,16 @@ func UnmarshalFloat(v any) (float64, error) {
 	case int32:
 		f = float64(x)
 	case int64:
+		if x > leaderboard.MaxScore || x < -leaderboard.MaxScore {
+			return 0, fmt.Errorf("a Float must be at most 2^53 in magnitude")
+		}
 		f = float64(x)
 	case json.Number:
-		var err error
-		if f, err = x.Float64(); err != nil {
-			return 0, fmt.Errorf("%q is not a number", x.String())
+		if err := leaderboard.CheckScoreText(x.String()); err != nil {
+			return 0, fmt.Errorf("%s", leaderboard.ErrorMessage(err))
 		}
+		f, _ = strconv.ParseFloat(x.String(), 64) // checked above; an underflow rounds to 0
+
 	default:
 		return 0, fmt.Errorf("a Float must be a number, got %T", v)
 	}
