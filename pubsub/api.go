@@ -40,8 +40,12 @@ type Config struct {
 	// CacheSize is how many board views (board, window, period) Top keeps cached and fresh without any
 	// subscription; the least recently used one is dropped beyond it. Default 1000.
 	CacheSize int
-	// PeriodCheck is how often subscriptions that follow the current period look for a rollover, and how often
-	// the watch key is checked. Default 1 second.
+	// ViewIdle is how long a view that Top cached stays cached (and re-read on changes) after its last use; then
+	// it is dropped, with its board's goroutine and Redis subscription when nothing else uses them. Checked
+	// every PeriodCheck. Default 60 seconds.
+	ViewIdle time.Duration
+	// PeriodCheck is how often subscriptions that follow the current period look for a rollover (by the store's
+	// clock, Store.Now, which tests inject), and how often the watch key is checked. Default 1 second.
 	PeriodCheck time.Duration
 	// Logger receives warnings (lost connections, failed reads, dropped subscribers). Default slog.Default().
 	Logger *slog.Logger
@@ -65,6 +69,9 @@ func (c *Config) normalize() {
 	}
 	if c.CacheSize <= 0 {
 		c.CacheSize = 1000
+	}
+	if c.ViewIdle <= 0 {
+		c.ViewIdle = time.Minute
 	}
 	if c.PeriodCheck <= 0 {
 		c.PeriodCheck = time.Second

@@ -49,8 +49,8 @@ func (b *board) signal() {
 
 // push queues a change event (called by the reader).
 func (b *board) push(payload string) {
-	b.dirty.Store(true)
 	b.inMu.Lock()
+	b.dirty.Store(true) // under inMu, so refresh cannot clear it between this and the queued message
 	if len(b.msgs) < maxInbox {
 		b.msgs = append(b.msgs, payload)
 	} else {
@@ -73,16 +73,16 @@ func (b *board) confirm() {
 // connLost: events may be missing from now on, so whatever is read next goes out as a snapshot.
 func (b *board) connLost() {
 	b.confirmed.Store(false)
-	b.dirty.Store(true)
 	b.inMu.Lock()
+	b.dirty.Store(true)
 	b.snapshot = true
 	b.inMu.Unlock()
 }
 
 func (b *board) connBack() {
 	b.confirmed.Store(true)
-	b.dirty.Store(true)
 	b.inMu.Lock()
+	b.dirty.Store(true)
 	b.all, b.snapshot = true, true
 	b.inMu.Unlock()
 	b.signal()
@@ -96,24 +96,26 @@ type view struct {
 	used    atomic.Int64               // unix ns of the last Top call
 	cached  bool                       // kept for Top (guarded by Hub.mu)
 
-	loaded bool
-	list   []leaderboard.Entry
-	size   int64
-	feeds  map[int]*feed // by first
+	loaded  bool
+	list    []leaderboard.Entry
+	size    int64
+	feeds   map[int]*feed // by first
+	recheck time.Time     // when to read once more after a size change below the list (zero: no need)
 }
 
 // feed is the subscribers of one view with the same `first`: one version history and one diff per version,
 // shared by all of them.
 type feed struct {
-	first  int
-	ver    int64
-	list   []leaderboard.Entry // the view's list cut to first
-	size   int64
-	diff   *payload                      // from ver-1 to ver
-	hist   map[int64][]leaderboard.Entry // recent versions' lists, for merged diffs
-	merged map[int64]*payload            // diffs from older versions to ver, computed on demand, once
-	snap   *payload                      // snapshot of ver, built on demand, once
-	subs   map[*topSub]struct{}
+	first    int
+	ver      int64
+	list     []leaderboard.Entry // the view's list cut to first
+	size     int64
+	diffSize int64                         // the size sent with version ver (a new size alone makes a new version)
+	diff     *payload                      // from ver-1 to ver
+	hist     map[int64][]leaderboard.Entry // recent versions' lists, for merged diffs
+	merged   map[int64]*payload            // diffs from older versions to ver, computed on demand, once
+	snap     *payload                      // snapshot of ver, built on demand, once
+	subs     map[*topSub]struct{}
 }
 
 type topSub struct {
@@ -307,7 +309,12 @@ func (b *board) gc() bool {
 	defer h.mu.Unlock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	idle := time.Now().Add(-h.cfg.ViewIdle).UnixNano()
 	for k, vw := range b.views {
+		if vw.cached && len(vw.feeds) == 0 && vw.used.Load() < idle {
+			vw.cached = false // nobody asked Top for it for ViewIdle
+			h.cachedN--
+		}
 		if len(vw.feeds) == 0 && !vw.cached {
 			delete(b.views, k)
 			delete(h.views, k)
@@ -385,8 +392,20 @@ func (b *board) refresh() bool {
 	changes, gap := b.parse(msgs)
 	all = all || gap
 	var reads []viewKey
+	now := time.Now()
 	for k, vw := range b.views {
-		if all || !vw.loaded || touches(changes, k) {
+		top, size := touches(changes, k)
+		due := !vw.recheck.IsZero() && !now.Before(vw.recheck)
+		if due {
+			vw.recheck = time.Time{}
+		}
+		if size && !top && vw.recheck.IsZero() {
+			// Joins below the list are announced at most every half second (see submit.lua): read once more
+			// after the joins in between have surely happened.
+			vw.recheck = now.Add(sizeSettle)
+			time.AfterFunc(sizeSettle, b.signal)
+		}
+		if all || !vw.loaded || top || size || due {
 			reads = append(reads, k)
 		}
 	}
@@ -400,7 +419,7 @@ func (b *board) refresh() bool {
 	}
 	setWatch := len(b.watches) > 0 && time.Since(b.watchSetAt) > h.cfg.RankWatchTTL/3
 	if len(reads) > 0 || len(ranks) > 0 {
-		b.lastRead = time.Now()
+		b.lastRead = now
 	}
 	if snapshot {
 		for _, vw := range b.views {
@@ -467,7 +486,7 @@ func (b *board) refresh() bool {
 		readRanks[vk] = ok
 	}
 
-	now := time.Now()
+	now = time.Now()
 	b.mu.Lock()
 	for k, p := range pages {
 		if vw := b.views[k]; vw != nil {
@@ -504,14 +523,24 @@ func (b *board) refresh() bool {
 	return true
 }
 
-// touches reports whether a change may have altered the top MaxFirst of view k.
-func touches(changes []change, k viewKey) bool {
+// sizeSettle is how long after a published size change a view is read once more: longer than the scripts' pace
+// for size changes below the live top (500 ms), so the last join of a burst is counted.
+const sizeSettle = 700 * time.Millisecond
+
+// touches reports whether a change may have altered the top MaxFirst of view k, and whether one changed only
+// its size (a join or a removal below the list).
+func touches(changes []change, k viewKey) (top, size bool) {
 	for _, c := range changes {
-		if c.view == k && (c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst) {
-			return true
+		if c.view != k {
+			continue
+		}
+		if c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst {
+			top = true
+		} else if c.prev == 0 || c.n == 0 {
+			size = true
 		}
 	}
-	return false
+	return top, size
 }
 
 // moved reports whether a change may have moved a watched player: their own change, or one whose rank range
@@ -559,11 +588,12 @@ func (h *Hub) updateFeed(f *feed, list []leaderboard.Entry, size int64) {
 	f.size = size
 	if f.ver > 0 {
 		changed, removed := Diff(f.list, list)
-		if len(changed) == 0 && len(removed) == 0 {
+		if len(changed) == 0 && len(removed) == 0 && size == f.diffSize {
 			return
 		}
-		f.diff = &payload{entries: changed, removed: orEmpty(removed), size: size}
+		f.diff = &payload{entries: orEmptyEntries(changed), removed: orEmpty(removed), size: size}
 	}
+	f.diffSize = size
 	f.ver++
 	f.list = list
 	f.hist[f.ver] = list
@@ -589,7 +619,7 @@ func (h *Hub) payloadFrom(f *feed, at int64) *payload {
 			return p
 		}
 		changed, removed := Diff(f.hist[at], f.list)
-		p := &payload{entries: changed, removed: orEmpty(removed), size: f.size}
+		p := &payload{entries: orEmptyEntries(changed), removed: orEmpty(removed), size: f.size}
 		if f.merged == nil {
 			f.merged = map[int64]*payload{}
 		}
@@ -688,8 +718,7 @@ func (b *board) applyRank(w *watch, e *leaderboard.Entry, now time.Time) {
 	w.last = e
 	var send *leaderboard.Entry
 	switch {
-	case e != nil && (first || prev == nil || prev.Rank != e.Rank || prev.Score != e.Score ||
-		prev.Approximate != e.Approximate):
+	case e != nil && (first || prev == nil || !sameRow(prev, e)):
 		send = e
 	case e == nil && (first || prev != nil):
 		send = &leaderboard.Entry{PlayerID: w.key.player, Rank: 0}

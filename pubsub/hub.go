@@ -219,8 +219,8 @@ func (h *Hub) Changed(board string) {
 	b := h.boards[board]
 	h.mu.RUnlock()
 	if b != nil {
-		b.dirty.Store(true)
 		b.inMu.Lock()
+		b.dirty.Store(true) // under inMu: a refresh that ends now either sees all or leaves dirty set
 		b.all = true
 		b.inMu.Unlock()
 		b.signal()

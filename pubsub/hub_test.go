@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ type topClient struct {
 	first int
 	mu    sync.Mutex
 	list  []leaderboard.Entry
+	size  int64
 	ver   int64
 	snaps int
 	err   error
@@ -68,6 +70,7 @@ func follow(ch <-chan *TopUpdate, first int) *topClient {
 				c.err = fmt.Errorf("first update is not a snapshot")
 			}
 			c.ver = u.Version
+			c.size = u.Size
 			if u.Snapshot {
 				c.snaps++
 			}
@@ -84,7 +87,27 @@ func (c *topClient) state() ([]row, int64, int, error) {
 	return toRows(c.list), c.ver, c.snaps, c.err
 }
 
-// waitTop waits until the client's list equals the store's top list.
+// fullRows renders every field a subscriber sees of each row; topPercent is what a client derives from the rank
+// and the update's size (it is not resent for rows that did not move when only the size changed).
+func fullRows(es []leaderboard.Entry, size int64) []string {
+	out := []string{}
+	for _, e := range es {
+		name := "<none>"
+		if e.DisplayName != nil {
+			name = *e.DisplayName
+		}
+		pct := 0.0
+		if size > 0 {
+			pct = 100 * float64(e.Rank) / float64(size)
+		}
+		out = append(out, fmt.Sprintf("%s rank=%d score=%v approx=%v name=%q meta=%s at=%d pct=%.6f", e.PlayerID, e.Rank,
+			e.Score, e.Approximate, name, e.Metadata, e.UpdatedAt.Unix(), pct))
+	}
+	return out
+}
+
+// waitTop waits until the client's list equals the store's top list (read independently with Store.Top), every
+// field and the size included.
 func waitTop(t testing.TB, c *topClient, st *leaderboard.Store, v leaderboard.View, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -93,16 +116,24 @@ func waitTop(t testing.TB, c *topClient, st *leaderboard.Store, v leaderboard.Vi
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ver, _, cerr := c.state()
+		c.mu.Lock()
+		got, size, ver, cerr := fullRows(c.list, c.size), c.size, c.ver, c.err
+		c.mu.Unlock()
 		if cerr != nil {
 			t.Fatal(cerr)
 		}
-		want := toRows(p.Entries)
-		if slices.Equal(got, want) && ver > 0 {
+		want := fullRows(p.Entries, p.Size)
+		for i, e := range p.Entries { // the store's own topPercent is the one clients must arrive at
+			if w := fmt.Sprintf("pct=%.6f", e.TopPercent); !strings.HasSuffix(want[i], w) {
+				t.Fatalf("store entry %s: topPercent %v is not 100 * rank / size", e.PlayerID, e.TopPercent)
+			}
+		}
+		if slices.Equal(got, want) && size == p.Size && ver > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("client list (version %d) did not converge:\n got  %v\n want %v", ver, got, want)
+			t.Fatalf("client list (version %d, size %d) did not converge to size %d:\n got  %v\n want %v", ver, size,
+				p.Size, got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

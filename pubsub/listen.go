@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,11 +17,37 @@ import (
 // plain PUBLISH) there is one for the whole process. On Redis Cluster with sharded pub/sub there is one per hash
 // slot in use, because SSUBSCRIBE (and go-redis's resubscription after a reconnect) takes channels of one slot.
 type listenConn struct {
-	key      int // hash slot, or -1 for the process-wide connection
-	ps       *redis.PubSub
-	channels int
-	reading  bool
-	done     chan struct{} // closed when the connection is closed on purpose
+	key       int // hash slot, or -1 for the process-wide connection
+	ps        *redis.PubSub
+	channels  int
+	reading   bool
+	reopening bool          // a replacement is being opened (the slot moved); guarded by Hub.listenMu
+	done      chan struct{} // closed when the connection is closed on purpose
+
+	// leaving counts our own unsubscribes per channel whose confirmation has not been read yet, so the reader
+	// tells them from Redis ending a subscription because the slot moved.
+	leavingMu sync.Mutex
+	leaving   map[string]int
+}
+
+// left records an unsubscribe of ours (d = 1) or consumes the confirmation of one (d = -1, reporting whether
+// there was one).
+func (lc *listenConn) left(channel string, d int) bool {
+	lc.leavingMu.Lock()
+	defer lc.leavingMu.Unlock()
+	n := lc.leaving[channel]
+	if d < 0 && n == 0 {
+		return false
+	}
+	if lc.leaving == nil {
+		lc.leaving = map[string]int{}
+	}
+	if n+d == 0 {
+		delete(lc.leaving, channel)
+	} else {
+		lc.leaving[channel] = n + d
+	}
+	return true
 }
 
 // connKey returns which connection listens to channel.
@@ -94,7 +122,10 @@ func (h *Hub) unlisten(channel string) {
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
 	if h.store.PublishCommand() == leaderboard.PublishSharded {
-		_ = lc.ps.SUnsubscribe(ctx, channel)
+		lc.left(channel, 1)
+		if err := lc.ps.SUnsubscribe(ctx, channel); err != nil {
+			lc.left(channel, -1) // no confirmation will come
+		}
 	} else {
 		_ = lc.ps.Unsubscribe(ctx, channel)
 	}
@@ -124,6 +155,12 @@ func (h *Hub) read(lc *listenConn) {
 				_ = lc.ps.Ping(h.ctx)
 				continue
 			}
+			if movedError(err) {
+				// The slot is served elsewhere now (a reshard); go-redis would stay on this node.
+				h.forBoardsOf(lc, (*board).connLost)
+				h.reopen(lc)
+				return
+			}
 			if !lost {
 				lost = true
 				h.cfg.Logger.Warn("pubsub: Redis subscription connection lost; reconnecting", "err", err)
@@ -152,9 +189,19 @@ func (h *Hub) read(lc *listenConn) {
 				b.push(m.Payload)
 			}
 		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				if b := h.boardByChannel(m.Channel); b != nil {
 					b.confirm()
+				}
+			case "sunsubscribe":
+				// Redis ends a shard channel's subscription when its slot moves to another node (resharding).
+				// Our own unsubscribes come for channels that no board listens to any more.
+				if !lc.left(m.Channel, -1) && h.boardByChannel(m.Channel) != nil {
+					h.cfg.Logger.Info("pubsub: a board's slot moved; subscribing on its new node", "channel", m.Channel)
+					h.forBoardsOf(lc, (*board).connLost)
+					h.reopen(lc)
+					return
 				}
 			}
 		}
@@ -179,4 +226,57 @@ func (h *Hub) forBoardsOf(lc *listenConn, f func(*board)) {
 	for _, b := range bs {
 		f(b)
 	}
+}
+
+// movedError reports a redirection: the node no longer serves the slot of a channel.
+func movedError(err error) bool {
+	msg := err.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ")
+}
+
+// reopen replaces a connection whose slot moved: it closes it and subscribes its boards' channels on a new
+// connection, which go-redis opens to the slot's owner once it has reloaded the cluster's slot map. Until the
+// new subscription is confirmed the boards serve nothing from memory (connLost); the confirmation re-reads every
+// list and sends every subscriber a snapshot. Called by the connection's reader, which returns right after.
+func (h *Hub) reopen(lc *listenConn) {
+	h.listenMu.Lock()
+	defer h.listenMu.Unlock()
+	if lc.reopening || h.isClosed() || h.conns[lc.key] != lc {
+		return
+	}
+	lc.reopening = true
+	if cc, ok := h.store.Redis().(*redis.ClusterClient); ok {
+		cc.ReloadState(h.ctx)
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		// Give go-redis a moment to reload the slot map; a subscription that still lands on the old node gets a
+		// MOVED reply and comes back here.
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-h.done:
+			return
+		}
+		h.listenMu.Lock()
+		if h.isClosed() || h.conns[lc.key] != lc {
+			h.listenMu.Unlock()
+			return
+		}
+		delete(h.conns, lc.key)
+		close(lc.done)
+		_ = lc.ps.Close()
+		h.mu.RLock()
+		var channels []string
+		for ch := range h.byChannel {
+			if h.connKey(ch) == lc.key {
+				channels = append(channels, ch)
+			}
+		}
+		h.mu.RUnlock()
+		h.listenMu.Unlock()
+		for _, ch := range channels {
+			h.listen(ch)
+		}
+	}()
 }
