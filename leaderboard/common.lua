@@ -13,7 +13,10 @@
 --                        "<token><updatedAt>:<internal score>" (see make_rec()).
 --   s:<w>:<period>       state: seq/sqh (arrival counter, low and high part), cnt (players), lvl/sp (record
 --                        hashing), tn/tb (tail count and bound), szp (ms of the last published size change).
---   h:<w>:<period>       histogram of tail scores (exactTop boards), a Fenwick tree over score buckets.
+--   h:<w>:<period>       histogram of tail scores (exactTop boards), a Fenwick tree over score buckets (fields
+--                        1..FN), and "w<bucket>" flags for buckets with too many distinct scores to count each.
+--   v:<w>:<period>:<k>   the tail players of histogram bucket k counted per distinct internal score, while the
+--                        bucket holds at most VMAX distinct scores (see tail_before).
 --   m                    playerId -> {"n": displayName, "m": metadata}; on boards without ALL_TIME it expires with
 --                        the last period written.
 --   c                    board counters: ver (version of published changes), ep (epoch of ver: set when ver
@@ -35,6 +38,8 @@ local LO = 4294967296 -- 2^32: the arrival counter is sqh * 2^32 + seq, both par
 local function zkey(w, p) return base .. 'z:' .. w .. ':' .. p end
 local function skey(w, p) return base .. 's:' .. w .. ':' .. p end
 local function hkey(w, p) return base .. 'h:' .. w .. ':' .. p end
+local function vkey(w, p, k) return base .. 'v:' .. w .. ':' .. p .. ':' .. k end
+local VMAX = 128 -- distinct scores counted one by one per histogram bucket (a hash of this size stays a listpack)
 local function rkey(w, p, n) return base .. 'r:' .. w .. ':' .. p .. ':' .. n end
 
 -- check_def returns an error reply when the board is gone or its definition is not the one the caller holds
@@ -230,12 +235,49 @@ local function hist_first(st)
   return pos - KMAX
 end
 
--- tail_before estimates how many tail players rank before internal score x: all of the better buckets, and a
--- linear share of its own bucket.
+-- vals_count adds d tail players with internal score x to the exact counts of bucket k; a bucket that would hold
+-- more than VMAX distinct scores is flagged and counts only in the histogram from then on. ttl: as for touch.
+local function vals_count(st, k, x, d, ttl)
+  local hk = hkey(st.w, st.p)
+  if redis.call('HEXISTS', hk, 'w' .. k) == 1 then return end
+  local vk = vkey(st.w, st.p, k)
+  local f = fmt(x)
+  local n = redis.call('HINCRBY', vk, f, d)
+  if n <= 0 then
+    redis.call('HDEL', vk, f)
+  elseif n == d and redis.call('HLEN', vk) > VMAX then
+    redis.call('DEL', vk)
+    redis.call('HSET', hk, 'w' .. k, 1)
+  elseif ttl and ttl > 0 then
+    redis.call('EXPIRE', vk, ttl)
+  end
+end
+
+-- tail_add adds (d = 1) or removes (d = -1) a tail player with internal score x: histogram and exact counts.
+local function tail_add(st, x, d, ttl)
+  local k = hidx(x)
+  hist_count(st, k, d)
+  vals_count(st, k, x, d, ttl)
+end
+
+-- tail_before counts the tail players who rank before internal score x: those of the better buckets (exact, from
+-- the histogram), and those of its own bucket with a better score: exact while the bucket's scores are counted
+-- one by one (at most VMAX distinct ones), else a linear share of the bucket. Exact counts make a tail rank the
+-- first rank of the player's tie group; a share is off by less than the bucket's population.
 local function tail_before(st, x)
   if st.tn <= 0 then return 0 end
   local k = hidx(x)
   local before, own = hist_before(st, k)
+  if own <= 0 then return before end
+  if redis.call('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
+    local vals = redis.call('HGETALL', vkey(st.w, st.p, k))
+    if #vals > 0 then
+      for i = 1, #vals, 2 do
+        if tonumber(vals[i]) < x then before = before + tonumber(vals[i + 1]) end
+      end
+      return before
+    end
+  end
   local lo, hi = hbounds(k)
   local f = (x - lo) / (hi - lo)
   if f < 0 then f = 0 elseif f > 1 then f = 1 end

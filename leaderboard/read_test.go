@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	lb "github.com/leaderboard/leaderboard/leaderboard"
@@ -85,11 +86,16 @@ func TestReads(t *testing.T) {
 			string(e.Metadata) != `{"car":"red","laps":[1,2]}` {
 			t.Fatalf("rank with metadata: %+v %v (metadata %s)", e, err, e.Metadata)
 		}
-		// Scores keep full float64 precision through Redis and back.
-		for _, sc := range []float64{0.1, 1e-7, 123456789.123456789, 1 << 53, -(1 << 53), 5e-324 * 1e300} {
-			r := mustSubmit(t, s, lb.Submission{Board: "reads", Player: "precise", Score: sc})
-			if r.Entry.Score != sc && r.Updated {
-				t.Fatalf("score %v came back as %v", sc, r.Entry.Score)
+		// Scores keep full float64 precision through Redis and back: in the submit's reply and in a later read.
+		for i, sc := range []float64{0.1, 1e-7, 123456789.123456789, 1 << 53, -(1 << 53), 5e-324 * 1e300,
+			-0.30000000000000004, 1<<53 - 1} {
+			p := fmt.Sprint("precise", i)
+			r := mustSubmit(t, s, lb.Submission{Board: "reads", Player: p, Score: sc})
+			if !r.Updated || r.Entry.Score != sc {
+				t.Fatalf("score %v came back as %v (updated %v)", sc, r.Entry.Score, r.Updated)
+			}
+			if e, err := s.Rank(ctx, v, p); err != nil || e.Score != sc {
+				t.Fatalf("score %v read back as %+v %v", sc, e, err)
 			}
 		}
 	})
@@ -174,4 +180,45 @@ func btoi(b bool) int64 {
 		return 1
 	}
 	return 0
+}
+
+// RemovePlayer reaches every period the grace window can still feed, beyond the retained ones: with a 72-hour
+// grace on a daily board that keeps one closed period, late scores land up to four days back.
+func TestRemovePlayerReachesGracePeriods(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		clock := &testClock{t: time.Date(2034, 7, 20, 18, 0, 0, 0, time.UTC)}
+		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		b := mustBoard(t, s, lb.Board{ID: "grace", Windows: []lb.Window{lb.Daily, lb.Weekly}, Retention: 1, Grace: 72 * time.Hour})
+		var periods []string
+		for d := 0; d <= 3; d++ {
+			r := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p", Score: float64(d), AchievedAt: clock.Now().AddDate(0, 0, -d)})
+			periods = append(periods, r.Period)
+			mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "q", Score: 1, AchievedAt: clock.Now().AddDate(0, 0, -d)})
+		}
+		if ok, err := s.RemovePlayer(ctx, b.ID, "p"); !ok || err != nil {
+			t.Fatalf("remove: %v %v", ok, err)
+		}
+		for _, w := range b.Windows {
+			for _, p := range periods {
+				if w == lb.Weekly {
+					p = b.Period(lb.Weekly, mustParse(t, p))
+				}
+				v := lb.View{Board: b.ID, Window: w, Period: p}
+				if got := topIDs(t, s, v, 10); !slices.Equal(got, []string{"q"}) {
+					t.Fatalf("%s %s after removing p: %v", w, p, got)
+				}
+			}
+		}
+	})
+}
+
+func mustParse(t *testing.T, day string) time.Time {
+	t.Helper()
+	d, err := time.Parse("2006-01-02", day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Add(12 * time.Hour)
 }

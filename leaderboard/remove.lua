@@ -21,7 +21,7 @@ for _, f in ipairs(found) do
   if f.exact then
     redis.call('ZREM', zkey(st.w, st.p), f.tok .. player)
   else
-    hist_count(st, hidx(f.x), -1)
+    tail_add(st, f.x, -1, nil)
     if st.tn <= 0 then
       redis.call('HDEL', skey(st.w, st.p), 'tn', 'tb')
     else

@@ -44,8 +44,8 @@ end
 
 -- hist_add adds (d = 1) or removes (d = -1) a tail player with internal score x and keeps the tail bound tb, a
 -- lower bound of every tail score: exact players must rank before it.
-local function hist_add(st, x, d)
-  hist_count(st, hidx(x), d)
+local function hist_add(st, x, d, ttl)
+  tail_add(st, x, d, ttl)
   if st.tn <= 0 then
     st.tn, st.tb = 0, nil
   elseif d > 0 then
@@ -91,7 +91,7 @@ end
 
 -- place puts a player with internal score x and token tok into the exact ranking or the tail and returns the
 -- record to store.
-local function place(st, player, x, tok, ts)
+local function place(st, player, x, tok, ts, ttl)
   local z = zkey(st.w, st.p)
   if exactTop == 0 then
     redis.call('ZADD', z, fmt(x), tok .. player)
@@ -112,14 +112,14 @@ local function place(st, player, x, tok, ts)
       local wk = record_key(st, phash(wp))
       local wts = parse_rec(redis.call('HGET', wk, wp)) or 0
       redis.call('HSET', wk, wp, make_rec(wts, string.sub(worst[1], 1, token_len(worst[1]) or 0), wx))
-      hist_add(st, wx, 1)
+      hist_add(st, wx, 1, ttl)
     end
   end
   if exact then
     redis.call('ZADD', z, fmt(x), tok .. player)
     return make_rec(ts, tok, nil)
   end
-  hist_add(st, x, 1)
+  hist_add(st, x, 1, ttl)
   return make_rec(ts, tok, x)
 end
 
@@ -256,12 +256,12 @@ local function apply(it)
         if pl.oexact then
           redis.call('ZREM', z, pl.otok .. player)
         else
-          hist_add(st, pl.ox, -1)
+          hist_add(st, pl.ox, -1, pl.ttl)
         end
       else
         st.cnt = st.cnt + 1
       end
-      local rec = place(st, player, pl.nx, tok, it.ts)
+      local rec = place(st, player, pl.nx, tok, it.ts, pl.ttl)
       exact = string.find(rec, ':', 1, true) == nil
       local rk = record_key(st, it.h)
       redis.call('HSET', rk, player, rec)
