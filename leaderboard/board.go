@@ -64,9 +64,13 @@ const (
 	DefaultRetention = 3               // closed periods of each window kept readable
 )
 
-// MinAchievedAt is the earliest achievedAt a submission may carry (BAD_USER_INPUT before it). The latest is the
-// store's clock plus Config.ClockSkew.
-var MinAchievedAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+// MinAchievedAt and MaxAchievedAt bound when a score may have been achieved (BAD_USER_INPUT outside; the records
+// keep updatedAt in ten decimal digits). Besides, achievedAt may lie at most Config.ClockSkew after the store's
+// clock.
+var (
+	MinAchievedAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	MaxAchievedAt = time.Unix(9_999_999_999, 0).UTC() // 2286-11-20T17:46:39Z
+)
 
 // Board is the definition of a leaderboard. It never changes after creation.
 type Board struct {

@@ -9,8 +9,8 @@
 --                        ascending order serves both; member: arrival token .. playerId, so equal scores rank by
 --                        first arrival (see token()).
 --   r:<w>:<period>:<n>   player records, linear-hashed into small hashes (kept in Redis's compact listpack
---                        encoding): playerId -> "<token><updatedAt in base 62>" or, for players beyond exactTop,
---                        "<token><updatedAt>:<internal score>" (see make_rec()).
+--                        encoding): playerId -> "<updatedAt, 10 digits><arrival number>" or, for players beyond
+--                        exactTop, "<updatedAt><arrival number>:<internal score>" (see make_rec()).
 --   s:<w>:<period>       state: seq/sqh (arrival counter, low and high part), cnt (players), lvl/sp (record
 --                        hashing), tn/tb (tail count and bound), szp (ms of the last published size change).
 --   h:<w>:<period>       histogram of tail scores (exactTop boards), a Fenwick tree over score buckets (fields
@@ -56,28 +56,6 @@ local function fmt(x)
   local s = string.format('%.15g', x)
   if tonumber(s) ~= x then s = string.format('%.17g', x) end
   return s
-end
-
--- digits62 writes a non-negative integer below 2^53 in base 62, most significant digit first.
-local function digits62(n)
-  if n == 0 then return '0' end
-  local t = {}
-  while n > 0 do
-    local d = n % 62
-    t[#t + 1] = string.sub(B62, d + 1, d + 1)
-    n = (n - d) / 62
-  end
-  return string.reverse(table.concat(t))
-end
-
-local function undigits62(s)
-  local n = 0
-  for i = 1, #s do
-    local d = D62[string.byte(s, i)]
-    if not d then return nil end
-    n = n * 62 + d
-  end
-  return n
 end
 
 -- token encodes the arrival number hi * 2^32 + lo (below 2^63) so that byte order is numeric order: one character
@@ -129,10 +107,38 @@ local function record_key(st, h)
   return rkey(st.w, st.p, b)
 end
 
--- make_rec encodes a record: the player's token (self-delimiting), updatedAt (unix seconds, >= 0) in base 62,
--- and for tail players ':' and the internal score. Every part has one reading, whatever its value.
+-- token_limbs decodes a token back into the arrival number's high and low 32-bit parts.
+local function token_limbs(tok)
+  local hi, lo = 0, 0
+  for i = 2, #tok do
+    local x = lo * 62 + D62[string.byte(tok, i)] -- below 2^38: exact
+    lo = x % LO
+    hi = hi * 62 + (x - lo) / LO
+  end
+  return hi, lo
+end
+
+-- decimal writes the arrival number hi * 2^32 + lo in decimal.
+local function decimal(hi, lo)
+  if hi == 0 then return string.format('%d', lo) end
+  local t = {}
+  repeat
+    local r = hi % 10
+    hi = (hi - r) / 10
+    local x = r * LO + lo
+    local d = x % 10
+    lo = (x - d) / 10
+    t[#t + 1] = string.char(48 + d)
+  until hi == 0 and lo == 0
+  return string.reverse(table.concat(t))
+end
+
+-- make_rec encodes a record: updatedAt in exactly 10 decimal digits (the store accepts 2000-01-01 ..
+-- 2286-11-20, unix 946684800 .. 9999999999), the arrival number in decimal, and for tail players ':' and the
+-- internal score. Fixed-width time and a separator before the score give every record one reading; an exact
+-- player's record is all digits, which Redis keeps as a compact integer when it fits in 64 bits.
 local function make_rec(ts, tok, tailx)
-  local v = tok .. digits62(ts)
+  local v = string.format('%010d', ts) .. decimal(token_limbs(tok))
   if tailx then v = v .. ':' .. fmt(tailx) end
   return v
 end
@@ -141,13 +147,25 @@ end
 -- nil for anything that is not a record.
 local function parse_rec(v)
   if type(v) ~= 'string' then return nil end
-  local n = token_len(v)
-  if not n or #v <= n then return nil end
-  local c = string.find(v, ':', n + 1, true)
-  local ts = undigits62(string.sub(v, n + 1, (c or 0) - 1))
-  if not ts then return nil end
-  if c then return ts, string.sub(v, 1, n), tonumber(string.sub(v, c + 1)) end
-  return ts, string.sub(v, 1, n), nil
+  local c = string.find(v, ':', 11, true)
+  local digits = string.sub(v, 11, (c or 0) - 1)
+  local ts = tonumber(string.sub(v, 1, 10))
+  if not ts or #digits == 0 or #digits > 19 or string.find(v, '[^0-9]', 1) ~= (c or nil) then return nil end
+  local hi, lo = 0, 0
+  if #digits <= 15 then
+    local n = tonumber(digits) -- below 10^15 < 2^53: exact
+    lo = n % LO
+    hi = (n - lo) / LO
+  else
+    for i = 1, #digits do
+      local x = lo * 10 + string.byte(digits, i) - 48
+      lo = x % LO
+      hi = hi * 10 + (x - lo) / LO
+    end
+  end
+  local tok = token(hi, lo)
+  if c then return ts, tok, tonumber(string.sub(v, c + 1)) end
+  return ts, tok, nil
 end
 
 -- Histogram buckets are log-scaled: HS per power of two, mirrored for negative scores, one bucket around 0.

@@ -94,17 +94,21 @@ func goToken(n uint64) string {
 	return string(b62[len(d)]) + string(d)
 }
 
-// FuzzRecordEncoding: every record the scripts can write reads back as what was written (updatedAt, token,
-// tail score), the player id follows the token in the sorted-set member unambiguously, and tokens sort like the
-// arrival numbers they encode.
+// FuzzRecordEncoding: every record the scripts can write (updatedAt from MinAchievedAt to MaxAchievedAt, any
+// arrival number below 2^63, with or without a tail score) reads back as what was written, the player id follows
+// the token in the sorted-set member unambiguously, and tokens sort like the arrival numbers they encode.
 func FuzzRecordEncoding(f *testing.F) {
 	f.Add(int64(946684800), uint64(0), 0.0, false, "p", uint64(1))
-	f.Add(int64(1<<40), uint64(1<<63-1), -1e300, true, "123", uint64(62*62*62*62*62*62-1))
-	f.Add(int64(0), uint64(1<<32-1), 5e-324, true, "", uint64(1<<32))
+	f.Add(int64(9999999999), uint64(1<<63-1), -1e300, true, "123", uint64(62*62*62*62*62*62-1))
+	f.Add(int64(999999999), uint64(1<<32-1), 5e-324, true, "", uint64(1<<32))
 	f.Add(int64(4102444800), uint64(56800235584), 9007199254740992.0, true, "A1:b,c", uint64(56800235583))
+	f.Add(int64(1764601234), uint64(999999999999999), 0.5, false, "0123", uint64(1000000000000000))
 	rdb := redistest.SharedStandalone(f).Client(f)
+	lo, hi := MinAchievedAt.Unix(), MaxAchievedAt.Unix()
 	f.Fuzz(func(t *testing.T, ts int64, n uint64, tailx float64, tail bool, player string, other uint64) {
-		ts = ts & (1<<44 - 1)
+		if ts < lo || ts > hi {
+			ts = lo + ((ts%(hi-lo+1))+(hi-lo+1))%(hi-lo+1)
+		}
 		n, other = n&(1<<63-1), other&(1<<63-1)
 		if math.IsNaN(tailx) || math.IsInf(tailx, 0) {
 			tailx = 0
@@ -121,6 +125,9 @@ func FuzzRecordEncoding(f *testing.F) {
 		tok, rec, pts, ptok, ptx, pp := v[0], v[1], v[2], v[3], v[4], v[5]
 		if want := goToken(n); tok != want {
 			t.Fatalf("token(%d) = %q, want %q", n, tok, want)
+		}
+		if want := fmt.Sprintf("%010d%d", ts, n); !strings.HasPrefix(rec, want) || (!tail && rec != want) {
+			t.Fatalf("record %q, want %q (and a tail score: %v)", rec, want, tail)
 		}
 		if pts != strconv.FormatInt(ts, 10) || ptok != tok || pp != player {
 			t.Fatalf("record %q of (%d, %q, %q) read back as (%s, %q), member player %q", rec, ts, tok, player, pts,

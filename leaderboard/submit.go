@@ -215,6 +215,9 @@ func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string
 			at = sub.AchievedAt
 		}
 	}
+	if at.After(MaxAchievedAt) {
+		return nil, "", errorf(Invalid, "achievedAt must not be after %s", MaxAchievedAt.Format(time.RFC3339))
+	}
 	score := strconv.FormatFloat(sub.Score, 'g', -1, 64)
 	args := []any{sub.Player, score, sub.EventID, fingerprint(sub, score), hasName, name, hasMeta, meta, at.Unix()}
 	var first string
