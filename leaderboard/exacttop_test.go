@@ -350,3 +350,37 @@ func TestTailEstimateBounds(t *testing.T) {
 		}
 	}
 }
+
+// The README's example of tied tail players: 500 at 1007 and 500 at 1000 with exactTop 1.
+func TestTailTiesExample(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
+		b := mustBoard(t, s, lb.Board{ID: "ties", ExactTop: 1})
+		scores := make([]float64, 1000)
+		for i := range scores {
+			scores[i] = float64(1000 + 7*(i%2))
+		}
+		load(t, s, b.ID, scores)
+		ids := make([]string, len(scores))
+		for i := range ids {
+			ids[i] = fmt.Sprintf("player-%d", i)
+		}
+		p, err := s.Ranks(context.Background(), lb.View{Board: b.ID}, ids[:lb.MaxFriends])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range p.Entries {
+			want, pct := int64(501), 50.1
+			if e.Score == 1007 {
+				want, pct = 2, 0.2
+			}
+			if e.PlayerID == "player-1" { // the first to reach 1007: the exact tier
+				want, pct = 1, 0.1
+			}
+			if e.Rank != want || e.TopPercent != pct || e.Approximate != (want != 1) {
+				t.Fatalf("%s (score %v): rank %d topPercent %v approximate %v, want %d %v", e.PlayerID, e.Score, e.Rank,
+					e.TopPercent, e.Approximate, want, pct)
+			}
+		}
+	})
+}
