@@ -3,11 +3,18 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
 )
 
 type entry struct {
@@ -235,6 +242,22 @@ func coreSuite(t *testing.T, s *testServer) {
 func TestAPI(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, testConfig(t))
+	coreSuite(t, s)
+}
+
+// TestAPICluster runs the core suite on the shared 3-primary Redis Cluster (REDIS_CLUSTER_ADDRS).
+func TestAPICluster(t *testing.T) {
+	t.Parallel()
+	if v, _ := strconv.ParseBool(os.Getenv(redistest.NoClusterEnv)); v {
+		t.Skipf("%s is set", redistest.NoClusterEnv)
+	}
+	cfg := testConfig(t)
+	cfg.RedisURL = ""
+	cfg.RedisClusterAddrs = redistest.SharedCluster(t).Addrs
+	s := startServer(t, cfg)
+	if _, ok := s.App.rdb.(*redis.ClusterClient); !ok {
+		t.Fatalf("REDIS_CLUSTER_ADDRS set, but the server's client is a %T", s.App.rdb)
+	}
 	coreSuite(t, s)
 }
 
@@ -467,11 +490,14 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestGeneratedAdminKey: without API_KEYS the server makes an admin key and prints it once on its console, where
+// the operator can copy it; it never appears in the logs (not even at debug level, with requests that use it).
 func TestGeneratedAdminKey(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.APIKeys = ""
-	s := startServer(t, cfg)
+	logs := &syncBuffer{}
+	s := startServerLog(t, cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	key := s.App.GeneratedKey
 	if len(key) < 20 {
 		t.Fatalf("generated key %q", key)
@@ -479,6 +505,21 @@ func TestGeneratedAdminKey(t *testing.T) {
 	s.wantCode(t, "", "UNAUTHENTICATED", `mutation { createLeaderboard(input: {id: "g"}) { id } }`, nil)
 	s.must(t, key, `mutation { createLeaderboard(input: {id: "g"}) { id } }`, nil, nil)
 	s.must(t, "", `{ top(board: "g") { rank } }`, nil, nil) // reads stay public
+
+	printed := s.Console.String()
+	if n := strings.Count(printed, key); n != 1 {
+		t.Fatalf("the console shows the generated key %d times, want once:\n%s", n, printed)
+	}
+	if !strings.Contains(printed, "Authorization: Bearer "+key+"\n") {
+		t.Fatalf("the console does not show the key as a ready-to-use header:\n%s", printed)
+	}
+	if strings.Contains(logs.String(), key) {
+		t.Fatalf("the generated key is in the logs:\n%s", logs)
+	}
+	// A server with API_KEYS prints no key.
+	if out := startServer(t, testConfig(t)).Console.String(); out != "" {
+		t.Fatalf("API_KEYS set, yet the console shows %q", out)
+	}
 }
 
 // Scores are bounded by their exact decimal value, as the client wrote it: 9007199254740993 (which a float64

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,19 +25,22 @@ import (
 )
 
 const topUpdatesSub = `subscription($b: ID!, $n: Int) { topUpdates(board: $b, first: $n) {
-	board window period version snapshot size removed entries { playerId rank score } } }`
+	board window period version snapshot size removed entries { ` + entryFields + ` } } }`
 
 const rankUpdatesSub = `subscription($b: ID!, $p: ID!) { rankUpdates(board: $b, playerId: $p) { playerId rank score } }`
 
 // liveList is a client-side list rebuilt from one topUpdates subscription with pubsub.Apply (the same rule the
-// dashboard uses), with a check that versions have no gaps.
+// dashboard uses), with the latest size, and a check that versions have no gaps.
 type liveList struct {
 	first int
 	mu    sync.Mutex
 	list  []leaderboard.Entry
-	ver   int
-	snaps int
-	err   error
+	size  int64
+	// board, window and period of the updates (all updates of a subscription must agree)
+	board, window, period string
+	ver                   int
+	snaps                 int
+	err                   error
 }
 
 type wireUpdate struct {
@@ -43,13 +49,9 @@ type wireUpdate struct {
 	Period   string   `json:"period"`
 	Version  int      `json:"version"`
 	Snapshot bool     `json:"snapshot"`
-	Size     int      `json:"size"`
+	Size     int64    `json:"size"`
 	Removed  []string `json:"removed"`
-	Entries  []struct {
-		PlayerID string  `json:"playerId"`
-		Rank     int64   `json:"rank"`
-		Score    float64 `json:"score"`
-	} `json:"entries"`
+	Entries  []entry  `json:"entries"`
 }
 
 func (l *liveList) apply(payload json.RawMessage) {
@@ -61,48 +63,91 @@ func (l *liveList) apply(payload json.RawMessage) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	fail := func(format string, args ...any) {
+		if l.err == nil {
+			l.err = fmt.Errorf(format, args...)
+		}
+	}
 	if err := json.Unmarshal(payload, &r); err != nil || len(r.Errors) > 0 {
-		l.err = fmt.Errorf("bad update %s (%v)", payload, err)
+		fail("bad update %s (%v)", payload, err)
 		return
 	}
 	u := r.Data.TopUpdates
-	if u.Version != l.ver+1 && l.err == nil {
-		l.err = fmt.Errorf("version %d after %d", u.Version, l.ver)
+	if u.Version != l.ver+1 {
+		fail("version %d after %d", u.Version, l.ver)
 	}
-	if l.ver == 0 && !u.Snapshot && l.err == nil {
-		l.err = fmt.Errorf("the first update is not a snapshot")
+	if l.ver == 0 && !u.Snapshot {
+		fail("the first update is not a snapshot")
 	}
+	if l.ver > 0 && (u.Board != l.board || u.Window != l.window || u.Period != l.period) {
+		fail("update for %s/%s/%s after %s/%s/%s", u.Board, u.Window, u.Period, l.board, l.window, l.period)
+	}
+	l.board, l.window, l.period = u.Board, u.Window, u.Period
 	l.ver = u.Version
+	l.size = u.Size
 	if u.Snapshot {
 		l.snaps++
 	}
 	es := make([]leaderboard.Entry, len(u.Entries))
 	for i, e := range u.Entries {
-		es[i] = leaderboard.Entry{PlayerID: e.PlayerID, Rank: e.Rank, Score: e.Score}
+		// A row that is sent was read with the size it comes with.
+		if want := topPercent(int64(e.Rank), u.Size); e.TopPercent != want {
+			fail("version %d: %s has topPercent %v, want 100 * rank %d / size %d = %v", u.Version, e.PlayerID,
+				e.TopPercent, e.Rank, u.Size, want)
+		}
+		es[i] = leaderboard.Entry{PlayerID: e.PlayerID, DisplayName: e.DisplayName, Rank: int64(e.Rank),
+			Approximate: e.Approximate, Score: e.Score, TopPercent: e.TopPercent, UpdatedAt: e.UpdatedAt,
+			Metadata: e.Metadata}
 	}
 	l.list = pubsub.Apply(l.list, u.Snapshot, es, u.Removed, l.first)
 }
 
+// topPercent is 100 * rank / size, as the store computes it (0 for an empty ranking).
+func topPercent(rank, size int64) float64 {
+	if size <= 0 {
+		return 0
+	}
+	return 100 * float64(rank) / float64(size)
+}
+
+// rows renders the rebuilt list the way liveRows does, with the topPercent a client derives from each row's rank
+// and the latest size (rows that did not move are not resent when only the size changed).
 func (l *liveList) rows() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return liveRows(l.list)
+	return liveRows(l.board, l.window, l.period, l.size, l.list, func(e leaderboard.Entry) float64 {
+		return topPercent(e.Rank, l.size)
+	})
 }
 
-func liveRows(es []leaderboard.Entry) string {
-	out := ""
+// liveRows renders every field a subscriber sees: the view, the size and, per row, the id, display name, rank,
+// approximate, score, updatedAt, metadata (canonical JSON) and the topPercent pct gives.
+func liveRows(board, window, period string, size int64, es []leaderboard.Entry,
+	pct func(leaderboard.Entry) float64) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s/%s/%s size=%d:", board, window, period, size)
 	for _, e := range es {
-		out += fmt.Sprintf("%s:%d:%g ", e.PlayerID, e.Rank, e.Score)
+		name := "<none>"
+		if e.DisplayName != nil {
+			name = strconv.Quote(*e.DisplayName)
+		}
+		fmt.Fprintf(&b, "\n  %s name=%s rank=%d approx=%v score=%v at=%s meta=%s pct=%v", e.PlayerID, name, e.Rank,
+			e.Approximate, e.Score, e.UpdatedAt.UTC().Format(time.RFC3339Nano), canonicalJSON(e.Metadata), pct(e))
 	}
-	return out
+	return b.String()
 }
 
-func entryRows(es []entry) string {
-	out := ""
-	for _, e := range es {
-		out += fmt.Sprintf("%s:%d:%g ", e.PlayerID, e.Rank, e.Score)
+// canonicalJSON re-encodes a JSON value with sorted keys; absent and null are "null".
+func canonicalJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "null"
 	}
-	return out
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "invalid:" + string(raw)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
 }
 
 // pump reads a connection and hands each data message to the list of its operation id.
@@ -122,33 +167,49 @@ func pump(t testing.TB, c *wstest.Conn, lists map[string]*liveList) {
 	}()
 }
 
-// waitLive waits until the rebuilt list equals what the `top` query returns.
+// waitLive waits until the rebuilt list equals the top list that s.Store (the test's own Store over the server's
+// Redis, not the server's hub or cache) reads: every field of every row, the size, and the topPercent a client
+// derives, which must be the store's; the store's topPercent must itself be 100 * rank / size.
 func waitLive(t testing.TB, s *testServer, l *liveList, board string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		want := entryRows(s.top(t, board, l.first))
+		want, readErr := "", error(nil)
+		p, err := s.Store.Top(context.Background(), leaderboard.View{Board: board}, 0, l.first)
+		if err != nil {
+			readErr = err // Redis may be coming back (TestLiveRedisRestart)
+		} else {
+			for _, e := range p.Entries {
+				if w := topPercent(e.Rank, p.Size); e.TopPercent != w {
+					t.Fatalf("store entry %s: topPercent %v is not 100 * rank %d / size %d = %v", e.PlayerID,
+						e.TopPercent, e.Rank, p.Size, w)
+				}
+			}
+			want = liveRows(p.Board, string(p.Window), p.Period, p.Size, p.Entries,
+				func(e leaderboard.Entry) float64 { return e.TopPercent })
+		}
 		got := l.rows()
 		l.mu.Lock()
-		err, ver := l.err, l.ver
+		lerr, ver := l.err, l.ver
 		l.mu.Unlock()
-		if err != nil {
-			t.Fatal(err)
+		if lerr != nil {
+			t.Fatal(lerr)
 		}
-		if got == want && ver > 0 {
+		if readErr == nil && got == want && ver > 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("board %s: rebuilt list (version %d) did not converge\n got  %s\n want %s", board, ver, got,
-				want)
+			t.Fatalf("board %s: rebuilt list (version %d) did not converge (store read error: %v)\n got  %s\n want %s",
+				board, ver, readErr, got, want)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
 }
 
 // TestLiveTopUpdatesWebsocket: graphql-transport-ws subscribers on boards of every mode; scores submitted
-// concurrently (ties, SUM deltas, LATEST drops, bulk, removals, an exactTop board); every rebuilt list equals
-// `top` at the end and versions have no gaps.
+// concurrently (ties, SUM deltas, LATEST drops, bulk, removals, display names and metadata, an exactTop board);
+// every rebuilt list equals the store's top list at the end, every field and the size included, and versions
+// have no gaps.
 func TestLiveTopUpdatesWebsocket(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	boards := []map[string]any{
@@ -204,11 +265,54 @@ func TestLiveTopUpdatesWebsocket(t *testing.T) {
 						map[string]any{"in": in}, nil)
 					continue
 				}
-				s.submit(t, map[string]any{"board": b, "playerId": player, "score": score})
+				in := map[string]any{"board": b, "playerId": player, "score": score}
+				// Names and metadata come and change (also alone: a worse score on BEST with a new name).
+				if r.IntN(3) == 0 {
+					in["displayName"] = fmt.Sprintf("Player %d", r.IntN(4))
+				}
+				if r.IntN(4) == 0 {
+					in["metadata"] = map[string]any{"level": r.IntN(3), "tag": "<&>", "z": []any{1, "a"}}
+				}
+				s.submit(t, in)
 			}
 		}()
 	}
 	wg.Wait()
+	for _, id := range order {
+		l := lists[id]
+		waitLive(t, s, l, id[:len(id)-len(fmt.Sprint(l.first))-1], 3*time.Second)
+	}
+	// Then, on every board, changes that move nobody: a new display name alone (rank 1) and new metadata alone
+	// (rank 2); once they are seen, a newcomer at the bottom: only the size changes for the short lists, so
+	// their clients must get the new size and derive topPercent from it.
+	for _, b := range boards {
+		id := b["id"].(string)
+		p, err := s.Store.Top(context.Background(), leaderboard.View{Board: id}, 0, 2)
+		if err != nil || len(p.Entries) < 2 {
+			t.Fatalf("board %s: %v %+v", id, err, p)
+		}
+		same := func(e leaderboard.Entry) float64 { // a score that changes nothing
+			if id == "sum" {
+				return 0
+			}
+			return e.Score
+		}
+		s.submit(t, map[string]any{"board": id, "playerId": p.Entries[0].PlayerID, "score": same(p.Entries[0]),
+			"displayName": "Renamed " + p.Entries[0].PlayerID})
+		s.submit(t, map[string]any{"board": id, "playerId": p.Entries[1].PlayerID, "score": same(p.Entries[1]),
+			"metadata": map[string]any{"final": id}})
+	}
+	for _, id := range order {
+		l := lists[id]
+		waitLive(t, s, l, id[:len(id)-len(fmt.Sprint(l.first))-1], 3*time.Second)
+	}
+	for _, b := range boards {
+		last := -1000.0 // below everybody (DESC), or a total below everybody's (SUM)
+		if b["order"] == "ASC" {
+			last = 1000
+		}
+		s.submit(t, map[string]any{"board": b["id"], "playerId": "newcomer", "score": last})
+	}
 	for _, id := range order {
 		l := lists[id]
 		waitLive(t, s, l, id[:len(id)-len(fmt.Sprint(l.first))-1], 3*time.Second)
@@ -288,10 +392,17 @@ func TestLiveTwoServers(t *testing.T) {
 	}
 }
 
-// TestLiveSlowClient: a websocket client that subscribes and never reads does not delay the others, and the
-// server's heap stays bounded while updates keep coming.
+// TestLiveSlowClient: a websocket client that subscribes and never reads does not delay the others, the
+// server's heap stays bounded while updates keep coming, and the server drops that client in bounded time.
 func TestLiveSlowClient(t *testing.T) {
-	s := startServer(t, testConfig(t))
+	cfg := testConfig(t)
+	// What drops a peer that never reads is the graphql-transport-ws ping: the server closes a connection that
+	// has not answered a ping within 2 * WS_PING_INTERVAL (gqlgen's PingPongInterval). The hub's own stuck-
+	// subscriber timeout (pubsub Config.StuckAfter, 30 s) is not configurable through Config, and neither is the
+	// websocket write timeout (wsWriteTimeout, 10 s), so a short ping interval is what keeps this test quick. It
+	// is long enough for the stuck client to stay connected through the writes below.
+	cfg.WSPingInterval = 1500 * time.Millisecond
+	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "slowws"})
 	// A raw client that subscribes 100 times to the top 100 and then never reads: the server's writes to it
 	// fill the socket buffers and block.
@@ -300,13 +411,15 @@ func TestLiveSlowClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
+	connected := time.Now()
 	if err := ws.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ack, err := ws.ReadMessage(); err != nil || !strings.Contains(string(ack), "connection_ack") {
 		t.Fatalf("no ack: %s %v", ack, err)
 	}
-	for i := range 100 {
+	const stuckSubs = 100
+	for i := range stuckSubs {
 		if err := ws.WriteJSON(map[string]any{"type": "subscribe", "id": fmt.Sprint(i), "payload": map[string]any{
 			"query": topUpdatesSub, "variables": map[string]any{"b": "slowws", "n": 100}}}); err != nil {
 			t.Fatal(err)
@@ -350,6 +463,47 @@ func TestLiveSlowClient(t *testing.T) {
 	if grown > 32<<20 {
 		t.Fatalf("heap grew by %d MiB with one stuck client", grown>>20)
 	}
+
+	// The stuck client now reads what was buffered for it, and then must find its subscriptions ended (complete
+	// or error for every one) or its connection closed by the server, well within the generous bound.
+	bound := connected.Add(2*cfg.WSPingInterval + 10*time.Second)
+	if err := ws.SetReadDeadline(bound); err != nil {
+		t.Fatal(err)
+	}
+	data, ended := 0, map[string]bool{}
+	for len(ended) < stuckSubs {
+		_, msg, err := ws.ReadMessage()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("the stuck client was not dropped within %v of connecting (%d data messages, %d "+
+					"subscriptions ended)", bound.Sub(connected), data, len(ended))
+			}
+			t.Logf("stuck client: connection ended after %v: %v", time.Since(connected), err)
+			break
+		}
+		var m wstest.Message
+		if err := json.Unmarshal(msg, &m); err != nil {
+			t.Fatalf("stuck client: undecodable message %q", msg)
+		}
+		switch m.Type {
+		case "next":
+			data++
+		case "complete", "error":
+			ended[m.ID] = true
+		}
+	}
+	if data == 0 {
+		t.Fatal("the stuck client got no data at all: its subscriptions never started")
+	}
+	t.Logf("stuck client: %d data messages, %d subscriptions ended, dropped %v after connecting", data,
+		len(ended), time.Since(connected))
+	// The client that reads is still connected: only the stuck one was dropped.
+	select {
+	case <-conn.Done():
+		t.Fatal("the reading client was dropped too")
+	default:
+	}
 }
 
 // TestLiveNoGoroutineLeak: subscribe/unsubscribe cycles over websockets leave the goroutine count at its
@@ -365,6 +519,10 @@ func TestLiveNoGoroutineLeak(t *testing.T) {
 	warm.NextData(t, ctxT(t, 5*time.Second), "w", nil)
 	warm.Close()
 	<-warm.Done()
+	// The baseline is taken once the server has seen the warm-up connection go (its gauge is back to 0), plus a
+	// moment for that connection's goroutines to return: a baseline taken too early is too high and would hide
+	// a leak.
+	waitMetric(t, s, "lb_websocket_connections", 0, 5*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	base := runtime.NumGoroutine()
 
@@ -419,6 +577,22 @@ func TestLiveNoGoroutineLeak(t *testing.T) {
 	}
 }
 
+// waitMetric waits until a sample of /metrics has the value want.
+func waitMetric(t testing.TB, s *testServer, sample string, want float64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		got := s.metric(t, sample)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %v after %v, want %v", sample, got, within, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestLiveRedisRestart: Redis restarted under 100 websocket subscriptions; they stay open, each gets a fresh
 // snapshot after Redis is back, and all converge.
 func TestLiveRedisRestart(t *testing.T) {
@@ -469,13 +643,6 @@ func TestLiveRedisRestart(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.submit(t, map[string]any{"board": "restart", "playerId": "after", "score": 3})
-	for _, conn := range conns {
-		select {
-		case <-conn.Done():
-			t.Fatal("a websocket closed during the Redis restart")
-		default:
-		}
-	}
 	for _, l := range lists {
 		waitLive(t, s, l, "restart", 5*time.Second)
 		l.mu.Lock()
@@ -483,6 +650,15 @@ func TestLiveRedisRestart(t *testing.T) {
 		l.mu.Unlock()
 		if snaps < 2 {
 			t.Fatalf("a subscriber got %d snapshots, want a fresh one after the restart", snaps)
+		}
+	}
+	// Checked once every list has converged after the restart (Done stays closed once a connection ended), so
+	// this covers the whole restart, not just the moment Redis came back.
+	for _, conn := range conns {
+		select {
+		case <-conn.Done():
+			t.Fatal("a websocket closed during the Redis restart")
+		default:
 		}
 	}
 }

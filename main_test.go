@@ -9,10 +9,14 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/leaderboard/leaderboard/internal/redistest"
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // TestMain stops the shared redis-server processes after the package's tests (every root test file shares it).
@@ -30,8 +34,31 @@ type testServer struct {
 	App   *App
 	URL   string // http://127.0.0.1:port
 	WSURL string // ws://127.0.0.1:port/graphql
+	// Console is what the server printed to its console (NewApp's console writer: the generated admin key).
+	Console *syncBuffer
+	// Store is a leaderboard.Store of the test's own over the server's Redis and key prefix (see
+	// independentStore): reads through it never touch the server's hub or response cache.
+	Store *leaderboard.Store
 	stop  context.CancelFunc
 	done  chan error
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes and reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // testConfig is the configuration startServer uses: the shared standalone Redis, a unique key prefix, an admin
@@ -50,10 +77,17 @@ func testConfig(t testing.TB) Config {
 	return cfg
 }
 
-// startServer starts an App with cfg (see testConfig).
+// startServer starts an App with cfg (see testConfig), logging warnings and errors to t.Log.
 func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
-	app, err := NewApp(cfg, testLogger(t), io.Discard)
+	return startServerLog(t, cfg, testLogger(t))
+}
+
+// startServerLog is startServer with the server's logger.
+func startServerLog(t testing.TB, cfg Config, log *slog.Logger) *testServer {
+	t.Helper()
+	console := &syncBuffer{}
+	app, err := NewApp(cfg, log, console)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,13 +98,38 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &testServer{App: app, URL: "http://" + ln.Addr().String(), WSURL: "ws://" + ln.Addr().String() + "/graphql",
-		stop: cancel, done: make(chan error, 1)}
+		Console: console, Store: independentStore(t, cfg, app), stop: cancel, done: make(chan error, 1)}
 	go func() { s.done <- app.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		s.Shutdown(t)
 		app.Close()
 	})
 	return s
+}
+
+// independentStore returns a leaderboard.Store over the Redis and key prefix that the server of cfg uses, with a
+// Redis client and a board cache of its own, so that what it reads comes from Redis and not from anything the
+// server keeps (hub lists, response cache). It publishes nothing; the client is closed in t's cleanup.
+func independentStore(t testing.TB, cfg Config, app *App) *leaderboard.Store {
+	t.Helper()
+	var rdb redis.UniversalClient
+	switch {
+	case len(cfg.RedisClusterAddrs) > 0:
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs, Password: cfg.RedisPassword})
+	case cfg.RedisURL != "":
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb = redis.NewClient(opts)
+	default:
+		if app.embedded == nil {
+			t.Fatal("no Redis configured and no embedded store")
+		}
+		rdb = redis.NewClient(&redis.Options{Addr: app.embedded.Addr()})
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return leaderboard.New(rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: leaderboard.PublishNone})
 }
 
 // Shutdown stops the server (as SIGTERM would) and waits for Serve to return.

@@ -164,6 +164,23 @@ func TestTopCache(t *testing.T) {
 				t.Fatalf("the old list came back: %s", got)
 			}
 		}
+		// The old list must not come back later either: up to the next change showing, every answer is the
+		// current list (a late stale re-read would put "p5:1 p4:2" back).
+		s.submit(t, map[string]any{"board": "tc", "playerId": "p2", "score": 2000.0})
+		deadline = time.Now().Add(2 * time.Second)
+		for {
+			got := ids(decodeTop(t, s.raw(t, "", q, nil).body, "top"))
+			if got == "p2:1 p1:2" {
+				break
+			}
+			if got != "p1:1 p5:2" {
+				t.Fatalf("before the next change showed, the list was %s", got)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("still %s 2s after the next change", got)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 
 	t.Run("GET", func(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,6 +81,8 @@ func size(ctx context.Context, s *leaderboard.Store, v leaderboard.View) (int64,
 func TestRunCreatesAndMovesTheBoards(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.SharedStandalone(t).Client(t)
+	spy := newSubmitSpy()
+	rdb.AddHook(spy)
 	store := leaderboard.New(rdb, leaderboard.Config{Prefix: redistest.Prefix(t)})
 	cfg := smallConfig()
 	stop := start(t, store, cfg)
@@ -170,16 +174,97 @@ func TestRunCreatesAndMovesTheBoards(t *testing.T) {
 		t.Fatalf("Run returned %v after its context ended, want nil", err)
 	}
 
-	// A restart against the same Redis reuses the boards and does not seed again.
+	// The spy saw the first run seed every world player: what it counts is what a reseed would send.
+	if seen := spy.reset(); seen.world < cfg.Players || seen.arenaCalls == 0 {
+		t.Fatalf("first run: the spy saw %d distinct world players and %d arena submit calls, want all %d players",
+			seen.world, seen.arenaCalls, cfg.Players)
+	}
+
+	// A restart against the same Redis reuses the boards and does not seed again. Seeding sends every world
+	// player, seedBatch (500) per tick, before the tick's regular batch; so once the second run has sent its
+	// regular batch (one arena submit call per tick) on many more ticks than seeding needs (cfg.Players / 500),
+	// a reseed would have sent most world players, while the simulator alone sends a few per tick.
 	n0, _ := size(ctx, store, leaderboard.View{Board: demo.WorldBoard})
 	stop = start(t, store, cfg)
-	time.Sleep(200 * time.Millisecond)
+	ticks := 3 * cfg.Players / 500
+	eventually(t, 10*time.Second, "second run submitting", func() (bool, error) {
+		return spy.counts().arenaCalls >= ticks, nil
+	})
 	if err := stop(); err != nil {
 		t.Fatalf("second Run on the same Redis: %v", err)
+	}
+	if seen := spy.counts(); seen.world >= cfg.Players/2 {
+		t.Errorf("the second run sent %d distinct world players in %d ticks: it seeded the world board again",
+			seen.world, seen.arenaCalls)
+	} else {
+		t.Logf("second run: %d distinct world players in %d ticks", seen.world, seen.arenaCalls)
 	}
 	if n1, _ := size(ctx, store, leaderboard.View{Board: demo.WorldBoard}); n1 != n0 {
 		t.Errorf("world board size changed from %d to %d on restart", n0, n1)
 	}
+}
+
+// submitSpy is a go-redis hook on the test's own Redis client that watches the script calls the demo makes: the
+// distinct world-board players (ids "p" and five digits) sent in any script call, and the number of script calls
+// that carry arena players (one per simulator tick that has arena scores, which nearly every tick has).
+type submitSpy struct {
+	mu         sync.Mutex
+	world      map[string]bool
+	arenaCalls int
+}
+
+type spyCounts struct{ world, arenaCalls int }
+
+var (
+	worldID = regexp.MustCompile(`^p[0-9]{5}$`)
+	arenaID = regexp.MustCompile(`^arena-[0-9]{3}$`)
+)
+
+func newSubmitSpy() *submitSpy { return &submitSpy{world: map[string]bool{}} }
+
+func (s *submitSpy) counts() spyCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return spyCounts{len(s.world), s.arenaCalls}
+}
+
+// reset returns the counts and starts again from zero.
+func (s *submitSpy) reset() spyCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := spyCounts{len(s.world), s.arenaCalls}
+	s.world, s.arenaCalls = map[string]bool{}, 0
+	return c
+}
+
+func (s *submitSpy) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *submitSpy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			arena := false
+			s.mu.Lock()
+			for _, a := range cmd.Args() {
+				if v, ok := a.(string); ok {
+					switch {
+					case worldID.MatchString(v):
+						s.world[v] = true
+					case arenaID.MatchString(v):
+						arena = true
+					}
+				}
+			}
+			if arena {
+				s.arenaCalls++
+			}
+			s.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (s *submitSpy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 func hasTie(es []leaderboard.Entry) bool {
