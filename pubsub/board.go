@@ -334,6 +334,7 @@ type change struct {
 	view    viewKey
 	player  string
 	prev, n int64
+	stale   bool // from an event already reflected in the last full read
 }
 
 // parse decodes the inbox's events. It reports all when something may have been missed: a version gap, a
@@ -350,13 +351,17 @@ func (b *board) parse(msgs []string) (changes []change, all bool) {
 		case ev.Epoch != b.epoch && (b.epoch != "" || b.lastVer != 0):
 			all = true // the counter started again (Redis lost it)
 		case ev.Version <= b.lastVer:
-			continue // already read
+			// Already read. Its size-only changes still matter: joins right after it may not be announced.
+			for _, c := range ev.Changes {
+				changes = append(changes, change{viewKey{b.def.ID, c.Window, c.Period}, c.Player, c.Prev, c.Rank, true})
+			}
+			continue
 		case ev.Version != b.lastVer+1:
 			all = true // a lost message
 		}
 		b.epoch, b.lastVer = ev.Epoch, ev.Version
 		for _, c := range ev.Changes {
-			changes = append(changes, change{viewKey{b.def.ID, c.Window, c.Period}, c.Player, c.Prev, c.Rank})
+			changes = append(changes, change{viewKey{b.def.ID, c.Window, c.Period}, c.Player, c.Prev, c.Rank, false})
 		}
 	}
 	return changes, all
@@ -394,12 +399,12 @@ func (b *board) refresh() bool {
 	var reads []viewKey
 	now := time.Now()
 	for k, vw := range b.views {
-		top, size := touches(changes, k)
+		top, size, settle := touches(changes, k)
 		due := !vw.recheck.IsZero() && !now.Before(vw.recheck)
 		if due {
 			vw.recheck = time.Time{}
 		}
-		if size && !top && vw.recheck.IsZero() {
+		if settle && !top && vw.recheck.IsZero() {
 			// Joins below the list are announced at most every half second (see submit.lua): read once more
 			// after the joins in between have surely happened.
 			vw.recheck = now.Add(sizeSettle)
@@ -527,27 +532,33 @@ func (b *board) refresh() bool {
 // for size changes below the live top (500 ms), so the last join of a burst is counted.
 const sizeSettle = 700 * time.Millisecond
 
-// touches reports whether a change may have altered the top MaxFirst of view k, and whether one changed only
-// its size (a join or a removal below the list).
-func touches(changes []change, k viewKey) (top, size bool) {
+// touches reports whether a new change may have altered the top MaxFirst of view k, whether one changed only its
+// size (a join or a removal below the list), and whether any change, new or already read, changed only its size
+// (then the joins that followed it closely may not have been announced: settle).
+func touches(changes []change, k viewKey) (top, size, settle bool) {
 	for _, c := range changes {
 		if c.view != k {
 			continue
 		}
-		if c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst {
-			top = true
-		} else if c.prev == 0 || c.n == 0 {
+		sizeOnly := !(c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst) && (c.prev == 0 || c.n == 0)
+		settle = settle || sizeOnly
+		if c.stale {
+			continue
+		}
+		if sizeOnly {
 			size = true
+		} else if c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst {
+			top = true
 		}
 	}
-	return top, size
+	return top, size, settle
 }
 
 // moved reports whether a change may have moved a watched player: their own change, or one whose rank range
 // (old to new rank; to the end of the list for arrivals and removals) covers the player's last known rank.
 func moved(changes []change, w *watch) bool {
 	for _, c := range changes {
-		if c.view.window != w.key.window || c.view.period != w.key.period {
+		if c.stale || c.view.window != w.key.window || c.view.period != w.key.period {
 			continue
 		}
 		if c.player == w.key.player {
