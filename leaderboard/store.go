@@ -69,7 +69,16 @@ type Store struct {
 	rdb    redis.UniversalClient
 	cfg    Config
 	boards sync.Map // board id -> *Board, until a script reports the definition changed or gone (see fresh)
+
+	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
+	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.
+	listMu   sync.Mutex
+	listIDs  []string
+	listRead time.Time
 }
+
+// boardListTTL is how long Boards may answer from the last read of the board lists.
+const boardListTTL = time.Second
 
 // New returns a Store over rdb.
 func New(rdb redis.UniversalClient, cfg Config) *Store {
@@ -151,6 +160,12 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 	nb := b
 	nb.sum = defSum(def)
 	s.boards.Store(b.ID, &nb)
+	s.listMu.Lock()
+	if !s.listRead.IsZero() && !slices.Contains(s.listIDs, b.ID) {
+		s.listIDs = append(slices.Clone(s.listIDs), b.ID)
+		slices.Sort(s.listIDs)
+	}
+	s.listMu.Unlock()
 	return &nb, nil
 }
 
@@ -192,8 +207,34 @@ func (s *Store) fresh(board string, f func() error) error {
 	return err
 }
 
-// Boards returns every board, ordered by id.
+// Boards returns every board, ordered by id. The list may be up to a second old (boards created by this store
+// are always in it).
 func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
+	ids, err := s.boardIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Board, 0, len(ids))
+	for _, id := range ids {
+		b, err := s.Board(ctx, id)
+		if ErrorCode(err) == NotFound {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// boardIDs returns the sorted ids of every board list.
+func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if !s.listRead.IsZero() && time.Since(s.listRead) < boardListTTL {
+		return s.listIDs, nil
+	}
 	// One SMEMBERS per slot's board list, pipelined (go-redis sends one batch to each cluster node).
 	tags := slotTags()
 	pipe := s.rdb.Pipeline()
@@ -209,18 +250,8 @@ func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
 		ids = append(ids, c.Val()...)
 	}
 	slices.Sort(ids)
-	out := make([]*Board, 0, len(ids))
-	for _, id := range ids {
-		b, err := s.Board(ctx, id)
-		if ErrorCode(err) == NotFound {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	s.listIDs, s.listRead = ids, time.Now()
+	return ids, nil
 }
 
 // defSum is the SHA-1 (hex) of a stored definition, as the scripts' check_def computes it.

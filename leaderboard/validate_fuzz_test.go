@@ -16,7 +16,7 @@ func FuzzSubmissionArgs(f *testing.F) {
 	f.Add("", 0.0, "", "", []byte(`[]`), int64(-1), true)
 	f.Add("{x}:🎮", -1e300, "e{}", "\xff", []byte(`{"k":"`+string(make([]byte, 1030))+`"}`), int64(1<<40), false)
 	f.Add("old", 1.0, "", "", []byte(nil), int64(-2208988800), false) // 1900
-	f.Add("y2k", 1.0, "", "", []byte(nil), int64(946684800), true)     // MinAchievedAt
+	f.Add("y2k", 1.0, "", "", []byte(nil), int64(946684800), true)    // MinAchievedAt
 	f.Add("late", 1.0, "", "", []byte(nil), int64(1795953600-600), true)
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	s := New(nil, Config{Clock: func() time.Time { return now }})
