@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // rawResponse is an HTTP response as the client got it, byte for byte.
@@ -352,4 +355,74 @@ func TestBoundedLRU(t *testing.T) {
 	if n, size := c.stats(); n != 2 || size != 100 {
 		t.Fatalf("after replace: entries %d size %d", n, size)
 	}
+}
+
+// The response cache follows what a list shows beyond ranks and scores: a name-only or metadata-only change and
+// joins below the top 100 (size and topPercent) reach cached answers within about a second. Compared with the
+// test's own Store (an independent read), every field.
+func TestTopCacheFollowsNamesAndSize(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "tn"})
+	var in []map[string]any
+	for i := range 100 {
+		in = append(in, map[string]any{"board": "tn", "playerId": fmt.Sprint("p", i), "score": 1000 - i,
+			"displayName": fmt.Sprint("P", i)})
+	}
+	s.must(t, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+		map[string]any{"in": in}, nil)
+	vars := map[string]any{"b": "tn", "n": 5}
+	matches := func() (bool, string) {
+		r := s.cachedRaw(t, "", topQuery, vars)
+		got := decodeTop(t, r.body, "top")
+		want, err := s.Store.Top(context.Background(), leaderboard.View{Board: "tn"}, 0, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want.Entries) {
+			return false, fmt.Sprintf("%d rows, want %d", len(got), len(want.Entries))
+		}
+		for i, e := range want.Entries {
+			g := got[i]
+			name := ""
+			if e.DisplayName != nil {
+				name = *e.DisplayName
+			}
+			if g.PlayerID != e.PlayerID || g.Rank != int(e.Rank) || g.Score != e.Score || g.TopPercent != e.TopPercent ||
+				g.DisplayName == nil || *g.DisplayName != name || !g.UpdatedAt.Equal(e.UpdatedAt) ||
+				string(g.Metadata) != string(e.Metadata) && !(len(e.Metadata) == 0 && string(g.Metadata) == "null") {
+				return false, fmt.Sprintf("row %d: %+v, want %+v", i, g, e)
+			}
+		}
+		return true, ""
+	}
+	waitMatch := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(1500 * time.Millisecond)
+		for {
+			ok, diff := matches()
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the cached answer is stale: %s", what, diff)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitMatch("start")
+	s.submit(t, map[string]any{"board": "tn", "playerId": "p0", "score": 1000, "displayName": "Renamed"})
+	waitMatch("a new name")
+	s.submit(t, map[string]any{"board": "tn", "playerId": "p1", "score": 999, "metadata": map[string]any{"k": 1}})
+	waitMatch("new metadata")
+	in = in[:0]
+	for i := range 900 {
+		in = append(in, map[string]any{"board": "tn", "playerId": fmt.Sprint("low", i), "score": i})
+	}
+	s.must(t, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+		map[string]any{"in": in[:500]}, nil)
+	s.must(t, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+		map[string]any{"in": in[500:]}, nil)
+	s.submit(t, map[string]any{"board": "tn", "playerId": "last", "score": -1})
+	waitMatch("joins below the top 100")
 }
