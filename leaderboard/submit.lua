@@ -50,10 +50,10 @@ local function hist_add(st, x, d, ttl)
     st.tn, st.tb = 0, nil
   elseif d > 0 then
     if st.tb == nil or x < st.tb then st.tb = x end
-  elseif hidx(x) == hidx(st.tb) then
+  elseif st.tb == nil or hidx(x) == hidx(st.tb) then
     -- The bucket of the bound may have emptied: move the bound to the lowest bucket still in use.
     local k = hist_first(st)
-    if k and k ~= hidx(st.tb) then st.tb = hbounds(k) end
+    if k and (st.tb == nil or k ~= hidx(st.tb)) then st.tb = hbounds(k) end
   end
 end
 
@@ -100,7 +100,7 @@ local function place(st, player, x, tok, ts, ttl)
   local n = redis.call('ZCARD', z)
   local exact = false
   if n < exactTop then
-    exact = st.tn == 0 or x < st.tb
+    exact = st.tn <= 0 or st.tb == nil or x < st.tb
   else
     local worst = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
     local wx = tonumber(worst[2])
