@@ -131,7 +131,6 @@ func (s *Store) Channel(board string) string { return s.keyBase(board) + "live" 
 // that touch the top: live rank watchers set it with a TTL.
 func (s *Store) WatchKey(board string) string { return s.keyBase(board) + "watch" }
 
-
 // BoardKeys returns the SCAN/KEYS pattern that matches every key of a board (for tests and tools; SCAN with it
 // on every node of a cluster).
 func (s *Store) BoardKeys(board string) (pattern string) {
