@@ -33,7 +33,12 @@ type Config struct {
 	WSPingInterval          time.Duration // WS_PING_INTERVAL: ping period; a peer silent for two is dropped; default 20s
 	RequestTimeout          time.Duration // REQUEST_TIMEOUT: per HTTP GraphQL request; default 10s
 	ShutdownTimeout         time.Duration // SHUTDOWN_TIMEOUT: graceful shutdown budget; default 8s
+	MaxConcurrentReads      int           // MAX_CONCURRENT_READS: read calls in flight on Redis; default 32
+	MaxConcurrentWrites     int           // MAX_CONCURRENT_WRITES: write calls in flight on Redis; default 32
+	MaxQueryTokens          int           // MAX_QUERY_TOKENS: lexical tokens of one document; default 40000
+	MaxQueryFields          int           // MAX_QUERY_FIELDS: field selections (aliases too) of one document; default 1000
 	QueryCacheSize          int           // QUERY_CACHE_SIZE: parsed queries kept (LRU); default 1000
+	QueryCacheBytes         int64         // QUERY_CACHE_BYTES: memory the kept documents may hold (estimate); default 64 MiB
 	APQCacheSize            int           // APQ_CACHE_SIZE: automatic persisted queries kept (LRU); default 1000
 }
 
@@ -93,7 +98,12 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		WSPingInterval:          envDur("WS_PING_INTERVAL", 20*time.Second),
 		RequestTimeout:          envDur("REQUEST_TIMEOUT", 10*time.Second),
 		ShutdownTimeout:         envDur("SHUTDOWN_TIMEOUT", 8*time.Second),
+		MaxConcurrentReads:      int(envInt("MAX_CONCURRENT_READS", 32)),
+		MaxConcurrentWrites:     int(envInt("MAX_CONCURRENT_WRITES", 32)),
+		MaxQueryTokens:          int(envInt("MAX_QUERY_TOKENS", 40_000)),
+		MaxQueryFields:          int(envInt("MAX_QUERY_FIELDS", 1000)),
 		QueryCacheSize:          int(envInt("QUERY_CACHE_SIZE", 1000)),
+		QueryCacheBytes:         envInt("QUERY_CACHE_BYTES", 64<<20),
 		APQCacheSize:            int(envInt("APQ_CACHE_SIZE", 1000)),
 		KeyPrefix:               env("KEY_PREFIX", "lb"),
 		RedisPassword:           env("REDIS_PASSWORD", ""),

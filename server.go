@@ -26,7 +26,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/rs/cors"
-	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/leaderboard/leaderboard/demo"
 	"github.com/leaderboard/leaderboard/graph"
@@ -80,6 +79,7 @@ type App struct {
 	cfg      Config
 	log      *slog.Logger
 	rdb      redis.UniversalClient
+	probe    redis.UniversalClient // /readyz's own small pool, so a busy main pool never looks like a Redis outage
 	embedded *miniredis.Miniredis // nil unless no Redis is configured
 	Store    *leaderboard.Store
 	Hub      *pubsub.Hub
@@ -110,30 +110,39 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	}
 
 	publish := leaderboard.PublishSharded
+	// The pool has a connection for every read and write the API may have in flight, and room for the live
+	// hub's reads and subscriptions, the demo and the metrics hook.
+	pool := cfg.MaxConcurrentReads + cfg.MaxConcurrentWrites + 16
 	switch {
 	case len(cfg.RedisClusterAddrs) > 0:
-		a.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs,
-			Password: cfg.RedisPassword, DialTimeout: 2 * time.Second, ReadTimeout: 3 * time.Second,
-			WriteTimeout: 3 * time.Second, MaxRetries: -1, MaintNotificationsConfig: noMaintNotifications(),
-			DisableIdentity: true})
+		opts := func(poolSize int, timeout time.Duration) *redis.ClusterOptions {
+			return &redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs, Password: cfg.RedisPassword,
+				DialTimeout: min(2*time.Second, timeout), ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1,
+				PoolSize: poolSize, ContextTimeoutEnabled: true, MaintNotificationsConfig: noMaintNotifications(),
+				DisableIdentity: true}
+		}
+		a.rdb = redis.NewClusterClient(opts(pool, 3*time.Second))
+		a.probe = redis.NewClusterClient(opts(2, readyTimeout))
 	case cfg.RedisURL != "":
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
 			return nil, fmt.Errorf("REDIS_URL: %w", err) // go-redis does not echo the password
 		}
-		tuneOptions(opts)
-		a.rdb = redis.NewClient(opts)
+		a.rdb, a.probe = newClients(opts, pool)
 	default:
 		mr, opts, pub, err := embeddedRedis(log)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded Redis: %w", err)
 		}
 		a.embedded, publish = mr, pub
-		tuneOptions(opts)
-		a.rdb = redis.NewClient(opts)
+		a.rdb, a.probe = newClients(opts, pool)
 	}
-	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish})
-	a.Hub = pubsub.New(a.Store, pubsub.Config{Logger: log})
+	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
+		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites})
+	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
+	// and live screens must not wait behind a flood of queries.
+	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish})
+	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log}
 	schema := graph.NewSchema(resolver)
@@ -154,12 +163,27 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	return a, nil
 }
 
+// readyTimeout bounds /readyz's PING, socket reads included.
+const readyTimeout = time.Second
+
+// newClients returns the main client (pool connections) and /readyz's probe for a standalone Redis.
+func newClients(opts *redis.Options, pool int) (main, probe redis.UniversalClient) {
+	o := *opts
+	tuneOptions(&o, 3*time.Second)
+	o.PoolSize = pool
+	p := *opts
+	tuneOptions(&p, readyTimeout)
+	p.PoolSize = 2
+	return redis.NewClient(&o), redis.NewClient(&p)
+}
+
 // tuneOptions makes Redis calls fail fast when Redis is down (requests answer UNAVAILABLE instead of hanging)
 // and disables go-redis's retries: a retried script call could apply a SUM delta twice.
-func tuneOptions(o *redis.Options) {
-	o.DialTimeout = 2 * time.Second
-	o.ReadTimeout = 3 * time.Second
-	o.WriteTimeout = 3 * time.Second
+func tuneOptions(o *redis.Options, timeout time.Duration) {
+	o.DialTimeout = min(2*time.Second, timeout)
+	o.ReadTimeout = timeout
+	o.WriteTimeout = timeout
+	o.ContextTimeoutEnabled = true // a request's deadline reaches socket reads
 	o.MaxRetries = -1
 	o.MaintNotificationsConfig = noMaintNotifications()
 	o.DisableIdentity = true // CLIENT SETINFO is Redis 7.2+; 7.0 answers it with an error
@@ -187,14 +211,15 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.AddTransport(transport.Options{})
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](max(1, a.cfg.QueryCacheSize)))
+	srv.SetQueryCache(newDocCache(a.cfg.QueryCacheSize, a.cfg.QueryCacheBytes))
+	if a.cfg.MaxQueryTokens > 0 {
+		srv.SetParserTokenLimit(a.cfg.MaxQueryTokens)
+	}
 	if a.cfg.Introspection {
 		srv.Use(extension.Introspection{})
 	}
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](max(1, a.cfg.APQCacheSize))})
-	if a.cfg.MaxQueryComplexity > 0 {
-		srv.Use(extension.FixedComplexityLimit(a.cfg.MaxQueryComplexity))
-	}
+	srv.Use(&graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields})
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	srv.Use(graph.FloatLiterals{})
 	srv.Use(graphQLExtension{a.Metrics})
@@ -272,11 +297,18 @@ func (a *App) withTimeout(next http.Handler) http.Handler {
 	})
 }
 
-// ready answers 200 when Redis answers a PING within a second, 503 otherwise.
+// ready answers 200 when Redis answers a PING within a second, 503 otherwise. It pings through its own two
+// connections: a saturated main pool is load, not an outage.
 func (a *App) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := a.rdb.Ping(ctx).Err(); err != nil {
+	var err error
+	if cc, ok := a.probe.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+	} else {
+		err = a.probe.Ping(ctx).Err()
+	}
+	if err != nil {
 		a.log.Warn("not ready: Redis unreachable", "err", err)
 		http.Error(w, "redis unreachable\n", http.StatusServiceUnavailable)
 		return
@@ -356,6 +388,7 @@ func (a *App) runDemo(ctx context.Context) (stop func()) {
 func (a *App) Close() {
 	a.stopHub()
 	a.rdb.Close()
+	a.probe.Close()
 	if a.embedded != nil {
 		a.embedded.Close()
 	}

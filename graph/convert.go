@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"time"
 
 	"github.com/leaderboard/leaderboard/graph/model"
 	"github.com/leaderboard/leaderboard/leaderboard"
@@ -40,6 +41,11 @@ func submission(in model.ScoreInput) leaderboard.Submission {
 	}
 	if in.AchievedAt != nil {
 		s.AchievedAt = *in.AchievedAt
+		if s.AchievedAt.IsZero() {
+			// The store reads a zero time as "not given" (now); one the client sent is year 1, far before
+			// leaderboard.MinAchievedAt, and is refused as such.
+			s.AchievedAt = time.Unix(0, 0)
+		}
 	}
 	return s
 }

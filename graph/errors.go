@@ -6,18 +6,23 @@ import (
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // Codes the server adds to those of leaderboard (leaderboard.Invalid, NotFound, Conflict, PeriodClosed,
-// Unavailable, Internal). All are values of the contract's extensions.code.
+// Unavailable, RateLimited, Internal). All are values of the contract's extensions.code.
 const (
 	Unauthenticated leaderboard.Code = "UNAUTHENTICATED"
 	Forbidden       leaderboard.Code = "FORBIDDEN"
-	RateLimited     leaderboard.Code = "RATE_LIMITED"
+	RateLimited                      = leaderboard.RateLimited
 )
+
+// OutcomeUnknown is the extensions.outcome of a write error after which the write may or may not have been
+// applied (see leaderboard.OutcomeUnknown): retry it with the same eventId.
+const OutcomeUnknown = "UNKNOWN"
 
 // codePersistedQueryNotFound is what automatic persisted query clients wait for to resend the full query; it
 // is the one code outside the contract's list that the server sends, because the APQ protocol requires it.
@@ -51,6 +56,11 @@ func ErrorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			} else if lbErr.Code == leaderboard.Unavailable {
 				log.LogAttrs(ctx, slog.LevelWarn, "data store unavailable", slog.String("path", gqlErr.Path.String()),
 					slog.String("err", err.Error()))
+				if isMutation(ctx) && leaderboard.OutcomeUnknown(err) {
+					gqlErr.Message = "the data store did not answer in time: the write may or may not have been applied; " +
+						"retry it with the same eventId"
+					gqlErr.Extensions["outcome"] = OutcomeUnknown
+				}
 			}
 			gqlErr.Extensions["code"] = string(lbErr.Code)
 			return gqlErr
@@ -108,4 +118,9 @@ func internal(err error) error {
 		return err
 	}
 	return &leaderboard.Error{Code: leaderboard.Internal, Message: "internal error", Err: err}
+}
+
+func isMutation(ctx context.Context) bool {
+	return graphql.HasOperationContext(ctx) && graphql.GetOperationContext(ctx).Operation != nil &&
+		graphql.GetOperationContext(ctx).Operation.Operation == ast.Mutation
 }

@@ -20,6 +20,7 @@ const (
 	Conflict     Code = "CONFLICT"
 	PeriodClosed Code = "PERIOD_CLOSED"
 	Unavailable  Code = "UNAVAILABLE"
+	RateLimited  Code = "RATE_LIMITED" // this server is overloaded (not Redis): retry shortly
 	Internal     Code = "INTERNAL"
 )
 
@@ -91,6 +92,31 @@ func redisError(err error) error {
 		return &Error{Code: Unavailable, Message: "the data store is unavailable", Err: err}
 	}
 	return &Error{Code: Internal, Message: "internal error", Err: err}
+}
+
+// OutcomeUnknown reports whether err, returned by a write, leaves open whether the write was applied: Redis may
+// have run the script and its answer was lost (a timeout, a connection reset after the call was sent). A retry with
+// the same eventId is safe; without one it may apply the write twice. Refusals, overload and failures to connect
+// are known not to have applied anything.
+func OutcomeUnknown(err error) bool {
+	if ErrorCode(err) != Unavailable {
+		return false
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return false
+	}
+	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
+		return false
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "no such host", "CLUSTERDOWN", "LOADING", "TRYAGAIN",
+		"MASTERDOWN", "got no slots"} {
+		if strings.Contains(msg, s) {
+			return false // refused before anything ran
+		}
+	}
+	return true
 }
 
 func isUnavailable(err error) bool {

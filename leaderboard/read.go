@@ -69,6 +69,11 @@ func (s *Store) read(ctx context.Context, v View, script *redis.Script, args ...
 		argv := make([]any, 0, 3+len(args))
 		argv = append(argv, r.Board.sum, windowCodes[r.Window], r.Period)
 		argv = append(argv, args...)
+		release, err := s.reads.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
 		p, err = s.page(r, script.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, argv...))
 		return err
 	})
@@ -161,6 +166,11 @@ func (s *Store) Size(ctx context.Context, v View) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	release, err := s.reads.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	n, err := s.rdb.HGet(ctx, s.keyBase(r.Board.ID)+"s:"+windowCodes[r.Window]+":"+r.Period, "cnt").Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, redisError(err)

@@ -19,6 +19,11 @@ func (s *Store) RemovePlayer(ctx context.Context, board, player string) (bool, e
 		for _, wp := range b.livePeriods(s.cfg.Clock()) {
 			args = append(args, windowCodes[wp.Window], wp.Period)
 		}
+		release, err := s.writes.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
 		n, err = removeScript.Run(ctx, s.rdb, []string{s.keyBase(board)}, args...).Int64()
 		return redisError(err)
 	})

@@ -61,6 +61,13 @@ type Config struct {
 	BulkWorkers int
 	// ClockSkew is how far in the future achievedAt may be before it is rejected. Default 1 minute.
 	ClockSkew time.Duration
+	// MaxReads and MaxWrites bound the read calls (top, ranks, around, friends, size, board lists) and the write
+	// calls (one per board of a submission batch, removals, creations) this store has in flight on Redis, so that
+	// a flood of one kind cannot take the connections the other needs; size the Redis pool for both. A call that
+	// finds no slot within QueueWait is RATE_LIMITED. 0: no bound (the default; the live hub's store has none).
+	MaxReads, MaxWrites int
+	// QueueWait is how long a call waits for a slot. Default 1 second.
+	QueueWait time.Duration
 }
 
 // Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for
@@ -68,6 +75,8 @@ type Config struct {
 type Store struct {
 	rdb    redis.UniversalClient
 	cfg    Config
+	reads  *gate
+	writes *gate
 	boards sync.Map // board id -> *Board, until a script reports the definition changed or gone (see fresh)
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
@@ -101,7 +110,11 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.ClockSkew <= 0 {
 		cfg.ClockSkew = time.Minute
 	}
-	return &Store{rdb: rdb, cfg: cfg}
+	if cfg.QueueWait <= 0 {
+		cfg.QueueWait = time.Second
+	}
+	return &Store{rdb: rdb, cfg: cfg, reads: newGate(cfg.MaxReads, cfg.QueueWait),
+		writes: newGate(cfg.MaxWrites, cfg.QueueWait)}
 }
 
 // Redis returns the client the store uses.
@@ -152,7 +165,12 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 		return nil, err
 	}
 	def := b.encode()
-	err := createScript.Run(ctx, s.rdb, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID).Err()
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = createScript.Run(ctx, s.rdb, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID).Err()
+	release()
 	if err != nil {
 		return nil, redisError(err)
 	}
@@ -234,6 +252,11 @@ func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
 	if !s.listRead.IsZero() && time.Since(s.listRead) < boardListTTL {
 		return s.listIDs, nil
 	}
+	release, err := s.reads.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	// One SMEMBERS per slot's board list, pipelined (go-redis sends one batch to each cluster node).
 	tags := slotTags()
 	pipe := s.rdb.Pipeline()

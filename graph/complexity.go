@@ -1,0 +1,163 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+)
+
+// Costs of introspection in the complexity limit. gqlgen's own walker leaves __schema out entirely, so a request
+// of thousands of aliased __schema selections passed any limit and answered tens of megabytes. A whole-schema
+// introspection answers about a hundred kilobytes here, so it counts as much as a page of a thousand rows.
+const (
+	SchemaIntrospectionCost = 2000 // __schema, plus its selection
+	TypeIntrospectionCost   = 100  // __type(name:), plus its selection
+)
+
+// ComplexityLimit is a gqlgen extension that bounds what an operation may do, before it runs:
+//   - Complexity: list fields count once per possible row (the schema's complexity functions, NewSchema), every
+//     other field once, introspection as above; more than Max is COMPLEXITY_LIMIT_EXCEEDED. Fragments are
+//     measured once each, however often they are spread (gqlgen's walker recursed into every spread, so a 1.3 KB
+//     document of 40 fragments that each spread the next twice took hours).
+//   - Fields: at most MaxFields field selections (aliases included) in the whole document. 0: no bound.
+//
+// Both answer BAD_USER_INPUT with the reason in extensions.reason.
+type ComplexityLimit struct {
+	Max       int
+	MaxFields int
+	es        graphql.ExecutableSchema
+}
+
+var (
+	_ graphql.HandlerExtension        = (*ComplexityLimit)(nil)
+	_ graphql.OperationContextMutator = (*ComplexityLimit)(nil)
+)
+
+func (*ComplexityLimit) ExtensionName() string { return "ComplexityLimit" }
+
+func (c *ComplexityLimit) Validate(es graphql.ExecutableSchema) error {
+	c.es = es
+	return nil
+}
+
+// MutateOperationContext runs after validation (fragment cycles are refused by then, so the walk ends).
+func (c *ComplexityLimit) MutateOperationContext(ctx context.Context, oc *graphql.OperationContext) *gqlerror.Error {
+	if oc.Doc == nil {
+		return nil
+	}
+	if c.MaxFields > 0 {
+		if n := countFields(oc.Doc); n > c.MaxFields {
+			return limitError("FIELD_LIMIT_EXCEEDED",
+				fmt.Sprintf("the document selects %d fields; at most %d are allowed", n, c.MaxFields))
+		}
+	}
+	op := oc.Operation
+	if op == nil || c.Max <= 0 {
+		return nil
+	}
+	w := complexityWalker{es: c.es, vars: oc.Variables, memo: map[string]int{}}
+	if n := w.selectionSet(ctx, op.SelectionSet); n > c.Max {
+		return limitError("COMPLEXITY_LIMIT_EXCEEDED",
+			fmt.Sprintf("operation has complexity %d, which exceeds the limit of %d", n, c.Max))
+	}
+	return nil
+}
+
+func limitError(reason, msg string) *gqlerror.Error {
+	err := gqlerror.Errorf("%s", msg)
+	err.Extensions = map[string]any{"code": reason}
+	return err
+}
+
+// countFields counts the field selections written in a document (operations and fragments, each once).
+func countFields(doc *ast.QueryDocument) int {
+	var n int
+	var walk func(set ast.SelectionSet)
+	walk = func(set ast.SelectionSet) {
+		for _, sel := range set {
+			switch s := sel.(type) {
+			case *ast.Field:
+				n++
+				walk(s.SelectionSet)
+			case *ast.InlineFragment:
+				walk(s.SelectionSet)
+			}
+		}
+	}
+	for _, op := range doc.Operations {
+		walk(op.SelectionSet)
+	}
+	for _, f := range doc.Fragments {
+		walk(f.SelectionSet)
+	}
+	return n
+}
+
+// complexityWalker computes an operation's complexity as gqlgen's complexity.Calculate does (custom functions
+// from the schema, 1 + children otherwise, saturating sums), with each fragment's cost remembered and
+// introspection counted.
+type complexityWalker struct {
+	es   graphql.ExecutableSchema
+	vars map[string]any
+	memo map[string]int // fragment name -> complexity of its selection set
+}
+
+func (w complexityWalker) selectionSet(ctx context.Context, set ast.SelectionSet) int {
+	total := 0
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			total = saturatingAdd(total, w.field(ctx, s))
+		case *ast.InlineFragment:
+			total = saturatingAdd(total, w.selectionSet(ctx, s.SelectionSet))
+		case *ast.FragmentSpread:
+			if s.Definition == nil {
+				continue
+			}
+			n, ok := w.memo[s.Name]
+			if !ok {
+				n = w.selectionSet(ctx, s.Definition.SelectionSet)
+				w.memo[s.Name] = n
+			}
+			total = saturatingAdd(total, n)
+		}
+	}
+	return total
+}
+
+func (w complexityWalker) field(ctx context.Context, f *ast.Field) int {
+	child := 0
+	if len(f.SelectionSet) > 0 {
+		child = w.selectionSet(ctx, f.SelectionSet)
+	}
+	switch {
+	case f.Name == "__schema":
+		return saturatingAdd(SchemaIntrospectionCost, child)
+	case f.Name == "__type":
+		return saturatingAdd(TypeIntrospectionCost, child)
+	}
+	if f.ObjectDefinition != nil && !strings.HasPrefix(f.ObjectDefinition.Name, "__") {
+		if n, ok := w.es.Complexity(ctx, f.ObjectDefinition.Name, f.Name, child, f.ArgumentMap(w.vars)); ok && n >= 1 {
+			return n
+		}
+	}
+	return saturatingAdd(1, child)
+}
+
+// saturatingAdd adds non-negative complexities without overflowing.
+func saturatingAdd(a, b int) int {
+	if a < 0 {
+		a = 0
+	}
+	if b < 0 {
+		b = 0
+	}
+	if c := a + b; c >= a {
+		return c
+	}
+	return int(^uint(0) >> 1)
+}

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"context"
+
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// docCostPerByte estimates the memory of a parsed and validated document per byte of its query text (an 800 KB
+// document kept about 25 MB).
+const docCostPerByte = 32
+
+// docCache is gqlgen's parsed-document cache bounded by entries and by an estimate of the bytes the documents
+// hold (QUERY_CACHE_SIZE, QUERY_CACHE_BYTES).
+type docCache struct{ lru *boundedLRU[*ast.QueryDocument] }
+
+func newDocCache(entries int, bytes int64) docCache {
+	return docCache{newBoundedLRU[*ast.QueryDocument](max(1, entries), max(1, bytes))}
+}
+
+func (c docCache) Get(_ context.Context, query string) (*ast.QueryDocument, bool) { return c.lru.get(query) }
+
+func (c docCache) Add(_ context.Context, query string, doc *ast.QueryDocument) {
+	c.lru.add(query, doc, int64(docCostPerByte*len(query)+1024))
+}
