@@ -32,6 +32,11 @@ type Config struct {
 	MaxConnsPerAddr         int           // MAX_CONNS_PER_ADDR: websocket connections per client IP; default 200
 	WSPingInterval          time.Duration // WS_PING_INTERVAL: ping period; a peer silent for two is dropped; default 20s
 	RequestTimeout          time.Duration // REQUEST_TIMEOUT: per HTTP GraphQL request; default 10s
+	ReadTimeout             time.Duration // READ_TIMEOUT: to read a whole request, body included; default 15s
+	WriteTimeout            time.Duration // WRITE_TIMEOUT: to answer a request; default REQUEST_TIMEOUT + 5s
+	IdleTimeout             time.Duration // IDLE_TIMEOUT: keep-alive connections idle this long are closed; default 60s
+	MaxConns                int           // MAX_CONNS: connections held at once (websockets too); default 10000
+	MetricsAddr             string        // METRICS_ADDR: serve /metrics here instead of on LISTEN_ADDR; default none
 	ShutdownTimeout         time.Duration // SHUTDOWN_TIMEOUT: graceful shutdown budget; default 8s
 	MaxConcurrentReads      int           // MAX_CONCURRENT_READS: read calls in flight on Redis; default 32
 	MaxConcurrentWrites     int           // MAX_CONCURRENT_WRITES: write calls in flight on Redis; default 32
@@ -98,6 +103,10 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		WSPingInterval:          envDur("WS_PING_INTERVAL", 20*time.Second),
 		RequestTimeout:          envDur("REQUEST_TIMEOUT", 10*time.Second),
 		ShutdownTimeout:         envDur("SHUTDOWN_TIMEOUT", 8*time.Second),
+		ReadTimeout:             envDur("READ_TIMEOUT", 15*time.Second),
+		IdleTimeout:             envDur("IDLE_TIMEOUT", time.Minute),
+		MaxConns:                int(envInt("MAX_CONNS", 10_000)),
+		MetricsAddr:             env("METRICS_ADDR", ""),
 		MaxConcurrentReads:      int(envInt("MAX_CONCURRENT_READS", 32)),
 		MaxConcurrentWrites:     int(envInt("MAX_CONCURRENT_WRITES", 32)),
 		MaxQueryTokens:          int(envInt("MAX_QUERY_TOKENS", 40_000)),
@@ -125,6 +134,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Sprintf("unexpected arguments %q", fs.Args()))
 	}
+	c.WriteTimeout = envDur("WRITE_TIMEOUT", c.RequestTimeout+5*time.Second)
 	c.RedisClusterAddrs = splitList(*cluster)
 	c.CORSOrigins = splitList(*cors)
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {

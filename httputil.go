@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leaderboard/leaderboard/graph"
 )
 
 // writeError answers with a GraphQL-shaped error body: {"errors":[{"message":..., "extensions":{"code":...}}]}.
@@ -23,16 +26,51 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	w.Write(body)
 }
 
-// limitBody caps request bodies at max bytes: a declared larger body is refused at once (413), a chunked one
-// fails when it passes the cap.
+// limitBody reads request bodies of at most max bytes before any handler sees them: a larger one is refused with
+// 413 whether it was declared (Content-Length) or not (chunked). Bodies and URL parameters that are not valid
+// UTF-8 or escape lone surrogates are refused with 400 (graph.CheckText): decoding would silently turn them into
+// U+FFFD. Websocket upgrades pass (their messages are checked one by one).
 func limitBody(max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > max {
+		tooLarge := func() {
 			writeError(w, http.StatusRequestEntityTooLarge, "BAD_USER_INPUT",
 				"request body too large: at most "+strconv.FormatInt(max, 10)+" bytes")
+		}
+		if r.ContentLength > max {
+			tooLarge()
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, max)
+		if r.Header.Get("Upgrade") == "" {
+			if msg := graph.CheckText([]byte(r.URL.RawQuery)); msg != "" {
+				writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", msg)
+				return
+			}
+			for _, vs := range r.URL.Query() {
+				for _, v := range vs {
+					if msg := graph.CheckText([]byte(v)); msg != "" {
+						writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", msg)
+						return
+					}
+				}
+			}
+		}
+		if r.Body != nil && r.Body != http.NoBody && r.Header.Get("Upgrade") == "" {
+			body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+			if err != nil {
+				writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", "could not read the request body")
+				return
+			}
+			if int64(len(body)) > max {
+				tooLarge()
+				return
+			}
+			if msg := graph.CheckText(body); msg != "" {
+				writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", msg)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -20,14 +20,15 @@ import (
 // Metrics are the server's Prometheus metrics, on a registry of their own (served at /metrics). Every label
 // value comes from a fixed set (schema field names, error codes), never from clients, so series stay bounded.
 type Metrics struct {
-	reg         *prometheus.Registry
-	operations  *prometheus.CounterVec   // lb_graphql_operations_total{type,field,outcome}
-	opDuration  *prometheus.HistogramVec // lb_graphql_operation_duration_seconds{type,field}
-	httpDur     *prometheus.HistogramVec // lb_http_request_duration_seconds{route}
-	redisErrors *prometheus.CounterVec   // lb_redis_errors_total{kind}
-	wsConns     prometheus.Gauge         // lb_websocket_connections
-	wsRejected  *prometheus.CounterVec   // lb_websocket_rejected_total{reason}
-	subs        *prometheus.GaugeVec     // lb_subscriptions{field}
+	reg          *prometheus.Registry
+	operations   *prometheus.CounterVec   // lb_graphql_operations_total{type,field,outcome}
+	opDuration   *prometheus.HistogramVec // lb_graphql_operation_duration_seconds{type,field}
+	httpDur      *prometheus.HistogramVec // lb_http_request_duration_seconds{route}
+	redisErrors  *prometheus.CounterVec   // lb_redis_errors_total{kind}
+	wsConns      prometheus.Gauge         // lb_websocket_connections
+	wsRejected   *prometheus.CounterVec   // lb_websocket_rejected_total{reason}
+	subs         *prometheus.GaugeVec     // lb_subscriptions{field}
+	connsRefused prometheus.Counter       // lb_connections_refused_total (MAX_CONNS)
 
 	// The top response cache (topcache.go): lb_top_cache_requests_total{result}. A hit bypasses gqlgen, so it
 	// is also counted in lb_graphql_operations_total and its duration histogram, as gqlgen would have.
@@ -66,6 +67,8 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 			Help: "Websocket upgrades refused, by reason (origin, per_address_limit)."}, []string{"reason"}),
 		subs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lb_subscriptions",
 			Help: "Running GraphQL subscriptions, by field."}, []string{"field"}),
+		connsRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "lb_connections_refused_total",
+			Help: "Connections closed at once because MAX_CONNS were open and none was idle."}),
 		rootFields: map[string]bool{"__schema": true, "__type": true, "__typename": true},
 	}
 	for _, def := range []*ast.Definition{schema.Query, schema.Mutation, schema.Subscription} {
@@ -76,6 +79,7 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 		}
 	}
 	m.reg.MustRegister(m.operations, m.opDuration, m.httpDur, m.redisErrors, m.wsConns, m.wsRejected, m.subs,
+		m.connsRefused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"origin", "per_address_limit"} {
 		m.wsRejected.WithLabelValues(r)

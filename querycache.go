@@ -12,13 +12,17 @@ const docCostPerByte = 32
 
 // docCache is gqlgen's parsed-document cache bounded by entries and by an estimate of the bytes the documents
 // hold (QUERY_CACHE_SIZE, QUERY_CACHE_BYTES).
-type docCache struct{ lru *boundedLRU[*ast.QueryDocument] }
+type docCache struct {
+	lru *boundedLRU[*ast.QueryDocument]
+}
 
 func newDocCache(entries int, bytes int64) docCache {
 	return docCache{newBoundedLRU[*ast.QueryDocument](max(1, entries), max(1, bytes))}
 }
 
-func (c docCache) Get(_ context.Context, query string) (*ast.QueryDocument, bool) { return c.lru.get(query) }
+func (c docCache) Get(_ context.Context, query string) (*ast.QueryDocument, bool) {
+	return c.lru.get(query)
+}
 
 func (c docCache) Add(_ context.Context, query string, doc *ast.QueryDocument) {
 	c.lru.add(query, doc, int64(docCostPerByte*len(query)+1024))

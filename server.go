@@ -80,7 +80,7 @@ type App struct {
 	log      *slog.Logger
 	rdb      redis.UniversalClient
 	probe    redis.UniversalClient // /readyz's own small pool, so a busy main pool never looks like a Redis outage
-	embedded *miniredis.Miniredis // nil unless no Redis is configured
+	embedded *miniredis.Miniredis  // nil unless no Redis is configured
 	Store    *leaderboard.Store
 	Hub      *pubsub.Hub
 	Keys     *Keyring
@@ -222,6 +222,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.Use(&graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields})
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	srv.Use(graph.FloatLiterals{})
+	srv.Use(graph.TextCheck{})
 	srv.Use(graphQLExtension{a.Metrics})
 	srv.AroundRootFields(graph.ReadGuard(a.Keys.ReadKeyRequired))
 	srv.SetErrorPresenter(graph.ErrorPresenter(a.log))
@@ -253,15 +254,19 @@ func (a *App) websocketInit(ctx context.Context, payload transport.InitPayload) 
 	return ctx, nil, nil
 }
 
-// Handler returns the server's routes with logging, panic recovery and CORS.
+// Handler returns the server's routes with logging, panic recovery and CORS. Without CORS_ORIGINS no
+// cross-origin browser request is allowed (rs/cors would read an empty list as "allow all").
 func (a *App) Handler() http.Handler {
-	c := cors.New(cors.Options{
-		AllowedOrigins: a.cfg.CORSOrigins,
-		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodOptions},
-		AllowedHeaders: []string{"Authorization", "Content-Type"},
-		MaxAge:         600,
-	})
-	return logRequests(a.log, c.Handler(a.routes()))
+	h := http.Handler(a.routes())
+	if len(a.cfg.CORSOrigins) > 0 {
+		h = cors.New(cors.Options{
+			AllowedOrigins: a.cfg.CORSOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodOptions},
+			AllowedHeaders: []string{"Authorization", "Content-Type"},
+			MaxAge:         600,
+		}).Handler(h)
+	}
+	return logRequests(a.log, h)
 }
 
 // routes is the server's URL space. "/" is reserved for the live dashboard (package web).
@@ -281,7 +286,9 @@ func (a *App) routes() *http.ServeMux {
 	mux.Handle("/", web.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/readyz", a.Metrics.timeRoute("readyz", http.HandlerFunc(a.ready)))
-	mux.Handle("/metrics", a.Metrics.Handler())
+	if a.cfg.MetricsAddr == "" {
+		mux.Handle("/metrics", a.Metrics.Handler())
+	}
 	return mux
 }
 
@@ -319,19 +326,35 @@ func (a *App) ready(w http.ResponseWriter, r *http.Request) {
 // Serve answers on ln until ctx is done, then shuts down: it stops accepting, closes websockets (with a
 // going-away frame), lets in-flight requests finish within SHUTDOWN_TIMEOUT, and stops the live hub.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	limit := newConnLimit(ln, a.cfg.MaxConns, func() { a.Metrics.connsRefused.Inc() })
 	srv := &http.Server{
 		Handler:           a.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: min(10*time.Second, a.cfg.ReadTimeout),
+		ReadTimeout:       a.cfg.ReadTimeout,  // slow bodies; websockets clear it after the upgrade
+		WriteTimeout:      a.cfg.WriteTimeout, // slow readers of answers; likewise
+		IdleTimeout:       a.cfg.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
+		ConnState:         limit.connState,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	srv.RegisterOnShutdown(a.ws.closeAll)
 	a.log.Info("listening", "addr", ln.Addr().String(), "graphql", "/graphql", "graphiql", "/graphiql",
 		"embedded_redis", a.embedded != nil)
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(limit) }()
+	if a.cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", a.cfg.MetricsAddr)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("METRICS_ADDR: %w", err)
+		}
+		msrv := &http.Server{Handler: a.Metrics.Handler(), ReadHeaderTimeout: 10 * time.Second,
+			ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
+		a.log.Info("metrics listening", "addr", mln.Addr().String())
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	if a.cfg.Demo {
 		defer a.runDemo(ctx)() // stops the simulator before Serve returns (and before Close closes Redis)
 	}

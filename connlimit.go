@@ -1,0 +1,98 @@
+package main
+
+import (
+	"container/list"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// connLimit bounds the connections the server holds (MAX_CONNS), websockets included. When a new connection
+// would pass the bound, the longest-idle keep-alive connection is closed to make room; when none is idle, the new
+// connection is closed at once. It is a net.Listener wrapper plus an http.Server ConnState hook.
+type connLimit struct {
+	net.Listener
+	max     int
+	onClose func() // counts refused connections (metrics); may be nil
+
+	mu    sync.Mutex
+	open  int
+	idle  *list.List // idle keep-alive connections, oldest first
+	where map[net.Conn]*list.Element
+}
+
+func newConnLimit(ln net.Listener, max int, onRefuse func()) *connLimit {
+	return &connLimit{Listener: ln, max: max, onClose: onRefuse, idle: list.New(), where: map[net.Conn]*list.Element{}}
+}
+
+// Accept returns the next connection within the bound.
+func (l *connLimit) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		if l.max > 0 && l.open >= l.max {
+			if e := l.idle.Front(); e != nil {
+				victim := l.idle.Remove(e).(net.Conn)
+				delete(l.where, victim)
+				l.mu.Unlock()
+				victim.Close() // its counted close makes room
+				l.mu.Lock()
+			}
+		}
+		if l.max > 0 && l.open >= l.max {
+			l.mu.Unlock()
+			c.Close()
+			if l.onClose != nil {
+				l.onClose()
+			}
+			continue
+		}
+		l.open++
+		l.mu.Unlock()
+		return &countedConn{Conn: c, l: l}, nil
+	}
+}
+
+// connState is the http.Server ConnState hook: it keeps the list of idle keep-alive connections.
+func (l *connLimit) connState(c net.Conn, s http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e, ok := l.where[c]; ok {
+		l.idle.Remove(e)
+		delete(l.where, c)
+	}
+	if s == http.StateIdle {
+		l.where[c] = l.idle.PushBack(c)
+	}
+}
+
+// openConns returns how many connections are open.
+func (l *connLimit) openConns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+// countedConn gives its slot back when closed (hijacked websocket connections too).
+type countedConn struct {
+	net.Conn
+	l    *connLimit
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.open--
+		if e, ok := c.l.where[c]; ok {
+			c.l.idle.Remove(e)
+			delete(c.l.where, c)
+		}
+		c.l.mu.Unlock()
+	})
+	return err
+}
