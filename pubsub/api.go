@@ -47,6 +47,10 @@ type Config struct {
 	// PeriodCheck is how often subscriptions that follow the current period look for a rollover (by the store's
 	// clock, Store.Now, which tests inject), and how often the watch key is checked. Default 1 second.
 	PeriodCheck time.Duration
+	// CallerStore serves the reads that Top makes on behalf of its callers (pages beyond the cached lists, views
+	// not cached yet), so that they count against that store's bounds (leaderboard.Config.MaxReads) and not
+	// against the hub's own refreshes. Default: the hub's store.
+	CallerStore *leaderboard.Store
 	// Logger receives warnings (lost connections, failed reads, dropped subscribers). Default slog.Default().
 	Logger *slog.Logger
 }

@@ -15,11 +15,12 @@ import (
 // the local subscribers. It is safe for concurrent use. Subscriptions work from New on; Run shuts everything
 // down when its context ends.
 type Hub struct {
-	store    *leaderboard.Store
-	cfg      Config
-	cluster  bool // the store talks to Redis Cluster
-	pollOnly bool // the store publishes nothing: refreshers poll at MaxUpdateRate while anybody watches
-	interval time.Duration
+	store       *leaderboard.Store // the hub's own reads (coalesced refreshes)
+	callerStore *leaderboard.Store // reads on behalf of Top's callers (Config.CallerStore)
+	cfg         Config
+	cluster     bool // the store talks to Redis Cluster
+	pollOnly    bool // the store publishes nothing: refreshers poll at MaxUpdateRate while anybody watches
+	interval    time.Duration
 
 	ctx    context.Context // ends at shutdown; used for the hub's own Redis calls
 	cancel context.CancelFunc
@@ -50,7 +51,11 @@ type viewKey struct {
 func New(store *leaderboard.Store, cfg Config) *Hub {
 	cfg.normalize()
 	_, cluster := store.Redis().(*redis.ClusterClient)
-	h := &Hub{store: store, cfg: cfg, cluster: cluster,
+	caller := cfg.CallerStore
+	if caller == nil {
+		caller = store
+	}
+	h := &Hub{store: store, callerStore: caller, cfg: cfg, cluster: cluster,
 		pollOnly: store.PublishCommand() == leaderboard.PublishNone,
 		interval: time.Duration(float64(time.Second) / cfg.MaxUpdateRate),
 		done:     make(chan struct{}), boards: map[string]*board{}, byChannel: map[string]*board{},
@@ -162,7 +167,7 @@ func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player stri
 // other request reads Redis and starts caching its view (at most CacheSize views, least recently used dropped).
 func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*leaderboard.Page, error) {
 	if first < 0 || offset < 0 || offset+first > MaxFirst {
-		return h.store.Top(ctx, v, offset, first)
+		return h.callerStore.Top(ctx, v, offset, first)
 	}
 	r, err := h.store.Resolve(ctx, v)
 	if err != nil {
@@ -178,7 +183,7 @@ func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*
 			return c.page(r, offset, first), nil
 		}
 	}
-	p, err := h.store.Top(ctx, v, offset, first)
+	p, err := h.callerStore.Top(ctx, v, offset, first)
 	if err == nil && vw == nil {
 		h.cacheView(r.Board, key)
 	}
