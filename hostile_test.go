@@ -502,4 +502,3 @@ func TestMetricsAddr(t *testing.T) {
 	}
 	t.Fatalf("/metrics on METRICS_ADDR: %d", st)
 }
-
