@@ -502,3 +502,22 @@ func TestMetricsAddr(t *testing.T) {
 	}
 	t.Fatalf("/metrics on METRICS_ADDR: %d", st)
 }
+
+// The document bounds leave honest use alone: a literal submitScores of 1000 items with names, eventIds and
+// metadata (about 27000 tokens, the README's figure) runs with the default MAX_QUERY_TOKENS.
+func TestBulkLiteralFitsTheTokenLimit(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "lit"})
+	var b strings.Builder
+	b.WriteString("mutation { submitScores(inputs: [")
+	for i := range 1000 {
+		fmt.Fprintf(&b, `{board: "lit", playerId: "player-%d", score: %d, displayName: "Player %d", eventId: "match-1-%d", metadata: {team: "red", level: 3}}`, i, i, i, i)
+	}
+	b.WriteString("]) { updated } }")
+	var out struct{ SubmitScores []struct{ Updated bool } }
+	s.must(t, testSubmitKey, b.String(), nil, &out)
+	if len(out.SubmitScores) != 1000 || !out.SubmitScores[999].Updated {
+		t.Fatalf("%d results", len(out.SubmitScores))
+	}
+}
