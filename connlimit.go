@@ -2,9 +2,12 @@ package main
 
 import (
 	"container/list"
+	"context"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // connLimit bounds the connections the server holds (MAX_CONNS), websockets included. When a new connection
@@ -19,10 +22,12 @@ type connLimit struct {
 	open  int
 	idle  *list.List // idle keep-alive connections, oldest first
 	where map[net.Conn]*list.Element
+	plain map[net.Conn]struct{} // open and not hijacked (HTTP, not websockets)
 }
 
 func newConnLimit(ln net.Listener, max int, onRefuse func()) *connLimit {
-	return &connLimit{Listener: ln, max: max, onClose: onRefuse, idle: list.New(), where: map[net.Conn]*list.Element{}}
+	return &connLimit{Listener: ln, max: max, onClose: onRefuse, idle: list.New(), where: map[net.Conn]*list.Element{},
+		plain: map[net.Conn]struct{}{}}
 }
 
 // Accept returns the next connection within the bound.
@@ -51,8 +56,10 @@ func (l *connLimit) Accept() (net.Conn, error) {
 			continue
 		}
 		l.open++
+		cc := &countedConn{Conn: c, l: l}
+		l.plain[cc] = struct{}{}
 		l.mu.Unlock()
-		return &countedConn{Conn: c, l: l}, nil
+		return cc, nil
 	}
 }
 
@@ -67,6 +74,42 @@ func (l *connLimit) connState(c net.Conn, s http.ConnState) {
 	if s == http.StateIdle {
 		l.where[c] = l.idle.PushBack(c)
 	}
+	if s == http.StateHijacked || s == http.StateClosed {
+		delete(l.plain, c)
+	}
+}
+
+// interruptUploads makes the reads of requests whose body is still arriving (slow uploads) fail now: at
+// shutdown they end at once instead of holding the shutdown for their whole READ_TIMEOUT. Requests that have
+// been read are left to finish.
+func (l *connLimit) interruptUploads() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c := range l.plain {
+		if cc, ok := c.(*countedConn); ok && cc.uploading.Load() {
+			_ = c.SetReadDeadline(time.Now())
+		}
+	}
+}
+
+type countedConnKey struct{}
+
+// connContext is the http.Server ConnContext hook: requests carry their connection (see uploading).
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	if cc, ok := c.(*countedConn); ok {
+		return context.WithValue(ctx, countedConnKey{}, cc)
+	}
+	return ctx
+}
+
+// markUpload records, until done is called, that the request of ctx is reading its body.
+func markUpload(ctx context.Context) (done func()) {
+	cc, ok := ctx.Value(countedConnKey{}).(*countedConn)
+	if !ok {
+		return func() {}
+	}
+	cc.uploading.Store(true)
+	return func() { cc.uploading.Store(false) }
 }
 
 // openConns returns how many connections are open.
@@ -79,8 +122,9 @@ func (l *connLimit) openConns() int {
 // countedConn gives its slot back when closed (hijacked websocket connections too).
 type countedConn struct {
 	net.Conn
-	l    *connLimit
-	once sync.Once
+	l         *connLimit
+	once      sync.Once
+	uploading atomic.Bool // its current request is reading the body (limitBody)
 }
 
 func (c *countedConn) Close() error {
@@ -92,6 +136,7 @@ func (c *countedConn) Close() error {
 			c.l.idle.Remove(e)
 			delete(c.l.where, c)
 		}
+		delete(c.l.plain, c)
 		c.l.mu.Unlock()
 	})
 	return err

@@ -521,3 +521,23 @@ func TestBulkLiteralFitsTheTokenLimit(t *testing.T) {
 		t.Fatalf("%d results", len(out.SubmitScores))
 	}
 }
+
+// SIGTERM does not wait for slow uploads: a body still arriving ends at once, the shutdown takes well under its
+// timeout.
+func TestShutdownDoesNotWaitForSlowUploads(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t)) // READ_TIMEOUT 15 s, SHUTDOWN_TIMEOUT 8 s
+	addr := strings.TrimPrefix(s.URL, "http://")
+	var conns []net.Conn
+	for range 20 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+		conns = append(conns, c)
+	}
+	time.Sleep(200 * time.Millisecond) // the requests are in their handlers, reading
+	within(t, 2*time.Second, "shutdown with 20 slow uploads", func() { s.Shutdown(t) })
+}

@@ -55,7 +55,9 @@ func limitBody(max int64, next http.Handler) http.Handler {
 			}
 		}
 		if r.Body != nil && r.Body != http.NoBody && r.Header.Get("Upgrade") == "" {
+			done := markUpload(r.Context())
 			body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+			done()
 			if err != nil {
 				writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", "could not read the request body")
 				return
