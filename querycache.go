@@ -27,3 +27,18 @@ func (c docCache) Get(_ context.Context, query string) (*ast.QueryDocument, bool
 func (c docCache) Add(_ context.Context, query string, doc *ast.QueryDocument) {
 	c.lru.add(query, doc, int64(docCostPerByte*len(query)+1024))
 }
+
+// apqCache is the automatic-persisted-query cache (hash -> query text) bounded by entries and by the bytes of
+// the kept queries (APQ_CACHE_SIZE, QUERY_CACHE_BYTES): a client registering many large queries cannot grow it
+// past them.
+type apqCache struct{ lru *boundedLRU[string] }
+
+func newAPQCache(entries int, bytes int64) apqCache {
+	return apqCache{newBoundedLRU[string](max(1, entries), max(1, bytes))}
+}
+
+func (c apqCache) Get(_ context.Context, hash string) (string, bool) { return c.lru.get(hash) }
+
+func (c apqCache) Add(_ context.Context, hash, query string) {
+	c.lru.add(hash, query, int64(len(hash)+len(query)+64))
+}
