@@ -149,7 +149,8 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.Metrics = NewMetrics(schema.Schema())
 	resolver.OnSubscription = a.Metrics.OnSubscription
 	a.rdb.AddHook(redisHook{a.Metrics, log})
-	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins), cfg.WSPingInterval, a.Metrics)
+	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins), cfg.WSPingInterval, wsInitTimeout,
+		cfg.MaxSubscriptionsPerConn, a.Metrics)
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())
@@ -200,7 +201,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.AddTransport(transport.Websocket{
 		Implementation:        a.ws,
 		InitFunc:              a.websocketInit,
-		InitTimeout:           10 * time.Second,
+		InitTimeout:           2 * wsInitTimeout,    // a backstop: a.ws closes first (4408; 1002 on graphql-ws)
 		KeepAlivePingInterval: a.cfg.WSPingInterval, // graphql-ws: "ka" messages
 		PingPongInterval:      a.cfg.WSPingInterval, // graphql-transport-ws: ping, and drop peers that miss the pong
 		PayloadReadLimit:      &a.cfg.MaxWSMessageBytes,

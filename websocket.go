@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding"
 	"encoding/json"
@@ -13,14 +14,25 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
 )
 
-// wsWriteTimeout bounds one write to a websocket peer, so a peer that stops reading cannot block the writer.
-const wsWriteTimeout = 10 * time.Second
+const (
+	// wsWriteTimeout bounds one write to a websocket peer. A write that fails (a peer that stopped reading)
+	// closes the connection.
+	wsWriteTimeout = 10 * time.Second
+	// wsInitTimeout: a peer that has not sent connection_init by then is closed, with 4408 (graphql-transport-ws)
+	// or, as gqlgen did, 1002 (graphql-ws). gqlgen's own InitTimeout must be longer.
+	wsInitTimeout = 10 * time.Second
+	// wsCloseLinger is how long a connection that we close waits for the peer's close frame, discarding what the
+	// peer still sends, before the TCP connection is closed: closing it with unread input would reset it, and
+	// the peer could lose the close frame with its code.
+	wsCloseLinger = time.Second
+)
 
 // websockets is gqlgen's WebsocketImplementation on gorilla/websocket. It keeps every open connection so that
 // shutdown can close them (http.Server.Shutdown does not touch hijacked connections), and counts connections per
@@ -34,11 +46,18 @@ type websockets struct {
 	conns   map[*wsConn]struct{}
 	perAddr map[string]int
 	closing bool
+	// Settings of connections accepted from now on (guarded by mu: tests change them on a running server).
+	initTimeout  time.Duration // wsInitTimeout
+	writeTimeout time.Duration // wsWriteTimeout
+	maxOps       int           // graphql-transport-ws operations in flight per connection (0: no bound)
 }
 
-func newWebsockets(origins *originPolicy, pingInterval time.Duration, m *Metrics) *websockets {
+// newWebsockets: maxOps bounds the operations in flight on one graphql-transport-ws connection
+// (MAX_SUBSCRIPTIONS_PER_CONN); initTimeout is how long a peer has to send connection_init.
+func newWebsockets(origins *originPolicy, pingInterval, initTimeout time.Duration, maxOps int, m *Metrics) *websockets {
 	return &websockets{origins: origins, pingInterval: pingInterval, metrics: m,
-		conns: map[*wsConn]struct{}{}, perAddr: map[string]int{}}
+		conns: map[*wsConn]struct{}{}, perAddr: map[string]int{},
+		initTimeout: initTimeout, writeTimeout: wsWriteTimeout, maxOps: maxOps}
 }
 
 var _ transport.WebsocketImplementation = (*websockets)(nil)
@@ -57,7 +76,11 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 	if err != nil {
 		return nil, err
 	}
+	// From here on only our own deadlines apply: not the http.Server's ReadTimeout and WriteTimeout, which it
+	// set on the connection before it was hijacked.
+	_ = ws.NetConn().SetDeadline(time.Time{})
 	c := &wsConn{ws: ws, owner: s, done: make(chan struct{})}
+	ws.SetCloseHandler(c.onPeerClose)
 	if h, ok := r.Context().Value(connHolderKey{}).(*connHolder); ok {
 		h.c = c
 	}
@@ -69,10 +92,17 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 		ws.Close()
 		return nil, errors.New("server shutting down")
 	}
-	s.conns[c] = struct{}{}
+	c.writeTimeout = s.writeTimeout
+	if ws.Subprotocol() == "graphql-transport-ws" {
+		c.tws = newTransportState(s.maxOps)
+	}
+	if s.initTimeout > 0 {
+		c.initTimer = time.AfterFunc(s.initTimeout, c.initExpired)
+	}
+	s.conns[c] = struct{}{} // closeAll may close c from now on
 	s.mu.Unlock()
 	s.metrics.wsConns.Inc()
-	if ws.Subprotocol() != "graphql-transport-ws" && s.pingInterval > 0 {
+	if c.tws == nil && s.pingInterval > 0 {
 		go c.pingLoop(s.pingInterval)
 	}
 	return c, nil
@@ -144,14 +174,24 @@ func (s *websockets) closeAll() {
 	}
 }
 
-// wsConn adapts a gorilla connection to gqlgen's WebsocketConn.
+// wsConn adapts a gorilla connection to gqlgen's WebsocketConn. On graphql-transport-ws it enforces the protocol
+// (tws, wsprotocol.go): gqlgen reads only checked messages and writes through it.
 type wsConn struct {
-	ws    *websocket.Conn
-	owner *websockets
-	wmu   sync.Mutex // gorilla allows one concurrent writer
-	once  sync.Once
-	done  chan struct{}
+	ws           *websocket.Conn
+	owner        *websockets
+	tws          *transportState // nil on graphql-ws
+	writeTimeout time.Duration
+	initTimer    *time.Timer // closes a peer that sends no connection_init in time
+	wmu          sync.Mutex  // gorilla allows one concurrent writer
+	once         sync.Once
+	done         chan struct{}
+	// closeSent: a close frame has gone to the peer (or the peer's was answered). Nothing more is written, and
+	// what the peer still sends is discarded.
+	closeSent atomic.Bool
+	firstRead atomic.Bool // graphql-ws: a message has arrived (gqlgen's init timeout counted any message)
 }
+
+var errWSClosing = errors.New("websocket: connection closing")
 
 var (
 	_ transport.WebsocketConn          = (*wsConn)(nil)
@@ -159,30 +199,173 @@ var (
 	_ transport.WebsocketReadDeadliner = (*wsConn)(nil)
 )
 
+// NextReader returns the next message for gqlgen. On graphql-transport-ws that is a checked, re-encoded message
+// (transportState.inbound): violations close the connection with the protocol's codes, and messages that gqlgen
+// must not act on are answered or dropped here.
 func (c *wsConn) NextReader() (int, io.Reader, error) {
-	typ, r, err := c.ws.NextReader()
-	if err != nil {
-		if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseNoStatusReceived, websocket.CloseGoingAway) {
-			return typ, nil, transport.ErrWebsocketClosed
+	for {
+		typ, r, err := c.ws.NextReader()
+		if err != nil {
+			return typ, nil, c.readError(err)
 		}
-		if errors.Is(err, websocket.ErrReadLimit) {
-			// gorilla has already sent the peer a 1009 (message too big) close frame.
-			return typ, nil, transport.ErrWebsocketClosed
+		if c.closeSent.Load() {
+			// We are closing: wait for the peer's close frame (or the linger deadline).
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return typ, nil, c.readError(err)
+			}
+			continue
 		}
-		return typ, nil, err
+		if c.tws == nil {
+			if c.firstRead.CompareAndSwap(false, true) {
+				c.stopInitTimer()
+			}
+			return typ, r, nil
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return typ, nil, c.readError(err)
+		}
+		in := c.tws.inbound(data)
+		switch {
+		case in.closeCode != 0:
+			return typ, nil, c.fail(in.closeCode, in.closeReason)
+		case in.reply != nil:
+			if err := c.write(in.reply); err != nil {
+				return typ, nil, err
+			}
+		case in.forward != nil:
+			if in.initialised {
+				c.stopInitTimer()
+			}
+			return typ, bytes.NewReader(in.forward), nil
+		}
 	}
-	return typ, r, nil
 }
 
+// readError translates a read error for gqlgen: ErrWebsocketClosed for an orderly end, which gqlgen does not
+// report.
+func (c *wsConn) readError(err error) error {
+	if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseNoStatusReceived, websocket.CloseGoingAway) {
+		return transport.ErrWebsocketClosed
+	}
+	if errors.Is(err, websocket.ErrReadLimit) {
+		// gorilla has already sent the peer a 1009 (message too big) close frame.
+		c.closeSent.Store(true)
+		return transport.ErrWebsocketClosed
+	}
+	if c.closeSent.Load() {
+		return transport.ErrWebsocketClosed // the end of a close we started
+	}
+	return err
+}
+
+// fail closes the connection for a protocol violation: a close frame with code, then (this is the reading
+// goroutine) what the peer still sends is discarded until its close frame or wsCloseLinger, then the connection
+// is closed.
+func (c *wsConn) fail(code int, reason string) error {
+	_ = c.WriteClose(code, reason)
+	_ = c.ws.SetReadDeadline(time.Now().Add(wsCloseLinger))
+	for {
+		_, r, err := c.ws.NextReader()
+		if err == nil {
+			_, err = io.Copy(io.Discard, r)
+		}
+		if err != nil {
+			break
+		}
+	}
+	c.Close()
+	return transport.ErrWebsocketClosed
+}
+
+// initExpired closes a connection that has not sent connection_init within the init timeout.
+func (c *wsConn) initExpired() {
+	code, reason := closeInitTimeout, "Connection initialisation timeout"
+	if c.tws == nil {
+		if c.firstRead.Load() {
+			return
+		}
+		code, reason = websocket.CloseProtocolError, "connection initialisation timeout" // gqlgen's
+	} else if !c.tws.expire() {
+		return
+	}
+	_ = c.WriteClose(code, reason)
+	// The reader (gqlgen's init, in NextReader) discards until the peer's close frame or this deadline.
+	_ = c.ws.SetReadDeadline(time.Now().Add(wsCloseLinger))
+}
+
+func (c *wsConn) stopInitTimer() {
+	if c.initTimer != nil {
+		c.initTimer.Stop()
+	}
+}
+
+// onPeerClose answers the peer's close frame unless we have sent ours already.
+func (c *wsConn) onPeerClose(code int, _ string) error {
+	if c.closeSent.CompareAndSwap(false, true) {
+		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
+	}
+	return nil
+}
+
+// WriteJSON writes one of gqlgen's messages. On graphql-transport-ws the operation id is mapped back to the
+// peer's (transportState.outbound), and messages the peer must not get are dropped.
 func (c *wsConn) WriteJSON(v any) error {
-	msg, ok := encodeMessage(v)
+	m, ok := protocolFields(v)
+	if c.tws == nil {
+		if !ok {
+			return c.writeWith(func() error { return c.ws.WriteJSON(v) })
+		}
+		return c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, m.id, m.typ))
+	}
+	if !ok {
+		// Not shaped like gqlgen's messages (a gqlgen upgrade?): read back what encoding/json makes of it.
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var d struct {
+			Payload json.RawMessage `json:"payload"`
+			ID      string          `json:"id"`
+			Type    string          `json:"type"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			return err
+		}
+		m = wsMessage{payload: d.Payload, id: d.ID, typ: d.Type}
+	}
+	id, send := c.tws.outbound(m.typ, m.id)
+	if !send {
+		return nil
+	}
+	return c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, id, m.typ))
+}
+
+// write sends one text message within the write timeout. A failed write closes the connection: gorilla fails
+// every later write too, and a peer that stopped reading must not keep the connection (gqlgen only reports write
+// errors).
+func (c *wsConn) write(msg []byte) error {
+	return c.writeWith(func() error { return c.ws.WriteMessage(websocket.TextMessage, msg) })
+}
+
+func (c *wsConn) writeWith(w func() error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	_ = c.ws.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
-	if ok {
-		return c.ws.WriteMessage(websocket.TextMessage, msg)
+	if c.closeSent.Load() {
+		return errWSClosing
 	}
-	return c.ws.WriteJSON(v)
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	if err := w(); err != nil {
+		c.Close()
+		return err
+	}
+	return nil
+}
+
+// wsMessage is one of gqlgen's protocol messages.
+type wsMessage struct {
+	payload []byte
+	id, typ string
 }
 
 // encodeMessage writes gqlgen's protocol messages ({payload, id, type}) without encoding/json: their payload is a
@@ -190,38 +373,32 @@ func (c *wsConn) WriteJSON(v any) error {
 // it again for every subscriber (a quarter of the server's CPU with 10,000 subscribers). Any other value, or a
 // message type it does not recognise, is left to encoding/json (ok false).
 func encodeMessage(v any) ([]byte, bool) {
+	m, ok := protocolFields(v)
+	if !ok {
+		return nil, false
+	}
+	return appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, m.id, m.typ), true
+}
+
+// protocolFields reads one of gqlgen's protocol messages (see isProtocolMessage).
+func protocolFields(v any) (wsMessage, bool) {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() == reflect.Pointer {
 		rv = rv.Elem()
 	}
 	if rv.Kind() != reflect.Struct || !isProtocolMessage(rv.Type()) {
-		return nil, false
+		return wsMessage{}, false
 	}
-	payload := rv.Field(0).Bytes()
 	typ := rv.Field(2)
 	text := typ.String()
 	if tm, ok := typ.Interface().(encoding.TextMarshaler); ok {
 		b, err := tm.MarshalText()
 		if err != nil {
-			return nil, false
+			return wsMessage{}, false
 		}
 		text = string(b)
 	}
-	buf := make([]byte, 0, len(payload)+64)
-	buf = append(buf, '{')
-	if len(payload) > 0 {
-		buf = append(buf, `"payload":`...)
-		buf = append(buf, payload...)
-		buf = append(buf, ',')
-	}
-	if id := rv.Field(1).String(); id != "" {
-		buf = append(buf, `"id":`...)
-		buf = appendJSONString(buf, id)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, `"type":`...)
-	buf = appendJSONString(buf, text)
-	return append(buf, '}'), true
+	return wsMessage{payload: rv.Field(0).Bytes(), id: rv.Field(1).String(), typ: text}, true
 }
 
 var protocolMessages sync.Map // reflect.Type -> bool
@@ -250,21 +427,32 @@ func appendJSONString(buf []byte, s string) []byte {
 	return append(buf, b...)
 }
 
+// WriteClose sends a close frame, the first time only: the peer gets one close frame, with the first code.
 func (c *wsConn) WriteClose(code int, message string) error {
-	if len(message) > 120 { // a close frame's reason is at most 123 bytes
-		message = message[:120]
+	if !c.closeSent.CompareAndSwap(false, true) {
+		return nil
 	}
+	// A close frame's reason is at most 123 bytes, and must be valid UTF-8.
+	message = truncateString(message, 123)
 	return c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message),
 		time.Now().Add(time.Second))
 }
 
-func (c *wsConn) Subprotocol() string               { return c.ws.Subprotocol() }
-func (c *wsConn) SetReadLimit(limit int64)          { c.ws.SetReadLimit(limit) }
-func (c *wsConn) SetReadDeadline(t time.Time) error { return c.ws.SetReadDeadline(t) }
+func (c *wsConn) Subprotocol() string      { return c.ws.Subprotocol() }
+func (c *wsConn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
+
+// SetReadDeadline is gqlgen's pong deadline; while we close, the linger deadline stands.
+func (c *wsConn) SetReadDeadline(t time.Time) error {
+	if c.closeSent.Load() {
+		return nil
+	}
+	return c.ws.SetReadDeadline(t)
+}
 
 func (c *wsConn) Close() error {
 	var err error
 	c.once.Do(func() {
+		c.stopInitTimer()
 		close(c.done)
 		err = c.ws.Close()
 		c.owner.mu.Lock()
