@@ -19,7 +19,6 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/alicebob/miniredis/v2"
@@ -142,7 +141,7 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
 	// and live screens must not wait behind a flood of queries.
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish})
-	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log})
+	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log}
 	schema := graph.NewSchema(resolver)
@@ -219,7 +218,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	if a.cfg.Introspection {
 		srv.Use(extension.Introspection{})
 	}
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](max(1, a.cfg.APQCacheSize))})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: newAPQCache(a.cfg.APQCacheSize, a.cfg.QueryCacheBytes)})
 	srv.Use(&graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields})
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	srv.Use(graph.FloatLiterals{})
@@ -336,6 +335,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		IdleTimeout:       a.cfg.IdleTimeout,
 		MaxHeaderBytes:    1 << 20,
 		ConnState:         limit.connState,
+		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
@@ -367,6 +367,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
 	defer cancel()
+	limit.interruptUploads() // uploads still arriving end now; requests already read run to their end
 	err := srv.Shutdown(sctx)
 	if errors.Is(err, context.DeadlineExceeded) {
 		a.log.Warn("requests still running at the shutdown deadline; closing them")
