@@ -19,6 +19,7 @@ type Config struct {
 	KeyPrefix         string   // KEY_PREFIX: default "lb"; starts every Redis key
 	APIKeys           string   // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
 	CORSOrigins       []string // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
+	PublicOrigins     []string // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
 	Demo              bool     // DEMO, -demo: run the demo simulator and dashboard board
 	Introspection     bool     // INTROSPECTION, -introspection: default true
 	LogLevel          slog.Level
@@ -137,6 +138,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	c.WriteTimeout = envDur("WRITE_TIMEOUT", c.RequestTimeout+5*time.Second)
 	c.RedisClusterAddrs = splitList(*cluster)
 	c.CORSOrigins = splitList(*cors)
+	c.PublicOrigins = splitList(env("PUBLIC_ORIGIN", ""))
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		errs = append(errs, fmt.Sprintf("LOG_LEVEL: want debug, info, warn or error, got %q", *level))
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
@@ -547,4 +548,51 @@ func TestShutdownDoesNotWaitForSlowUploads(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // the requests are in their handlers, reading
 	within(t, 2*time.Second, "shutdown with 20 slow uploads", func() { s.Shutdown(t) })
+}
+
+// Websocket origins are checked against the server's own origins, never against the Host header the request
+// brings (DNS rebinding: Host: evil.example with Origin: https://evil.example).
+func TestWebsocketOriginIgnoresHost(t *testing.T) {
+	t.Parallel()
+	dial := func(s *testServer, host, origin string) int {
+		h := http.Header{"Origin": {origin}, "Sec-WebSocket-Protocol": {"graphql-transport-ws"}}
+		if host != "" {
+			h.Set("Host", host)
+		}
+		c, resp, err := websocket.DefaultDialer.Dial(s.WSURL, h)
+		if err == nil {
+			c.Close()
+			return http.StatusSwitchingProtocols
+		}
+		if resp == nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	s := startServer(t, testConfig(t))
+	port := s.URL[strings.LastIndex(s.URL, ":")+1:]
+	for _, c := range []struct {
+		host, origin string
+		want         int
+	}{
+		{"evil.example", "https://evil.example", http.StatusForbidden},
+		{"evil.example:" + port, "http://evil.example:" + port, http.StatusForbidden},
+		{"", "http://127.0.0.1:" + port, http.StatusSwitchingProtocols},
+		{"", "http://localhost:" + port, http.StatusSwitchingProtocols},
+		{"", "http://127.0.0.1:1", http.StatusForbidden},
+	} {
+		if got := dial(s, c.host, c.origin); got != c.want {
+			t.Errorf("Host %q Origin %q: %d, want %d", c.host, c.origin, got, c.want)
+		}
+	}
+	cfg := testConfig(t)
+	cfg.PublicOrigins = []string{"https://scores.example"}
+	s2 := startServer(t, cfg)
+	port2 := s2.URL[strings.LastIndex(s2.URL, ":")+1:]
+	if got := dial(s2, "scores.example", "https://scores.example"); got != http.StatusSwitchingProtocols {
+		t.Errorf("PUBLIC_ORIGIN: %d", got)
+	}
+	if got := dial(s2, "", "http://127.0.0.1:"+port2); got != http.StatusForbidden {
+		t.Errorf("loopback with PUBLIC_ORIGIN set: %d", got)
+	}
 }

@@ -148,7 +148,7 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.Metrics = NewMetrics(schema.Schema())
 	resolver.OnSubscription = a.Metrics.OnSubscription
 	a.rdb.AddHook(redisHook{a.Metrics, log})
-	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins), cfg.WSPingInterval, wsInitTimeout,
+	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
 	a.gql = a.graphQLHandler(schema)
 
@@ -326,6 +326,7 @@ func (a *App) ready(w http.ResponseWriter, r *http.Request) {
 // Serve answers on ln until ctx is done, then shuts down: it stops accepting, closes websockets (with a
 // going-away frame), lets in-flight requests finish within SHUTDOWN_TIMEOUT, and stops the live hub.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	a.ws.origins.listening(ln.Addr())
 	limit := newConnLimit(ln, a.cfg.MaxConns, func() { a.Metrics.connsRefused.Inc() })
 	srv := &http.Server{
 		Handler:           a.Handler(),

@@ -9,10 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"reflect"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -482,41 +479,6 @@ func (c *wsConn) pingLoop(every time.Duration) {
 			}
 		}
 	}
-}
-
-// originPolicy is the CORS allow-list, applied to websocket upgrades too.
-type originPolicy struct {
-	any     bool
-	allowed []string // lower-case origins, e.g. "https://scores.example.com"
-}
-
-func newOriginPolicy(origins []string) *originPolicy {
-	p := &originPolicy{}
-	for _, o := range origins {
-		if o == "*" {
-			p.any = true
-			continue
-		}
-		p.allowed = append(p.allowed, strings.ToLower(strings.TrimRight(o, "/")))
-	}
-	return p
-}
-
-// allowWebsocket accepts requests without an Origin (not from a browser), same-origin requests, and origins on
-// the list.
-func (p *originPolicy) allowWebsocket(r *http.Request) bool {
-	origin := r.Header.Get("Origin")
-	if origin == "" || p.any {
-		return true
-	}
-	u, err := url.Parse(origin)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(u.Host, r.Host) {
-		return true
-	}
-	return slices.Contains(p.allowed, strings.ToLower(strings.TrimRight(origin, "/")))
 }
 
 // clientAddr is the client's IP address (the peer of the TCP connection; proxies' headers are not trusted).

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// originPolicy decides which browser origins may open websockets: the CORS allow-list (CORS_ORIGINS), the
+// server's own public origins (PUBLIC_ORIGIN), and, when none is configured, the listen address itself on a
+// loopback name (http://localhost:8080, http://127.0.0.1:8080, http://[::1]:8080). It never trusts the request's
+// Host header: under DNS rebinding a page of evil.example reaches this server with Host: evil.example and
+// Origin: https://evil.example, which "same origin as Host" would accept.
+type originPolicy struct {
+	any     bool
+	allowed []string // lower-case origins, e.g. "https://scores.example.com" (CORS_ORIGINS, PUBLIC_ORIGIN)
+	public  bool     // PUBLIC_ORIGIN is set: only the listed origins are the server's own
+
+	mu   sync.RWMutex
+	port string // the listen port, once the server listens
+}
+
+func newOriginPolicy(cors, public []string) *originPolicy {
+	p := &originPolicy{public: len(public) > 0}
+	for _, o := range append(slices.Clone(cors), public...) {
+		if o == "*" {
+			p.any = true
+			continue
+		}
+		p.allowed = append(p.allowed, normOrigin(o))
+	}
+	return p
+}
+
+func normOrigin(o string) string { return strings.ToLower(strings.TrimRight(o, "/")) }
+
+// listening records the address the server listens on.
+func (p *originPolicy) listening(addr net.Addr) {
+	if _, port, err := net.SplitHostPort(addr.String()); err == nil {
+		p.mu.Lock()
+		p.port = port
+		p.mu.Unlock()
+	}
+}
+
+// allowWebsocket accepts requests without an Origin (not from a browser) and the origins above.
+func (p *originPolicy) allowWebsocket(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || p.any || slices.Contains(p.allowed, normOrigin(origin)) {
+		return true
+	}
+	if p.public {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return false
+	}
+	p.mu.RLock()
+	port := p.port
+	p.mu.RUnlock()
+	if port == "" || u.Port() != port {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
