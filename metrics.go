@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -211,8 +212,8 @@ func (h redisHook) count(err error) bool {
 	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	if msg := err.Error(); strings.Contains(msg, "LB_") || strings.HasPrefix(msg, "NOSCRIPT") {
-		return false
+	if leaderboard.IsScriptError(err) || strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		return false // a script's refusal of bad input, or go-redis loading a script
 	}
 	h.m.redisErrors.WithLabelValues("command").Inc()
 	return true

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -67,4 +69,55 @@ func (s *Store) EventVersion(ctx context.Context, board string) (epoch string, v
 		version = toInt(v[1])
 	}
 	return epoch, version, nil
+}
+
+// Watch asks the scripts to publish every change of a board, not only those that touch the live top, for ttl
+// (live rank watchers keep it set).
+func (s *Store) Watch(ctx context.Context, board string, ttl time.Duration) error {
+	return redisError(s.rdb.Set(ctx, s.keyBase(board)+"watch", "1", ttl).Err())
+}
+
+// NewSubscription opens a subscription connection for the store's publish command (sharded SSUBSCRIBE for
+// PublishSharded, SUBSCRIBE otherwise). On Redis Cluster a sharded subscription serves channels of one hash slot;
+// the first channel subscribed picks its node.
+func (s *Store) NewSubscription(ctx context.Context) *redis.PubSub {
+	if s.cfg.PublishCommand == PublishSharded {
+		return s.rdb.SSubscribe(ctx)
+	}
+	return s.rdb.Subscribe(ctx)
+}
+
+// Listen subscribes ps to a board's channel (Channel), with the store's publish command.
+func (s *Store) Listen(ctx context.Context, ps *redis.PubSub, channel string) error {
+	if s.cfg.PublishCommand == PublishSharded {
+		return ps.SSubscribe(ctx, channel)
+	}
+	return ps.Subscribe(ctx, channel)
+}
+
+// Unlisten unsubscribes ps from a channel.
+func (s *Store) Unlisten(ctx context.Context, ps *redis.PubSub, channel string) error {
+	if s.cfg.PublishCommand == PublishSharded {
+		return ps.SUnsubscribe(ctx, channel)
+	}
+	return ps.Unsubscribe(ctx, channel)
+}
+
+// Sharded reports whether the store's channels are sharded (SPUBLISH) on a Redis Cluster, where a subscription
+// connection serves one hash slot (HashSlot of the channel).
+func (s *Store) Sharded() bool {
+	_, cluster := s.rdb.(*redis.ClusterClient)
+	return cluster && s.cfg.PublishCommand == PublishSharded
+}
+
+// IsScriptError reports whether err is a script's own refusal (an LB_<CODE> error reply: bad input, not found,
+// a conflict...), not a failure of Redis.
+func IsScriptError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "LB_")
+}
+
+// Watched reports whether a board is watched (see Watch).
+func (s *Store) Watched(ctx context.Context, board string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.keyBase(board)+"watch").Result()
+	return n == 1, redisError(err)
 }

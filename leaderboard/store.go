@@ -140,10 +140,6 @@ func (s *Store) keyBase(board string) string {
 // tag, so with SPUBLISH it lives on the board's shard.
 func (s *Store) Channel(board string) string { return s.keyBase(board) + "live" }
 
-// WatchKey returns the key whose presence asks the scripts to publish every change of a board, not only those
-// that touch the top: live rank watchers set it with a TTL.
-func (s *Store) WatchKey(board string) string { return s.keyBase(board) + "watch" }
-
 // BoardKeys returns the SCAN/KEYS pattern that matches every key of a board (for tests and tools; SCAN with it
 // on every node of a cluster).
 func (s *Store) BoardKeys(board string) (pattern string) {

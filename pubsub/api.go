@@ -34,7 +34,7 @@ type Config struct {
 	// StuckAfter is how long a subscriber may leave its channel full, reading nothing, before it is dropped (its
 	// channel is closed). Default 30 seconds.
 	StuckAfter time.Duration
-	// RankWatchTTL is the TTL of Store.WatchKey(board) while rank subscriptions exist on the board; it is
+	// RankWatchTTL is how long Store.Watch(board) lasts while rank subscriptions exist on the board; it is
 	// refreshed every third of it. Default 60 seconds.
 	RankWatchTTL time.Duration
 	// CacheSize is how many board views (board, window, period) Top keeps cached and fresh without any

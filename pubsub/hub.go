@@ -6,8 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -18,7 +16,6 @@ type Hub struct {
 	store       *leaderboard.Store // the hub's own reads (coalesced refreshes)
 	callerStore *leaderboard.Store // reads on behalf of Top's callers (Config.CallerStore)
 	cfg         Config
-	cluster     bool // the store talks to Redis Cluster
 	pollOnly    bool // the store publishes nothing: refreshers poll at MaxUpdateRate while anybody watches
 	interval    time.Duration
 
@@ -50,12 +47,11 @@ type viewKey struct {
 // New returns a Hub over store. Call Run (once) to stop it cleanly later.
 func New(store *leaderboard.Store, cfg Config) *Hub {
 	cfg.normalize()
-	_, cluster := store.Redis().(*redis.ClusterClient)
 	caller := cfg.CallerStore
 	if caller == nil {
 		caller = store
 	}
-	h := &Hub{store: store, callerStore: caller, cfg: cfg, cluster: cluster,
+	h := &Hub{store: store, callerStore: caller, cfg: cfg,
 		pollOnly: store.PublishCommand() == leaderboard.PublishNone,
 		interval: time.Duration(float64(time.Second) / cfg.MaxUpdateRate),
 		done:     make(chan struct{}), boards: map[string]*board{}, byChannel: map[string]*board{},
@@ -124,7 +120,7 @@ func (h *Hub) SubscribeTop(ctx context.Context, v leaderboard.View, first int) (
 	b.mu.Unlock()
 	h.mu.Unlock()
 	b.signal()
-	stop := context.AfterFunc(ctx, func() { b.dropTop(s, false) })
+	stop := context.AfterFunc(ctx, func() { b.dropTop(s) })
 	b.mu.Lock()
 	s.stop = stop
 	b.mu.Unlock()
@@ -155,7 +151,7 @@ func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player stri
 	b.mu.Unlock()
 	h.mu.Unlock()
 	b.signal()
-	stop := context.AfterFunc(ctx, func() { b.dropRank(s, false) })
+	stop := context.AfterFunc(ctx, func() { b.dropRank(s) })
 	b.mu.Lock()
 	s.stop = stop
 	b.mu.Unlock()

@@ -52,7 +52,7 @@ func (lc *listenConn) left(channel string, d int) bool {
 
 // connKey returns which connection listens to channel.
 func (h *Hub) connKey(channel string) int {
-	if h.cluster && h.store.PublishCommand() == leaderboard.PublishSharded {
+	if h.store.Sharded() {
 		return leaderboard.HashSlot(channel)
 	}
 	return -1
@@ -69,22 +69,12 @@ func (h *Hub) listen(channel string) {
 	k := h.connKey(channel)
 	lc := h.conns[k]
 	if lc == nil {
-		lc = &listenConn{key: k, done: make(chan struct{})}
-		if h.store.PublishCommand() == leaderboard.PublishSharded {
-			lc.ps = h.store.Redis().SSubscribe(h.ctx)
-		} else {
-			lc.ps = h.store.Redis().Subscribe(h.ctx)
-		}
+		lc = &listenConn{key: k, done: make(chan struct{}), ps: h.store.NewSubscription(h.ctx)}
 		h.conns[k] = lc
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
-	var err error
-	if h.store.PublishCommand() == leaderboard.PublishSharded {
-		err = lc.ps.SSubscribe(ctx, channel)
-	} else {
-		err = lc.ps.Subscribe(ctx, channel)
-	}
+	err := h.store.Listen(ctx, lc.ps, channel)
 	lc.channels++
 	if lc.channels == 1 && !lc.reading {
 		// Started only now: a cluster PubSub picks its node from the first channel it connects with.
@@ -121,13 +111,9 @@ func (h *Hub) unlisten(channel string) {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
-	if h.store.PublishCommand() == leaderboard.PublishSharded {
-		lc.left(channel, 1)
-		if err := lc.ps.SUnsubscribe(ctx, channel); err != nil {
-			lc.left(channel, -1) // no confirmation will come
-		}
-	} else {
-		_ = lc.ps.Unsubscribe(ctx, channel)
+	lc.left(channel, 1)
+	if err := h.store.Unlisten(ctx, lc.ps, channel); err != nil {
+		lc.left(channel, -1) // no confirmation will come
 	}
 }
 

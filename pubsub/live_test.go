@@ -100,8 +100,8 @@ func TestRankUpdates(t *testing.T) {
 	if e := nextEntry(t, ch, time.Second); e.Rank != 0 || e.PlayerID != "me" {
 		t.Fatalf("got %+v, want rank 0 (no score any more)", e)
 	}
-	if n, err := rdb.Exists(ctx, st.WatchKey("r")).Result(); err != nil || n != 1 {
-		t.Fatalf("watch key exists = %d, %v; want 1", n, err)
+	if w, err := st.Watched(ctx, "r"); err != nil || !w {
+		t.Fatalf("watched = %v, %v; want true", w, err)
 	}
 }
 

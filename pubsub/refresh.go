@@ -1,0 +1,268 @@
+package pubsub
+
+import (
+	"context"
+	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// refresh does one round of work: at most one Redis read per view and one batched read per window period of
+// rank watches. It plans what to read (under the board's lock), fetches it (without any lock) and installs the
+// results (under the lock again). It returns false when the hub is shutting down.
+func (b *board) refresh() bool {
+	h := b.h
+	if !b.pace() {
+		return false
+	}
+	p := b.plan()
+	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+	defer cancel()
+	r := b.fetch(ctx, p)
+	b.install(r)
+
+	b.inMu.Lock()
+	if r.failed {
+		b.all = true
+	}
+	if len(b.msgs) == 0 && !b.all && b.confirmed.Load() {
+		b.dirty.Store(false)
+	}
+	pending := len(b.msgs) > 0 || b.all
+	b.inMu.Unlock()
+	if pending {
+		if r.failed { // back off a little more than the rate limit while Redis is unhappy
+			select {
+			case <-time.After(4 * h.interval):
+			case <-h.done:
+				return false
+			}
+		}
+		b.signal()
+	}
+	return true
+}
+
+// pace waits until MaxUpdateRate allows the next read; false at shutdown.
+func (b *board) pace() bool {
+	h := b.h
+	b.mu.Lock()
+	wait := time.Until(b.lastRead.Add(h.interval))
+	first := b.lastRead.IsZero()
+	b.mu.Unlock()
+	if wait <= 0 || first {
+		return true
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-h.done:
+		return false
+	}
+}
+
+// readPlan is what one refresh reads.
+type readPlan struct {
+	all      bool                 // re-read the event version too (everything may have been missed)
+	views    []viewKey            // top lists to read
+	ranks    map[viewKey][]string // watched players to read, per window period
+	setWatch bool                 // refresh the board's watch key
+}
+
+// plan takes the inbox and decides what to read. It takes b.mu.
+func (b *board) plan() readPlan {
+	h := b.h
+	b.inMu.Lock()
+	msgs, all, snapshot := b.msgs, b.all, b.snapshot
+	b.msgs, b.all, b.snapshot = nil, false, false
+	b.inMu.Unlock()
+	if h.pollOnly {
+		all = true
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	changes, gap := b.parse(msgs)
+	p := readPlan{all: (all || gap) && !h.pollOnly, ranks: map[viewKey][]string{}}
+	all = all || gap
+	now := time.Now()
+	for k, vw := range b.views {
+		top, size, settle := touches(changes, k)
+		due := !vw.recheck.IsZero() && !now.Before(vw.recheck)
+		if due {
+			vw.recheck = time.Time{}
+		}
+		if settle && !top && vw.recheck.IsZero() {
+			// Joins below the list are announced at most every half second (see submit.lua): read once more
+			// after the joins in between have surely happened.
+			vw.recheck = now.Add(sizeSettle)
+			time.AfterFunc(sizeSettle, b.signal)
+		}
+		if all || !vw.loaded || top || size || due {
+			p.views = append(p.views, k)
+		}
+	}
+	for k, w := range b.watches {
+		if all || !w.loaded || w.dirty || moved(changes, w) {
+			w.dirty = true
+			vk := viewKey{b.def.ID, k.window, k.period}
+			p.ranks[vk] = append(p.ranks[vk], k.player)
+		}
+	}
+	p.setWatch = len(b.watches) > 0 && time.Since(b.watchSetAt) > h.cfg.RankWatchTTL/3 && !h.pollOnly
+	if len(p.views) > 0 || len(p.ranks) > 0 {
+		b.lastRead = now
+	}
+	if snapshot {
+		for _, vw := range b.views {
+			for _, f := range vw.feeds {
+				for s := range f.subs {
+					b.resetSub(s)
+				}
+			}
+		}
+	}
+	return p
+}
+
+// readResult is what one refresh read.
+type readResult struct {
+	failed   bool
+	version  bool // epoch and ver were read
+	epoch    string
+	ver      int64
+	watchSet time.Time // when the watch key was set (zero: not)
+	pages    map[viewKey]*leaderboard.Page
+	found    map[watchKey]*leaderboard.Entry
+	ranks    map[viewKey]bool // window periods whose watched players were all read
+}
+
+// fetch reads what p asks for. It holds no lock.
+func (b *board) fetch(ctx context.Context, p readPlan) readResult {
+	h := b.h
+	r := readResult{pages: make(map[viewKey]*leaderboard.Page, len(p.views)),
+		found: map[watchKey]*leaderboard.Entry{}, ranks: map[viewKey]bool{}}
+	if p.setWatch {
+		if err := h.store.Watch(ctx, b.def.ID, h.cfg.RankWatchTTL); err != nil {
+			r.failed = true
+		} else {
+			r.watchSet = time.Now()
+		}
+	}
+	if p.all {
+		// The version every later event must follow; read before the lists, so nothing falls in between.
+		epoch, ver, err := h.store.EventVersion(ctx, b.def.ID)
+		if err == nil {
+			r.version, r.epoch, r.ver = true, epoch, ver
+		} else {
+			r.failed = true
+		}
+	}
+	for _, k := range p.views {
+		page, err := h.store.Top(ctx, leaderboard.View{Board: k.board, Window: k.window, Period: k.period}, 0, MaxFirst)
+		if err != nil {
+			r.failed = true
+			h.cfg.Logger.Warn("pubsub: reading a top list failed; retrying", "board", k.board, "err", err)
+			continue
+		}
+		r.pages[k] = page
+	}
+	for vk, players := range p.ranks {
+		ok := true
+		for i := 0; i < len(players); i += leaderboard.MaxFriends {
+			chunk := players[i:min(i+leaderboard.MaxFriends, len(players))]
+			page, err := h.store.Ranks(ctx, leaderboard.View{Board: vk.board, Window: vk.window, Period: vk.period},
+				chunk)
+			if err != nil {
+				r.failed, ok = true, false
+				h.cfg.Logger.Warn("pubsub: reading ranks failed; retrying", "board", vk.board, "err", err)
+				break
+			}
+			for i := range page.Entries {
+				e := page.Entries[i]
+				r.found[watchKey{vk.window, vk.period, e.PlayerID}] = &e
+			}
+		}
+		r.ranks[vk] = ok
+	}
+	return r
+}
+
+// install brings views, watches and their subscribers up to what was read. It takes b.mu.
+func (b *board) install(r readResult) {
+	now := time.Now()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !r.watchSet.IsZero() {
+		b.watchSetAt = r.watchSet
+	}
+	if r.version {
+		b.epoch, b.lastVer = r.epoch, r.ver
+	}
+	for k, p := range r.pages {
+		if vw := b.views[k]; vw != nil {
+			b.apply(vw, p, now)
+		}
+	}
+	for k, w := range b.watches {
+		if w.dirty && r.ranks[viewKey{b.def.ID, k.window, k.period}] {
+			w.dirty = false
+			b.applyRank(w, r.found[k], now)
+		}
+	}
+}
+
+// sizeSettle is how long after a published size change a view is read once more: longer than the scripts' pace
+// for size changes below the live top (500 ms), so the last join of a burst is counted.
+const sizeSettle = 700 * time.Millisecond
+
+// touches reports whether a new change may have altered the top MaxFirst of view k, whether one changed only its
+// size (a join or a removal below the list), and whether any change, new or already read, changed only its size
+// (then the joins that followed it closely may not have been announced: settle).
+func touches(changes []change, k viewKey) (top, size, settle bool) {
+	for _, c := range changes {
+		if c.view != k {
+			continue
+		}
+		sizeOnly := !(c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst) && (c.prev == 0 || c.n == 0)
+		settle = settle || sizeOnly
+		if c.stale {
+			continue
+		}
+		if sizeOnly {
+			size = true
+		} else if c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst {
+			top = true
+		}
+	}
+	return top, size, settle
+}
+
+// moved reports whether a change may have moved a watched player: their own change, or one whose rank range
+// (old to new rank; to the end of the list for arrivals and removals) covers the player's last known rank.
+func moved(changes []change, w *watch) bool {
+	for _, c := range changes {
+		if c.stale || c.view.window != w.key.window || c.view.period != w.key.period {
+			continue
+		}
+		if c.player == w.key.player {
+			return true
+		}
+		if w.last == nil {
+			continue
+		}
+		if w.last.Approximate {
+			return true
+		}
+		lo, hi := min(c.prev, c.n), max(c.prev, c.n)
+		if c.prev == 0 || c.n == 0 {
+			lo, hi = max(c.prev, c.n), 1<<62
+		}
+		if w.last.Rank >= lo && w.last.Rank <= hi+1 {
+			return true
+		}
+	}
+	return false
+}

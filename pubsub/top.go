@@ -1,0 +1,237 @@
+package pubsub
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// view is one board-window-period with its cached top MaxFirst list and its subscriber groups.
+type view struct {
+	key     viewKey
+	board   *board
+	current atomic.Pointer[cachedList] // what Top serves
+	used    atomic.Int64               // unix ns of the last Top call
+	cached  bool                       // kept for Top (guarded by Hub.mu)
+
+	loaded  bool
+	list    []leaderboard.Entry
+	size    int64
+	feeds   map[int]*feed // by first
+	recheck time.Time     // when to read once more after a size change below the list (zero: no need)
+}
+
+// feed is the subscribers of one view with the same `first`: one version history and one diff per version,
+// shared by all of them.
+type feed struct {
+	first    int
+	ver      int64
+	list     []leaderboard.Entry // the view's list cut to first
+	size     int64
+	diffSize int64                         // the size sent with version ver (a new size alone makes a new version)
+	diff     *payload                      // from ver-1 to ver
+	hist     map[int64][]leaderboard.Entry // recent versions' lists, for merged diffs
+	merged   map[int64]*payload            // diffs from older versions to ver, computed on demand, once
+	snap     *payload                      // snapshot of ver, built on demand, once
+	subs     map[*topSub]struct{}
+}
+
+type topSub struct {
+	ch         chan *TopUpdate
+	first      int
+	follow     bool
+	feed       *feed
+	sent       int64   // updates put in ch so far (the Version of the last one)
+	base       int64   // feed version the client holds before the updates still in ch (-1: needs a snapshot)
+	queued     []int64 // feed version each update still possibly in ch brings the client to
+	stuckSince time.Time
+	closed     bool
+	stop       func() bool
+}
+
+// attachTop adds a top subscriber to a view. b.mu is held.
+func (b *board) attachTop(vw *view, s *topSub, now time.Time) {
+	f := vw.feeds[s.first]
+	if f == nil {
+		f = &feed{first: s.first, hist: map[int64][]leaderboard.Entry{}, subs: map[*topSub]struct{}{}}
+		vw.feeds[s.first] = f
+		if vw.loaded {
+			b.h.updateFeed(f, vw.list, vw.size)
+		}
+	}
+	f.subs[s] = struct{}{}
+	s.feed = f
+	b.offer(vw, s, now)
+}
+
+// dropTop ends a top subscriber whose context ended.
+func (b *board) dropTop(s *topSub) {
+	b.mu.Lock()
+	b.closeTop(s, "")
+	b.mu.Unlock()
+	b.signal()
+}
+
+// closeTop is the one way a top subscriber ends: it leaves its feed and its channel is closed (the transport then
+// completes the subscription). why, when not empty, is logged. b.mu is held.
+func (b *board) closeTop(s *topSub, why string) {
+	if s.closed {
+		return
+	}
+	b.detachTop(s)
+	s.closed = true
+	close(s.ch)
+	if why != "" {
+		b.h.cfg.Logger.Warn("pubsub: dropped a subscriber", "board", b.def.ID, "why", why)
+	}
+	if s.stop != nil {
+		s.stop()
+	}
+}
+
+func (b *board) detachTop(s *topSub) {
+	f := s.feed
+	delete(f.subs, s)
+	if len(f.subs) == 0 {
+		for _, vw := range b.views {
+			if vw.feeds[f.first] == f {
+				delete(vw.feeds, f.first)
+			}
+		}
+	}
+}
+
+// apply installs a freshly read list in a view and brings its subscribers up to date. b.mu is held.
+func (b *board) apply(vw *view, p *leaderboard.Page, now time.Time) {
+	vw.loaded, vw.list, vw.size = true, p.Entries, p.Size
+	vw.current.Store(&cachedList{entries: p.Entries, size: p.Size, token: listTokens.Add(1)})
+	for _, f := range vw.feeds {
+		b.h.updateFeed(f, vw.list, vw.size)
+		for s := range f.subs {
+			b.offer(vw, s, now)
+		}
+	}
+}
+
+// updateFeed makes list (cut to the feed's first) the feed's next version if it differs from the current one.
+func (h *Hub) updateFeed(f *feed, list []leaderboard.Entry, size int64) {
+	list = list[:min(len(list), f.first)]
+	f.size = size
+	if f.ver > 0 {
+		changed, removed := Diff(f.list, list)
+		if len(changed) == 0 && len(removed) == 0 && size == f.diffSize {
+			return
+		}
+		f.diff = &payload{entries: orEmptyEntries(changed), removed: orEmpty(removed), size: size}
+	}
+	f.diffSize = size
+	f.ver++
+	f.list = list
+	f.hist[f.ver] = list
+	delete(f.hist, f.ver-int64(h.cfg.SnapshotAfter)-1)
+	f.merged = nil
+	f.snap = nil
+}
+
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// payloadFrom returns the shared update that brings a client holding version at to the feed's version.
+func (h *Hub) payloadFrom(f *feed, at int64) *payload {
+	switch {
+	case at == f.ver-1 && at > 0:
+		return f.diff
+	case at > 0 && f.ver-at <= int64(h.cfg.SnapshotAfter) && f.hist[at] != nil:
+		if p := f.merged[at]; p != nil {
+			return p
+		}
+		changed, removed := Diff(f.hist[at], f.list)
+		p := &payload{entries: orEmptyEntries(changed), removed: orEmpty(removed), size: f.size}
+		if f.merged == nil {
+			f.merged = map[int64]*payload{}
+		}
+		f.merged[at] = p
+		return p
+	}
+	if f.snap == nil {
+		f.snap = &payload{snapshot: true, entries: orEmptyEntries(f.list), removed: []string{}, size: f.size}
+	}
+	return f.snap
+}
+
+func orEmptyEntries(s []leaderboard.Entry) []leaderboard.Entry {
+	if s == nil {
+		return []leaderboard.Entry{}
+	}
+	return s
+}
+
+// offer brings one subscriber up to its feed's version without ever blocking: when its channel is full, the
+// updates it has not read are taken back and replaced by one update from what it holds (a merged diff or a
+// snapshot). A subscriber that has read nothing for StuckAfter is dropped. b.mu is held.
+func (b *board) offer(vw *view, s *topSub, now time.Time) {
+	f := s.feed
+	if s.closed || f.ver == 0 {
+		return
+	}
+	if c := len(s.queued) - len(s.ch); c > 0 { // the client took c updates since the last offer
+		s.base = s.queued[c-1]
+		s.queued = append(s.queued[:0], s.queued[c:]...)
+		s.stuckSince = time.Time{}
+	}
+	at := s.base
+	if n := len(s.queued); n > 0 {
+		at = s.queued[n-1]
+	}
+	if at == f.ver {
+		return
+	}
+	if len(s.ch) == cap(s.ch) {
+		k := drain(s.ch)
+		if taken := len(s.queued) - k; taken > 0 {
+			s.base = s.queued[taken-1]
+			s.stuckSince = time.Time{}
+		} else if s.stuckSince.IsZero() {
+			s.stuckSince = now
+		} else if now.Sub(s.stuckSince) > b.h.cfg.StuckAfter {
+			b.closeTop(s, "it stopped reading")
+			return
+		}
+		s.queued = s.queued[:0]
+		s.sent -= int64(k)
+		at = s.base
+	}
+	p := b.h.payloadFrom(f, at)
+	s.ch <- &TopUpdate{Board: vw.key.board, Window: vw.key.window, Period: vw.key.period, Version: s.sent + 1,
+		Snapshot: p.snapshot, Entries: p.entries, Removed: p.removed, Size: p.size, shared: p}
+	s.sent++
+	s.queued = append(s.queued, f.ver)
+}
+
+// resetSub takes back what a subscriber has not read and makes its next update a snapshot. b.mu is held.
+func (b *board) resetSub(s *topSub) {
+	if s.closed {
+		return
+	}
+	k := drain(s.ch)
+	s.sent -= int64(k)
+	s.queued = s.queued[:0]
+	s.base = -1
+}
+
+func drain[T any](ch chan T) int {
+	n := 0
+	for {
+		select {
+		case <-ch:
+			n++
+		default:
+			return n
+		}
+	}
+}
