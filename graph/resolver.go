@@ -13,8 +13,8 @@ import (
 	"github.com/leaderboard/leaderboard/pubsub"
 )
 
-// MaxLiveFirst is the largest `first` of topUpdates (the contract's 100).
-const MaxLiveFirst = 100
+// MaxLiveFirst is the largest `first` of topUpdates (the contract's 100, the hub's cached list).
+const MaxLiveFirst = pubsub.MaxFirst
 
 // Resolver is the root resolver; one serves every request.
 type Resolver struct {

@@ -54,6 +54,7 @@ const (
 	MaxMetadataBytes = 1024       // metadata JSON objects, serialized
 	MaxScore         = 1 << 53    // largest accepted score magnitude; every integer up to it is exact
 	MaxFirst         = 1000       // Top: largest page
+	LiveTop          = 100        // changes within ranks 1..LiveTop are published (all while a rank is watched)
 	MaxRadius        = 100        // Around: largest radius
 	MaxFriends       = 1000       // Friends: most friend ids
 	MaxBulk          = 1000       // SubmitMany: most submissions in one call

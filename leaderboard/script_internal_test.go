@@ -2,6 +2,8 @@ package leaderboard
 
 import (
 	"context"
+	"encoding/json"
+	"os"
 	"fmt"
 	"math"
 	"strconv"
@@ -150,6 +152,42 @@ func TestTokenDigits(t *testing.T) {
 	for n, want := range map[uint64]string{0: "10", 61: "1z", 62: "210", 1<<63 - 1: fmt.Sprintf("B%s", "AzL8n0Y58m7")} {
 		if got := goToken(n); got != want {
 			t.Fatalf("goToken(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// TestPeriodFixture: the period-key rules that the dashboard's JavaScript also follows (web/board.test.mjs reads
+// the same file): the keys of the periods before a period, newest first, in any time zone.
+func TestPeriodFixture(t *testing.T) {
+	data, err := os.ReadFile("testdata/periods.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		Name     string   `json:"name"`
+		Window   Window   `json:"window"`
+		Current  string   `json:"current"`
+		Previous []string `json:"previous"`
+	}
+	if err := json.Unmarshal(data, &cases); err != nil || len(cases) == 0 {
+		t.Fatalf("periods.json: %v (%d cases)", err, len(cases))
+	}
+	for _, zone := range []string{"UTC", "America/Santiago", "Pacific/Chatham"} {
+		loc, _ := time.LoadLocation(zone)
+		for _, c := range cases {
+			start, err := ParsePeriod(c.Window, c.Current, loc)
+			if err != nil {
+				t.Fatalf("%s: %v", c.Name, err)
+			}
+			var got []string
+			if c.Window != AllTime {
+				for i := 1; i <= len(c.Previous); i++ {
+					got = append(got, periodKey(c.Window, nextStart(c.Window, start, -i)))
+				}
+			}
+			if strings.Join(got, ",") != strings.Join(c.Previous, ",") {
+				t.Fatalf("%s in %s: %v, want %v", c.Name, zone, got, c.Previous)
+			}
 		}
 	}
 }

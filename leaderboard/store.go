@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -31,7 +32,8 @@ var (
 	//go:embed create.lua
 	createLua string
 
-	submitScript = redis.NewScript(commonLua + submitLua)
+	// The score bound is the Go constant's, so the script and the validation in Go cannot disagree.
+	submitScript = redis.NewScript(fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore) + commonLua + submitLua)
 	removeScript = redis.NewScript(commonLua + removeLua)
 	topScript    = redis.NewScript(commonLua + topLua)
 	ranksScript  = redis.NewScript(commonLua + ranksLua)
@@ -54,9 +56,6 @@ type Config struct {
 	Clock func() time.Time
 	// PublishCommand is how the submit and remove scripts announce changes. Default PublishSharded.
 	PublishCommand string
-	// LiveTop: changes that touch ranks 1..LiveTop are published (all changes while a rank watcher exists).
-	// Default 100, the largest top list a live subscription may ask for.
-	LiveTop int
 	// BulkWorkers bounds how many boards SubmitMany writes in parallel. Default 8.
 	BulkWorkers int
 	// ClockSkew is how far in the future achievedAt may be before it is rejected. Default 1 minute.
@@ -100,9 +99,6 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	}
 	if cfg.PublishCommand == "" {
 		cfg.PublishCommand = PublishSharded
-	}
-	if cfg.LiveTop <= 0 {
-		cfg.LiveTop = 100
 	}
 	if cfg.BulkWorkers <= 0 {
 		cfg.BulkWorkers = 8

@@ -127,7 +127,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 		codes[i] = windowCodes[w]
 	}
 	args := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
-		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), s.cfg.LiveTop,
+		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
 		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0}
 	const nitemsArg = 12
 	var sent []int

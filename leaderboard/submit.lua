@@ -25,7 +25,6 @@ local now = tonumber(ARGV[12])
 local nitems = tonumber(ARGV[13])
 local FIRST = 14
 local stride = 9 + 2 * #wins
-local LIMIT = 2 ^ 53
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
@@ -197,7 +196,7 @@ local function plan(i0)
         -- The exact total is nx + e (TwoSum), so totals beyond 2^53 are seen even when nx rounds to 2^53.
         local bb = nx - ox
         local e = (ox - (nx - bb)) + (sx - bb)
-        if math.abs(nx) > LIMIT or (math.abs(nx) == LIMIT and e ~= 0 and (e > 0) == (nx > 0)) then
+        if math.abs(nx) > MAX_SCORE or (math.abs(nx) == MAX_SCORE and e ~= 0 and (e > 0) == (nx > 0)) then
           return nil, refuse('BAD_USER_INPUT', 'the total would exceed 2^53 in magnitude')
         end
         if sx ~= 0 and nx == ox then

@@ -16,9 +16,9 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// MaxFirst is the longest top list a subscription may ask for and the length of the list cached per view. It
-// matches the store's default LiveTop: changes below it are not published.
-const MaxFirst = 100
+// MaxFirst is the longest top list a subscription may ask for and the length of the list cached per view: the
+// store's leaderboard.LiveTop, beyond which changes are not published.
+const MaxFirst = leaderboard.LiveTop
 
 // Config configures a Hub. Every field has a usable zero value.
 type Config struct {

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -100,7 +101,7 @@ var errClosed = &leaderboard.Error{Code: leaderboard.Unavailable, Message: "the 
 func (h *Hub) SubscribeTop(ctx context.Context, v leaderboard.View, first int) (<-chan *TopUpdate, error) {
 	if first < 1 || first > MaxFirst {
 		return nil, &leaderboard.Error{Code: leaderboard.Invalid,
-			Message: "first must be between 1 and 100 for live updates"}
+			Message: fmt.Sprintf("first must be between 1 and %d for live updates", MaxFirst)}
 	}
 	r, err := h.store.Resolve(ctx, v)
 	if err != nil {
@@ -137,7 +138,8 @@ func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player stri
 		return nil, err
 	}
 	if len(player) == 0 || len(player) > leaderboard.MaxIDBytes {
-		return nil, &leaderboard.Error{Code: leaderboard.Invalid, Message: "player id must be 1 to 128 bytes"}
+		return nil, &leaderboard.Error{Code: leaderboard.Invalid,
+			Message: fmt.Sprintf("player id must be 1 to %d bytes", leaderboard.MaxIDBytes)}
 	}
 	s := &rankSub{ch: make(chan *leaderboard.Entry, h.cfg.QueueSize), follow: v.Period == ""}
 	h.mu.Lock()

@@ -11,6 +11,10 @@ import {
 
 const diffsPath = process.env.DIFFS_JSON ||
   fileURLToPath(new URL("../pubsub/testdata/diffs.json", import.meta.url));
+// PERIODS_JSON names the shared table of period keys (leaderboard/testdata/periods.json), which the Go period
+// rules are tested against too.
+const periodsPath = process.env.PERIODS_JSON ||
+  fileURLToPath(new URL("../leaderboard/testdata/periods.json", import.meta.url));
 
 const rows = (list) => list.map(({ playerId, rank, score }) => ({ playerId, rank, score }));
 
@@ -72,14 +76,13 @@ test("formatting", () => {
   assert.equal(formatDuration(-3), "0s");
 });
 
-test("previousPeriods", () => {
-  assert.deepEqual(previousPeriods("DAILY", "2026-03-01", 2), ["2026-02-28", "2026-02-27"]);
-  assert.deepEqual(previousPeriods("WEEKLY", "2026-W48", 2), ["2026-W47", "2026-W46"]);
-  assert.deepEqual(previousPeriods("WEEKLY", "2027-W01", 1), ["2026-W53"]); // 2026 has 53 ISO weeks
-  assert.deepEqual(previousPeriods("WEEKLY", "2026-W01", 1), ["2025-W52"]);
-  assert.deepEqual(previousPeriods("MONTHLY", "2026-01", 2), ["2025-12", "2025-11"]);
-  assert.deepEqual(previousPeriods("ALL_TIME", "all", 3), []);
-  assert.deepEqual(previousPeriods("DAILY", "garbage", 3), []);
+test("previousPeriods follows the shared period table", () => {
+  const cases = JSON.parse(readFileSync(periodsPath, "utf8"));
+  assert.ok(Array.isArray(cases) && cases.length > 0, `${periodsPath} holds no cases`);
+  for (const c of cases) {
+    assert.deepEqual(previousPeriods(c.window, c.current, c.previous.length), c.previous, c.name);
+  }
+  assert.deepEqual(previousPeriods("DAILY", "yesterday", 2), [], "unknown formats give no periods");
 });
 
 test("RateMeter and backoff", () => {

@@ -95,7 +95,8 @@ func TestHandlerRejectsOtherPathsAndMethods(t *testing.T) {
 }
 
 // TestBoardJS runs the JavaScript unit tests (web/board.test.mjs) with Node: applying topUpdates is checked
-// against pubsub/testdata/diffs.json, the table the Go diff logic is tested against. Node is required: CI
+// against pubsub/testdata/diffs.json, the table the Go diff logic is tested against, and period keys against
+// leaderboard/testdata/periods.json, the table the Go period rules are tested against. Node is required: CI
 // installs it, and a missing node fails this test rather than skipping it.
 func TestBoardJS(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -116,8 +117,15 @@ func TestBoardJS(t *testing.T) {
 	if _, err := os.Stat(diffs); err != nil {
 		t.Fatalf("the shared diff table is missing: %v", err)
 	}
+	periods, err := filepath.Abs("../leaderboard/testdata/periods.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(periods); err != nil {
+		t.Fatalf("the shared period table is missing: %v", err)
+	}
 	cmd := exec.Command(node, "--test", "board.test.mjs")
-	cmd.Env = append(os.Environ(), "DIFFS_JSON="+diffs, "NODE_DISABLE_COLORS=1")
+	cmd.Env = append(os.Environ(), "DIFFS_JSON="+diffs, "PERIODS_JSON="+periods, "NODE_DISABLE_COLORS=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test board.test.mjs: %v\n%s", err, out)
