@@ -3,9 +3,9 @@ package leaderboard
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
