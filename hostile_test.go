@@ -159,14 +159,14 @@ func TestDocumentCacheIsBoundedByBytes(t *testing.T) {
 		q := fmt.Sprintf("query Q%d { %s }", i, strings.Repeat("__typename ", 10_000)) // ~110 KB
 		c.Add(context.Background(), q, nil)
 	}
-	if n, size := c.lru.stats(); size > 8<<20 || n > 3 {
+	if n, size := c.lru.Stats(); size > 8<<20 || n > 3 {
 		t.Fatalf("%d documents estimated at %d bytes kept, want at most 8 MiB", n, size)
 	}
 	apq := newAPQCache(1000, 8<<20)
 	for i := range 200 {
 		apq.Add(context.Background(), fmt.Sprint("hash", i), strings.Repeat("x", 500_000))
 	}
-	if n, size := apq.lru.stats(); size > 8<<20 || n > 16 {
+	if n, size := apq.lru.Stats(); size > 8<<20 || n > 16 {
 		t.Fatalf("%d persisted queries of %d bytes kept, want at most 8 MiB", n, size)
 	}
 	var ms runtime.MemStats

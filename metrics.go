@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -108,13 +109,21 @@ func (m *Metrics) OnSubscription(field string, delta int) {
 	m.subs.WithLabelValues(field).Add(float64(delta))
 }
 
-// topCacheHit counts a top query answered from the response cache, as a cache hit and as the successful top
-// query gqlgen would have counted.
-func (m *Metrics) topCacheHit(d time.Duration) {
-	m.topCacheHits.Inc()
-	m.topQueryOK.Inc()
-	m.topQueryDuration.Observe(d.Seconds())
+// TopCacheStats returns the top response cache's counters (topcache.Stats).
+func (m *Metrics) TopCacheStats() topcache.Stats { return topCacheStats{m} }
+
+type topCacheStats struct{ m *Metrics }
+
+// Hit counts a top query answered from the response cache, as a cache hit and as the successful top query gqlgen
+// would have counted.
+func (s topCacheStats) Hit(d time.Duration) {
+	s.m.topCacheHits.Inc()
+	s.m.topQueryOK.Inc()
+	s.m.topQueryDuration.Observe(d.Seconds())
 }
+
+func (s topCacheStats) Miss()     { s.m.topCacheMiss.Inc() }
+func (s topCacheStats) Uncached() { s.m.topCacheUncached.Inc() }
 
 // timeRoute measures the requests of one route.
 func (m *Metrics) timeRoute(route string, next http.Handler) http.Handler {

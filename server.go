@@ -25,9 +25,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/rs/cors"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/leaderboard/leaderboard/demo"
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/pubsub"
 	"github.com/leaderboard/leaderboard/web"
@@ -88,6 +90,7 @@ type App struct {
 	Metrics      *Metrics
 	ws           *websockets
 	gql          *handler.Server
+	schema       *ast.Schema
 
 	hubCtx    context.Context
 	hubCancel context.CancelFunc
@@ -145,6 +148,7 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log}
 	schema := graph.NewSchema(resolver)
+	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
 	resolver.OnSubscription = a.Metrics.OnSubscription
 	a.rdb.AddHook(redisHook{a.Metrics, log})
@@ -273,7 +277,7 @@ func (a *App) Handler() http.Handler {
 func (a *App) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	var gql http.Handler = a.gql
-	gql = newTopCache(gql, a.Hub, a.Keys.ReadKeyRequired, a.Metrics) // repeated top queries skip gqlgen
+	gql = topcache.New(gql, a.Hub, a.Keys.ReadKeyRequired, a.Metrics.TopCacheStats(), a.schema) // repeated top queries skip gqlgen
 	gql = a.withTimeout(gql)
 	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)
 	gql = a.Keys.middleware(gql)

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -261,95 +260,6 @@ func TestTopCacheReadKey(t *testing.T) {
 	}
 	if r := s.raw(t, testSubmitKey, q, nil); !bytes.Equal(r.body, hit.body) {
 		t.Fatalf("with a submit key: %s", r.body)
-	}
-}
-
-func TestTopPlan(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct {
-		query, op string
-		vars      map[string]any
-		want      string // reads as board/window/period/offset/first, or "-" for none
-	}{
-		{`{ top(board: "a") { rank } }`, "", nil, "a///0/10"},
-		{`{ top(board: "a", first: 3, offset: 2, window: WEEKLY, period: "2026-W01") { rank } }`, "", nil,
-			"a/WEEKLY/2026-W01/2/3"},
-		{`query Q($b: ID!, $n: Int = 7) { x: top(board: $b, first: $n) { rank } y: top(board: $b, first: null) { rank } }`,
-			"Q", map[string]any{"b": "a"}, "a///0/7 a///0/10"},
-		{`query($n: Int = 7) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": nil}, "a///0/10"},
-		{`query($n: Int) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": json.Number("4")},
-			"a///0/4"},
-		{`query($n: Int) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": json.Number("4.0")}, "-"},
-		{`query($n: Int) { top(board: "a", first: $n) { rank } }`, "", map[string]any{"n": "4"}, "-"},
-		{`query($b: ID!) { top(board: $b) { rank } }`, "", map[string]any{"b": json.Number("4")}, "-"},
-		{`{ top(board: 4) { rank } }`, "", nil, "-"},
-		{`{ top(board: "a") { rank } __typename }`, "", nil, "-"},
-		{`{ top(board: "a") { rank } rank(board: "a", playerId: "p") { rank } }`, "", nil, "-"},
-		{`{ ...F } fragment F on Query { top(board: "a") { rank } }`, "", nil, "-"},
-		{`{ top(board: "a") @skip(if: true) { rank } }`, "", nil, "-"},
-		{`query @x { top(board: "a") { rank } }`, "", nil, "-"},
-		{`mutation { top(board: "a") { rank } }`, "", nil, "-"},
-		{`subscription { top(board: "a") { rank } }`, "", nil, "-"},
-		{`{ top(board: "a", board: "b") { rank } }`, "", nil, "-"},
-		{`{ top(board: "a", nope: 1) { rank } }`, "", nil, "-"},
-		{`{ top(first: 1) { rank } }`, "", nil, "-"},
-		{`{ top(board: "a" { rank } }`, "", nil, "-"},
-		{`query A { top(board: "a") { rank } } query B { top(board: "b") { rank } }`, "B", nil, "b///0/10"},
-		{`query A { top(board: "a") { rank } } query B { top(board: "b") { rank } }`, "", nil, "-"},
-		{`query A { top(board: "a") { rank } } mutation B { x }`, "B", nil, "-"},
-	} {
-		got := "-"
-		if p := planTopQuery(c.query); p != nil {
-			if op := p.operation(c.op); op != nil {
-				if reads := op.reads(c.vars); reads != nil {
-					var parts []string
-					for _, r := range reads {
-						parts = append(parts, fmt.Sprintf("%s/%s/%s/%d/%d", r.view.Board, r.view.Window,
-							r.view.Period, r.offset, r.first))
-					}
-					got = strings.Join(parts, " ")
-				}
-			}
-		}
-		if got != c.want {
-			t.Errorf("%s (op %q, vars %v): %s, want %s", c.query, c.op, c.vars, got, c.want)
-		}
-	}
-}
-
-func TestBoundedLRU(t *testing.T) {
-	t.Parallel()
-	c := newBoundedLRU[int](3, 100)
-	for i := range 10 {
-		c.add(strconv.Itoa(i), i, 10)
-	}
-	if n, size := c.stats(); n != 3 || size != 30 {
-		t.Fatalf("entries %d size %d, want 3 and 30", n, size)
-	}
-	if _, ok := c.get("6"); ok {
-		t.Fatal("6 should have been evicted")
-	}
-	c.get("7")        // 7 becomes the most recently used
-	c.add("x", 0, 80) // 110 bytes: the least recently used (8) goes
-	if n, size := c.stats(); n != 3 || size != 100 {
-		t.Fatalf("after a big entry: entries %d size %d, want 3 and 100", n, size)
-	}
-	if _, ok := c.get("8"); ok {
-		t.Fatal("8 should have been evicted")
-	}
-	if _, ok := c.get("7"); !ok {
-		t.Fatal("the recently used entry was evicted")
-	}
-	c.add("huge", 0, 101)
-	if _, ok := c.get("huge"); ok {
-		t.Fatal("an entry over the size bound was stored")
-	}
-	c.add("7", 1, 20) // replacing an entry updates its size: 110 bytes, so 9 goes
-	if v, _ := c.get("7"); v != 1 {
-		t.Fatal("replace")
-	}
-	if n, size := c.stats(); n != 2 || size != 100 {
-		t.Fatalf("after replace: entries %d size %d", n, size)
 	}
 }
 
