@@ -27,7 +27,7 @@ const (
 	wsInitTimeout = 10 * time.Second
 	// wsCloseLinger is how long a connection that we close waits for the peer's close frame, discarding what the
 	// peer still sends, before the TCP connection is closed: closing it with unread input would reset it, and
-	// the peer could lose the close frame with its code.
+	// the peer could lose the close frame with its code. On shutdown it is one wait shared by all connections.
 	wsCloseLinger = time.Second
 )
 
@@ -43,6 +43,7 @@ type websockets struct {
 	conns   map[*wsConn]struct{}
 	perAddr map[string]int
 	closing bool
+	closeBy time.Time // set with closing: when closeAll closes the connections whose peers have not answered
 	// Settings of connections accepted from now on (guarded by mu: tests change them on a running server).
 	initTimeout  time.Duration // wsInitTimeout
 	writeTimeout time.Duration // wsWriteTimeout
@@ -156,19 +157,51 @@ type connHolder struct{ c *wsConn }
 
 type connHolderKey struct{}
 
-// closeAll sends every open connection a going-away close frame and closes it; later upgrades are refused.
+// closeAll sends every open connection a going-away close frame, gives the peers until one wsCloseLinger after
+// the first call to answer with theirs (the connection's reader closes it then), and closes the connections
+// still open at that deadline; later upgrades are refused. It returns when every connection it found is closed.
+//
+// It runs twice on shutdown, concurrently: from http.Server.Shutdown (RegisterOnShutdown starts it in a
+// goroutine) and from Serve after Shutdown. Both calls share the deadline, and neither closes a connection before
+// its close frame has been written (writeClose).
 func (s *websockets) closeAll() {
 	s.mu.Lock()
-	s.closing = true
+	if !s.closing {
+		s.closing = true
+		s.closeBy = time.Now().Add(wsCloseLinger)
+	}
+	deadline := s.closeBy
 	conns := make([]*wsConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
+	// One goroutine per connection: a peer that does not read can hold up its close frame until the deadline,
+	// and must not hold up the others'.
+	var wg sync.WaitGroup
 	for _, c := range conns {
-		c.WriteClose(websocket.CloseGoingAway, "server shutting down")
-		c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.shutdown(deadline)
+		}()
 	}
+	wg.Wait()
+}
+
+// shutdown sends the going-away close frame (unless a close frame has gone already), waits until deadline for
+// the connection to end (its reader, in NextReader, discards what the peer still sends and ends at the peer's
+// close frame or the deadline), then closes it.
+func (c *wsConn) shutdown(deadline time.Time) {
+	_ = c.writeClose(websocket.CloseGoingAway, "server shutting down", deadline)
+	_ = c.ws.SetReadDeadline(deadline)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	}
+	c.Close()
 }
 
 // wsConn adapts a gorilla connection to gqlgen's WebsocketConn. On graphql-transport-ws it enforces the protocol
@@ -185,6 +218,9 @@ type wsConn struct {
 	// closeSent: a close frame has gone to the peer (or the peer's was answered). Nothing more is written, and
 	// what the peer still sends is discarded.
 	closeSent atomic.Bool
+	// closeMu is held while the close frame is written: whoever finds closeSent set (under closeMu) knows the
+	// frame has been written, or its write has failed, and may close the connection.
+	closeMu   sync.Mutex
 	firstRead atomic.Bool // graphql-ws: a message has arrived (gqlgen's init timeout counted any message)
 }
 
@@ -299,9 +335,7 @@ func (c *wsConn) stopInitTimer() {
 
 // onPeerClose answers the peer's close frame unless we have sent ours already.
 func (c *wsConn) onPeerClose(code int, _ string) error {
-	if c.closeSent.CompareAndSwap(false, true) {
-		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
-	}
+	_ = c.writeClose(code, "", time.Now().Add(time.Second))
 	return nil
 }
 
@@ -426,13 +460,22 @@ func appendJSONString(buf []byte, s string) []byte {
 
 // WriteClose sends a close frame, the first time only: the peer gets one close frame, with the first code.
 func (c *wsConn) WriteClose(code int, message string) error {
-	if !c.closeSent.CompareAndSwap(false, true) {
+	return c.writeClose(code, message, time.Now().Add(time.Second))
+}
+
+// writeClose sends a close frame, written by deadline, unless one has been sent already. It returns once the
+// frame sent first has been written (or its write failed), also to a caller that did not send it: the caller may
+// then close the connection without cutting off the frame. (gqlgen, for one, calls WriteClose and then Close.)
+func (c *wsConn) writeClose(code int, message string, deadline time.Time) error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closeSent.Load() {
 		return nil
 	}
+	c.closeSent.Store(true) // from now on nothing else is written
 	// A close frame's reason is at most 123 bytes, and must be valid UTF-8.
 	message = truncateString(message, 123)
-	return c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message),
-		time.Now().Add(time.Second))
+	return c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message), deadline)
 }
 
 func (c *wsConn) Subprotocol() string      { return c.ws.Subprotocol() }
@@ -463,7 +506,12 @@ func (c *wsConn) Close() error {
 // pingLoop sends websocket pings to a graphql-ws peer and drops it when it has been silent (no pong, no message)
 // for two intervals. graphql-transport-ws peers get protocol pings from gqlgen instead.
 func (c *wsConn) pingLoop(every time.Duration) {
-	extend := func(string) error { return c.ws.SetReadDeadline(time.Now().Add(2 * every)) }
+	extend := func(string) error {
+		if c.closeSent.Load() {
+			return nil // closing: the linger deadline stands
+		}
+		return c.ws.SetReadDeadline(time.Now().Add(2 * every))
+	}
 	c.ws.SetPongHandler(extend)
 	_ = extend("")
 	t := time.NewTicker(every)
@@ -473,6 +521,9 @@ func (c *wsConn) pingLoop(every time.Duration) {
 		case <-c.done:
 			return
 		case <-t.C:
+			if c.closeSent.Load() {
+				continue // closing: gorilla fails writes after the close frame, and the linger must run its course
+			}
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
 				c.Close()
 				return

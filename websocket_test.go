@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
@@ -332,8 +335,9 @@ func TestGracefulShutdown(t *testing.T) {
 		for {
 			_, err := c.Next(ctx)
 			if err != nil {
-				if code := wstest.CloseCode(err); code != 1001 {
-					t.Errorf("want close 1001 (going away), got %v", err)
+				var ce *websocket.CloseError
+				if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway || ce.Text != "server shutting down" {
+					t.Errorf("want close 1001 (going away) \"server shutting down\", got %v", err)
 				}
 				break
 			}
@@ -341,5 +345,85 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	if _, err := http.Get(s.URL + "/healthz"); err == nil {
 		t.Error("server still accepting after shutdown")
+	}
+}
+
+// TestGracefulShutdownLinger: shutdown waits for the peers' close frames, up to one wsCloseLinger shared by all
+// connections (not one per connection), closes each connection as soon as its peer has answered, and every peer
+// gets the going-away frame, also one that answers late and one that never answers.
+func TestGracefulShutdownLinger(t *testing.T) {
+	t.Parallel()
+	dialN := func(s *testServer, n int) []*websocket.Conn {
+		var conns []*websocket.Conn
+		for i := range n {
+			ws := wsDial(t, s, []string{wstest.TransportWS, wstest.LegacyWS}[i%2])
+			wsInit(t, ws)
+			conns = append(conns, ws)
+		}
+		return conns
+	}
+	shutdown := func(s *testServer) time.Duration {
+		start := time.Now()
+		s.Shutdown(t)
+		return time.Since(start)
+	}
+	t.Run("late peers", func(t *testing.T) {
+		t.Parallel()
+		// They start reading (and so answer the close frame: gorilla's default close handler) after late.
+		const late = 200 * time.Millisecond
+		s := startServer(t, testConfig(t))
+		conns := dialN(s, 4)
+		answered := make(chan error, len(conns))
+		for _, ws := range conns {
+			go func() {
+				time.Sleep(late)
+				answered <- wantGoingAway(ws)
+			}()
+		}
+		d := shutdown(s)
+		t.Logf("shutdown took %v", d.Round(time.Millisecond))
+		if d < late {
+			t.Errorf("shutdown took %v: it did not wait for the peers that answer after %v", d, late)
+		}
+		if d >= wsCloseLinger*9/10 {
+			t.Errorf("shutdown took %v: the connections were not closed when their peers answered (after %v)", d, late)
+		}
+		for range conns {
+			if err := <-answered; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	t.Run("silent peers", func(t *testing.T) {
+		t.Parallel()
+		// They read only after shutdown: one wsCloseLinger each would be 4 s.
+		s := startServer(t, testConfig(t))
+		conns := dialN(s, 4)
+		d := shutdown(s)
+		t.Logf("shutdown took %v", d.Round(time.Millisecond))
+		if d > wsCloseLinger+time.Second {
+			t.Errorf("shutdown took %v with %d peers that never answer: the linger (%v) is not shared",
+				d, len(conns), wsCloseLinger)
+		}
+		for _, ws := range conns {
+			if err := wantGoingAway(ws); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// wantGoingAway reads ws until its close frame, which must be 1001 (going away).
+func wantGoingAway(ws *websocket.Conn) error {
+	ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, _, err := ws.ReadMessage()
+		if err == nil {
+			continue // messages (pings) sent before the close
+		}
+		if websocket.IsCloseError(err, websocket.CloseGoingAway) {
+			return nil
+		}
+		return fmt.Errorf("want close 1001 (going away), got %v", err)
 	}
 }
