@@ -7,21 +7,24 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leaderboard/leaderboard/demo"
 )
 
 // Config is the server's configuration: environment variables, overridden by flags for the common ones. Every
 // setting is listed with its default in README.md ("Configuration").
 type Config struct {
-	ListenAddr        string   // LISTEN_ADDR, -listen: default ":8080"
-	RedisURL          string   // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
-	RedisClusterAddrs []string // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
-	RedisPassword     string   // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
-	KeyPrefix         string   // KEY_PREFIX: default "lb"; starts every Redis key
-	APIKeys           string   // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
-	CORSOrigins       []string // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
-	PublicOrigins     []string // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
-	Demo              bool     // DEMO, -demo: run the demo simulator and dashboard board
-	Introspection     bool     // INTROSPECTION, -introspection: default true
+	ListenAddr        string      // LISTEN_ADDR, -listen: default ":8080"
+	RedisURL          string      // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
+	RedisClusterAddrs []string    // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
+	RedisPassword     string      // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
+	KeyPrefix         string      // KEY_PREFIX: default "lb"; starts every Redis key
+	APIKeys           string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
+	CORSOrigins       []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
+	PublicOrigins     []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
+	Demo              bool        // DEMO, -demo: run the demo simulator and dashboard board
+	DemoSettings      demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
+	Introspection     bool        // INTROSPECTION, -introspection: default true
 	LogLevel          slog.Level
 	LogFormat         string // LOG_FORMAT: "text" (default) or "json"
 
@@ -136,6 +139,11 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		errs = append(errs, fmt.Sprintf("unexpected arguments %q", fs.Args()))
 	}
 	c.WriteTimeout = envDur("WRITE_TIMEOUT", c.RequestTimeout+5*time.Second)
+	if d, err := demo.ConfigFromEnv(getenv); err != nil {
+		errs = append(errs, err.Error())
+	} else {
+		c.DemoSettings = d
+	}
 	c.RedisClusterAddrs = splitList(*cluster)
 	c.CORSOrigins = splitList(*cors)
 	c.PublicOrigins = splitList(env("PUBLIC_ORIGIN", ""))

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -14,12 +13,12 @@ import (
 //
 // miniredis has no sharded pub/sub, so the store publishes with plain PUBLISH there (pubsub follows
 // Store.PublishCommand and subscribes with SUBSCRIBE).
-func embeddedRedis(log *slog.Logger) (*miniredis.Miniredis, *redis.Options, string, error) {
+func embeddedRedis(log *slog.Logger) (*miniredis.Miniredis, string, error) {
 	mr, err := miniredis.Run()
 	if err != nil {
-		return nil, nil, "", err
+		return nil, "", err
 	}
 	log.Warn("NO REDIS CONFIGURED: using an embedded in-memory Redis. NOTHING IS PERSISTED; data is lost when the "+
 		"server stops. Set REDIS_URL or REDIS_CLUSTER_ADDRS for real use.", "addr", mr.Addr())
-	return mr, &redis.Options{Addr: mr.Addr()}, leaderboard.PublishPlain, nil
+	return mr, leaderboard.PublishPlain, nil
 }

@@ -33,7 +33,7 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 func limitBody(max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tooLarge := func() {
-			writeError(w, http.StatusRequestEntityTooLarge, "BAD_USER_INPUT",
+			writeError(w, http.StatusRequestEntityTooLarge, codeInvalid,
 				"request body too large: at most "+strconv.FormatInt(max, 10)+" bytes")
 		}
 		if r.ContentLength > max {
@@ -42,13 +42,13 @@ func limitBody(max int64, next http.Handler) http.Handler {
 		}
 		if r.Header.Get("Upgrade") == "" {
 			if msg := graph.CheckText([]byte(r.URL.RawQuery)); msg != "" {
-				writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", msg)
+				writeError(w, http.StatusBadRequest, codeInvalid, msg)
 				return
 			}
 			for _, vs := range r.URL.Query() {
 				for _, v := range vs {
 					if msg := graph.CheckText([]byte(v)); msg != "" {
-						writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", msg)
+						writeError(w, http.StatusBadRequest, codeInvalid, msg)
 						return
 					}
 				}
@@ -59,7 +59,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 			body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
 			done()
 			if err != nil {
-				writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", "could not read the request body")
+				writeError(w, http.StatusBadRequest, codeInvalid, "could not read the request body")
 				return
 			}
 			if int64(len(body)) > max {
@@ -67,7 +67,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 				return
 			}
 			if msg := graph.CheckText(body); msg != "" {
-				writeError(w, http.StatusBadRequest, "BAD_USER_INPUT", msg)
+				writeError(w, http.StatusBadRequest, codeInvalid, msg)
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
@@ -145,7 +145,7 @@ func (c *codingWriter) finish() {
 						em["extensions"] = ext
 					}
 					if _, ok := ext["code"]; !ok {
-						ext["code"] = "BAD_USER_INPUT"
+						ext["code"] = codeInvalid
 					}
 					// gqlgen quotes the whole undecodable body in its message: never echo a request back at length.
 					if msg, ok := em["message"].(string); ok && len(msg) > maxErrorMessage {
@@ -211,7 +211,7 @@ func logRequests(log *slog.Logger, next http.Handler) http.Handler {
 				}
 				log.Error("panic in handler", "panic", p, "path", r.URL.Path)
 				if sw.status == 0 {
-					writeError(sw, http.StatusInternalServerError, "INTERNAL", "internal error")
+					writeError(sw, http.StatusInternalServerError, codeInternal, "internal error")
 				}
 			}
 			log.LogAttrs(r.Context(), slog.LevelDebug, "request", slog.String("method", r.Method),

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,9 +43,13 @@ type Metrics struct {
 }
 
 // outcomes are the label values of outcome: "ok" and the error codes.
-var outcomes = map[string]bool{"ok": true, "BAD_USER_INPUT": true, "NOT_FOUND": true, "CONFLICT": true,
-	"UNAUTHENTICATED": true, "FORBIDDEN": true, "PERIOD_CLOSED": true, "RATE_LIMITED": true, "UNAVAILABLE": true,
-	"INTERNAL": true, "PERSISTED_QUERY_NOT_FOUND": true}
+var outcomes = func() map[string]bool {
+	m := map[string]bool{"ok": true}
+	for _, c := range graph.Codes {
+		m[string(c)] = true
+	}
+	return m
+}()
 
 func NewMetrics(schema *ast.Schema) *Metrics {
 	m := &Metrics{
@@ -167,7 +172,7 @@ func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.Re
 	}
 	outcome := "ok"
 	if resp != nil && len(resp.Errors) > 0 {
-		outcome = "INTERNAL"
+		outcome = codeInternal
 		if code, _ := resp.Errors[0].Extensions["code"].(string); outcomes[code] {
 			outcome = code
 		}

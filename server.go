@@ -23,7 +23,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/rs/cors"
 	"github.com/vektah/gqlparser/v2/ast"
 
@@ -112,33 +111,22 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	}
 
 	publish := leaderboard.PublishSharded
-	// The pool has a connection for every read and write the API may have in flight, and room for the live
-	// hub's reads and subscriptions, the demo and the metrics hook.
-	pool := cfg.MaxConcurrentReads + cfg.MaxConcurrentWrites + 16
-	switch {
-	case len(cfg.RedisClusterAddrs) > 0:
-		opts := func(poolSize int, timeout time.Duration) *redis.ClusterOptions {
-			return &redis.ClusterOptions{Addrs: cfg.RedisClusterAddrs, Password: cfg.RedisPassword,
-				DialTimeout: min(2*time.Second, timeout), ReadTimeout: timeout, WriteTimeout: timeout, MaxRetries: -1,
-				PoolSize: poolSize, ContextTimeoutEnabled: true, MaintNotificationsConfig: noMaintNotifications(),
-				DisableIdentity: true}
-		}
-		a.rdb = redis.NewClusterClient(opts(pool, 3*time.Second))
-		a.probe = redis.NewClusterClient(opts(2, readyTimeout))
-	case cfg.RedisURL != "":
-		opts, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return nil, fmt.Errorf("REDIS_URL: %w", err) // go-redis does not echo the password
-		}
-		a.rdb, a.probe = newClients(opts, pool)
-	default:
-		mr, opts, pub, err := embeddedRedis(log)
+	embeddedAddr := ""
+	if cfg.Embedded() {
+		mr, pub, err := embeddedRedis(log)
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded Redis: %w", err)
 		}
-		a.embedded, publish = mr, pub
-		a.rdb, a.probe = newClients(opts, pool)
+		a.embedded, publish, embeddedAddr = mr, pub, mr.Addr()
 	}
+	opts, err := redisOptions(cfg, embeddedAddr)
+	if err != nil {
+		return nil, err
+	}
+	// The pool has a connection for every read and write the API may have in flight, and room for the live
+	// hub's reads and subscriptions, the demo and the metrics hook. /readyz pings on two connections of its own.
+	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, redisTimeout)
+	a.probe = newRedisClient(opts, 2, readyTimeout)
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
@@ -165,38 +153,6 @@ func NewApp(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		}
 	}()
 	return a, nil
-}
-
-// readyTimeout bounds /readyz's PING, socket reads included.
-const readyTimeout = time.Second
-
-// newClients returns the main client (pool connections) and /readyz's probe for a standalone Redis.
-func newClients(opts *redis.Options, pool int) (main, probe redis.UniversalClient) {
-	o := *opts
-	tuneOptions(&o, 3*time.Second)
-	o.PoolSize = pool
-	p := *opts
-	tuneOptions(&p, readyTimeout)
-	p.PoolSize = 2
-	return redis.NewClient(&o), redis.NewClient(&p)
-}
-
-// tuneOptions makes Redis calls fail fast when Redis is down (requests answer UNAVAILABLE instead of hanging)
-// and disables go-redis's retries: a retried script call could apply a SUM delta twice.
-func tuneOptions(o *redis.Options, timeout time.Duration) {
-	o.DialTimeout = min(2*time.Second, timeout)
-	o.ReadTimeout = timeout
-	o.WriteTimeout = timeout
-	o.ContextTimeoutEnabled = true // a request's deadline reaches socket reads
-	o.MaxRetries = -1
-	o.MaintNotificationsConfig = noMaintNotifications()
-	o.DisableIdentity = true // CLIENT SETINFO is Redis 7.2+; 7.0 answers it with an error
-}
-
-// noMaintNotifications stops go-redis from sending CLIENT MAINT_NOTIFICATIONS (a Redis Enterprise extension)
-// on every new connection, which open-source Redis answers with an error.
-func noMaintNotifications() *maintnotifications.Config {
-	return &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 }
 
 func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
@@ -398,10 +354,7 @@ func (a *App) stopHub() {
 // runDemo starts the demo boards' simulator (DEMO_RATE, DEMO_PLAYERS, DEMO_SEED tune it) and returns a
 // function that stops it and waits for it.
 func (a *App) runDemo(ctx context.Context) (stop func()) {
-	dcfg, err := demo.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		a.log.Warn("demo: ignoring bad settings", "err", err)
-	}
+	dcfg := a.cfg.DemoSettings
 	dcfg.Logger = a.log
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

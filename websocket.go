@@ -67,7 +67,7 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 		HandshakeTimeout: 10 * time.Second,
 		CheckOrigin:      func(*http.Request) bool { return true }, // done by guard, with an error body
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			writeError(w, status, "BAD_USER_INPUT", "websocket upgrade failed: "+reason.Error())
+			writeError(w, status, codeInvalid, "websocket upgrade failed: "+reason.Error())
 		},
 	}
 	ws, err := up.Upgrade(w, r, opts.ResponseHeader)
@@ -117,20 +117,20 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		}
 		if !s.origins.allowWebsocket(r) {
 			s.metrics.wsRejected.WithLabelValues("origin").Inc()
-			writeError(w, http.StatusForbidden, "FORBIDDEN", "origin not allowed")
+			writeError(w, http.StatusForbidden, codeForbidden, "origin not allowed")
 			return
 		}
 		addr := clientAddr(r)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
-			writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "server shutting down")
+			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "server shutting down")
 			return
 		}
 		if maxPerAddr > 0 && s.perAddr[addr] >= maxPerAddr {
 			s.mu.Unlock()
 			s.metrics.wsRejected.WithLabelValues("per_address_limit").Inc()
-			writeError(w, http.StatusTooManyRequests, "RATE_LIMITED", "too many websocket connections from this address")
+			writeError(w, http.StatusTooManyRequests, codeRateLimited, "too many websocket connections from this address")
 			return
 		}
 		s.perAddr[addr]++

@@ -24,7 +24,7 @@ const (
 
 // rateLimitedPayload answers a subscribe beyond the connection's operations in flight (MAX_SUBSCRIPTIONS_PER_CONN).
 var rateLimitedPayload = []byte(`[{"message":"too many operations in flight on this connection",` +
-	`"extensions":{"code":"RATE_LIMITED"}}]`)
+	`"extensions":{"code":"` + codeRateLimited + `"}}]`)
 
 // transportState is the graphql-transport-ws state of one connection.
 //

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
@@ -30,7 +31,7 @@ func (d DepthLimit) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 	w := depthWalker{memo: map[fragmentAt]int{}}
 	if depth := w.depth(oc.Operation.SelectionSet, d.Max+1); depth > d.Max {
 		err := gqlerror.Errorf("the query is nested %d levels deep or more; at most %d are allowed", depth, d.Max)
-		err.Extensions = map[string]any{"code": "BAD_USER_INPUT"}
+		err.Extensions = map[string]any{"code": string(leaderboard.Invalid)}
 		return err
 	}
 	return nil

@@ -24,9 +24,14 @@ const (
 // applied (see leaderboard.OutcomeUnknown): retry it with the same eventId.
 const OutcomeUnknown = "UNKNOWN"
 
-// codePersistedQueryNotFound is what automatic persisted query clients wait for to resend the full query; it
+// CodePersistedQueryNotFound is what automatic persisted query clients wait for to resend the full query; it
 // is the one code outside the contract's list that the server sends, because the APQ protocol requires it.
-const codePersistedQueryNotFound = "PERSISTED_QUERY_NOT_FOUND"
+const CodePersistedQueryNotFound = "PERSISTED_QUERY_NOT_FOUND"
+
+// Codes lists every extensions.code the server sends.
+var Codes = []leaderboard.Code{leaderboard.Invalid, leaderboard.NotFound, leaderboard.Conflict,
+	leaderboard.PeriodClosed, Unauthenticated, Forbidden, leaderboard.RateLimited, leaderboard.Unavailable,
+	leaderboard.Internal, CodePersistedQueryNotFound}
 
 // Errorf-like constructor for coded errors with a client-safe message.
 func newError(code leaderboard.Code, msg string) error {
@@ -66,7 +71,7 @@ func ErrorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 			return gqlErr
 		}
 		if code, ok := gqlErr.Extensions["code"].(string); ok {
-			if code != codePersistedQueryNotFound {
+			if code != CodePersistedQueryNotFound {
 				gqlErr.Extensions["reason"] = code
 				gqlErr.Extensions["code"] = string(leaderboard.Invalid)
 			}

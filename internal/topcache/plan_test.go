@@ -63,7 +63,6 @@ func TestTopPlan(t *testing.T) {
 	}
 }
 
-
 // The default of `first` comes from the schema, not from a constant.
 func TestDefaultFirstFromSchema(t *testing.T) {
 	for sdl, want := range map[string]int{
