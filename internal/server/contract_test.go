@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"os"
@@ -13,7 +13,7 @@ import (
 // shared/api-contract.graphqls), or gives one a different type.
 func TestSchemaCoversContract(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile("testdata/api-contract.graphqls")
+	src, err := os.ReadFile("../../testdata/api-contract.graphqls")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 // The dashboard end to end: the real server (App) on a real Redis, the page in headless Chromium (Debian's
 // chromium package, driven with chromedp). Chromium is required: when it is missing the test fails with an
@@ -242,7 +242,7 @@ func TestDashboard(t *testing.T) {
 
 	t.Run("diff table in the page", func(t *testing.T) {
 		// The page's own module (the browser's JavaScript engine, not Node) rebuilds every case of the shared table.
-		table, err := os.ReadFile("pubsub/testdata/diffs.json")
+		table, err := os.ReadFile("../../pubsub/testdata/diffs.json")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -71,7 +71,7 @@ func FuzzGraphQL(f *testing.F) {
 	// One server for the whole fuzz run; requests go straight to the handler.
 	cfg := testConfig(f)
 	cfg.APIKeys = "admin:" + testAdminKey
-	app, err := NewApp(cfg, testLogger(f), bytesDiscard{})
+	app, err := New(cfg, testLogger(f), bytesDiscard{})
 	if err != nil {
 		f.Fatal(err)
 	}

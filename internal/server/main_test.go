@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ type testServer struct {
 	App   *App
 	URL   string // http://127.0.0.1:port
 	WSURL string // ws://127.0.0.1:port/graphql
-	// Console is what the server printed to its console (NewApp's console writer: the generated admin key).
+	// Console is what the server printed to its console (New's console writer: the generated admin key).
 	Console *syncBuffer
 	// Store is a leaderboard.Store of the test's own over the server's Redis and key prefix (see
 	// independentStore): reads through it never touch the server's hub or response cache.
@@ -87,7 +87,7 @@ func startServer(t testing.TB, cfg Config) *testServer {
 func startServerLog(t testing.TB, cfg Config, log *slog.Logger) *testServer {
 	t.Helper()
 	console := &syncBuffer{}
-	app, err := NewApp(cfg, log, console)
+	app, err := New(cfg, log, console)
 	if err != nil {
 		t.Fatal(err)
 	}

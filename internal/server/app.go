@@ -1,0 +1,203 @@
+// Package server is the leaderboard's HTTP service: New wires Redis (or the embedded store), the store, the live
+// hub, the GraphQL handler (gqlgen with the server's limits) and the routes; Serve answers until its context ends
+// and shuts down gracefully. The files: app (wiring), routes, serve (listener, timeouts, shutdown), config
+// (LoadConfig), middleware (body limits, error coding, logging), websocket and wsprotocol (the websocket
+// transport and graphql-transport-ws rules), origin (websocket origins), connlimit (MAX_CONNS), metrics, auth
+// (API keys), redisopts (Redis clients), embedded (miniredis for `make run`), querycache (bounded gqlgen caches).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/alicebob/miniredis/v2"
+	"github.com/leaderboard/leaderboard/demo"
+	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/leaderboard/leaderboard/pubsub"
+	"github.com/redis/go-redis/v9"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// App is the wired server: Redis, the store, the live hub, the GraphQL handler and the HTTP routes.
+type App struct {
+	cfg      Config
+	log      *slog.Logger
+	rdb      redis.UniversalClient
+	probe    redis.UniversalClient // /readyz's own small pool, so a busy main pool never looks like a Redis outage
+	embedded *miniredis.Miniredis  // nil unless no Redis is configured
+	Store    *leaderboard.Store
+	Hub      *pubsub.Hub
+	Keys     *Keyring
+	// GeneratedKey is the admin key made at start when API_KEYS is empty ("" otherwise).
+	GeneratedKey string
+	Metrics      *Metrics
+	ws           *websockets
+	gql          *handler.Server
+	schema       *ast.Schema
+
+	hubCtx    context.Context
+	hubCancel context.CancelFunc
+	hubDone   chan struct{}
+}
+
+// New connects to Redis (or starts the embedded one) and builds the handlers. console receives the one-time
+// generated admin key.
+func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
+	keys, err := ParseAPIKeys(cfg.APIKeys)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, Keys: keys}
+	if keys.Empty() {
+		a.GeneratedKey = keys.GenerateAdminKey()
+		fmt.Fprintf(console, "\n  API_KEYS is empty: generated an admin key for this run (it is not shown again):\n\n"+
+			"      Authorization: Bearer %s\n\n", a.GeneratedKey)
+	}
+
+	publish := leaderboard.PublishSharded
+	embeddedAddr := ""
+	if cfg.Embedded() {
+		mr, pub, err := embeddedRedis(log)
+		if err != nil {
+			return nil, fmt.Errorf("starting the embedded Redis: %w", err)
+		}
+		a.embedded, publish, embeddedAddr = mr, pub, mr.Addr()
+	}
+	opts, err := redisOptions(cfg, embeddedAddr)
+	if err != nil {
+		return nil, err
+	}
+	// The pool has a connection for every read and write the API may have in flight, and room for the live
+	// hub's reads and subscriptions, the demo and the metrics hook. /readyz pings on two connections of its own.
+	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, redisTimeout)
+	a.probe = newRedisClient(opts, 2, readyTimeout)
+	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
+		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites})
+	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
+	// and live screens must not wait behind a flood of queries.
+	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish})
+	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
+
+	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log}
+	schema := graph.NewSchema(resolver)
+	a.schema = schema.Schema()
+	a.Metrics = NewMetrics(schema.Schema())
+	resolver.OnSubscription = a.Metrics.OnSubscription
+	a.rdb.AddHook(redisHook{a.Metrics, log})
+	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
+		cfg.MaxSubscriptionsPerConn, a.Metrics)
+	a.gql = a.graphQLHandler(schema)
+
+	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())
+	a.hubDone = make(chan struct{})
+	go func() {
+		defer close(a.hubDone)
+		if err := a.Hub.Run(a.hubCtx); err != nil {
+			log.Error("live updates stopped", "err", err)
+		}
+	}()
+	return a, nil
+}
+
+func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
+	srv := handler.New(schema)
+	srv.AddTransport(transport.Websocket{
+		Implementation:        a.ws,
+		InitFunc:              a.websocketInit,
+		InitTimeout:           2 * wsInitTimeout,    // a backstop: a.ws closes first (4408; 1002 on graphql-ws)
+		KeepAlivePingInterval: a.cfg.WSPingInterval, // graphql-ws: "ka" messages
+		PingPongInterval:      a.cfg.WSPingInterval, // graphql-transport-ws: ping, and drop peers that miss the pong
+		PayloadReadLimit:      &a.cfg.MaxWSMessageBytes,
+		ErrorFunc: func(ctx context.Context, err error) {
+			a.log.Debug("websocket error", "err", err)
+		},
+	})
+	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.GET{})
+	srv.AddTransport(transport.POST{})
+	srv.SetQueryCache(newDocCache(a.cfg.QueryCacheSize, a.cfg.QueryCacheBytes))
+	if a.cfg.MaxQueryTokens > 0 {
+		srv.SetParserTokenLimit(a.cfg.MaxQueryTokens)
+	}
+	if a.cfg.Introspection {
+		srv.Use(extension.Introspection{})
+	}
+	srv.Use(extension.AutomaticPersistedQuery{Cache: newAPQCache(a.cfg.APQCacheSize, a.cfg.QueryCacheBytes)})
+	srv.Use(&graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields})
+	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
+	srv.Use(graph.FloatLiterals{})
+	srv.Use(graph.TextCheck{})
+	srv.Use(graphQLExtension{a.Metrics})
+	srv.AroundRootFields(graph.ReadGuard(a.Keys.ReadKeyRequired))
+	srv.SetErrorPresenter(graph.ErrorPresenter(a.log))
+	srv.SetRecoverFunc(graph.Recover(a.log))
+	return srv
+}
+
+// websocketInit authenticates a websocket connection from its connection_init payload ({"authorization":
+// "Bearer <key>"}), falling back to the upgrade request's Authorization header. An unknown key, or no key where
+// a read key is required, closes the connection with 4403.
+func (a *App) websocketInit(ctx context.Context, payload transport.InitPayload) (context.Context, *transport.InitPayload, error) {
+	p := graph.PrincipalFrom(ctx)
+	if auth, ok := initPayloadAuthorization(payload); ok {
+		p = a.Keys.Lookup(auth)
+	}
+	reject := func(msg string) (context.Context, *transport.InitPayload, error) {
+		ctx = transport.WithWebsocketCloseCode(ctx, 4403)
+		ctx = transport.AppendCloseReason(ctx, "UNAUTHENTICATED: "+msg)
+		return ctx, nil, errors.New("UNAUTHENTICATED: " + msg)
+	}
+	if p.Presented && p.Roles == 0 {
+		return reject("unknown API key")
+	}
+	if a.Keys.ReadKeyRequired && !p.Has(graph.RoleRead) {
+		return reject("an API key is required")
+	}
+	ctx = graph.WithPrincipal(ctx, p)
+	ctx = graph.WithConn(ctx, graph.NewConn(a.cfg.MaxSubscriptionsPerConn))
+	return ctx, nil, nil
+}
+
+func (a *App) stopHub() {
+	a.hubCancel()
+	select {
+	case <-a.hubDone:
+	case <-time.After(2 * time.Second):
+		a.log.Warn("live updates did not stop within 2s")
+	}
+}
+
+// runDemo starts the demo boards' simulator (DEMO_RATE, DEMO_PLAYERS, DEMO_SEED tune it) and returns a
+// function that stops it and waits for it.
+func (a *App) runDemo(ctx context.Context) (stop func()) {
+	dcfg := a.cfg.DemoSettings
+	dcfg.Logger = a.log
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := demo.Run(ctx, a.Store, dcfg); err != nil {
+			a.log.Error("demo stopped", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// Close stops the hub and closes Redis (and the embedded Redis). Safe after Serve.
+func (a *App) Close() {
+	a.stopHub()
+	a.rdb.Close()
+	a.probe.Close()
+	if a.embedded != nil {
+		a.embedded.Close()
+	}
+}

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"io"
+	"net/http"
+
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/leaderboard/leaderboard/internal/topcache"
+	"github.com/leaderboard/leaderboard/web"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/cors"
+)
+
+// Handler returns the server's routes with logging, panic recovery and CORS. Without CORS_ORIGINS no
+// cross-origin browser request is allowed (rs/cors would read an empty list as "allow all").
+func (a *App) Handler() http.Handler {
+	h := http.Handler(a.routes())
+	if len(a.cfg.CORSOrigins) > 0 {
+		h = cors.New(cors.Options{
+			AllowedOrigins: a.cfg.CORSOrigins,
+			AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodOptions},
+			AllowedHeaders: []string{"Authorization", "Content-Type"},
+			MaxAge:         600,
+		}).Handler(h)
+	}
+	return logRequests(a.log, h)
+}
+
+// routes is the server's URL space. "/" is reserved for the live dashboard (package web).
+func (a *App) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	var gql http.Handler = a.gql
+	gql = topcache.New(gql, a.Hub, a.Keys.ReadKeyRequired, a.Metrics.TopCacheStats(), a.schema) // repeated top queries skip gqlgen
+	gql = a.withTimeout(gql)
+	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)
+	gql = a.Keys.middleware(gql)
+	gql = limitBody(a.cfg.MaxBodyBytes, gql)
+	gql = codeErrors(gql)
+	mux.Handle("/graphql", a.Metrics.timeRoute("graphql", gql))
+	// The dashboard links GraphiQL with example operations in the URL (?query=...&variables=...).
+	mux.Handle("/graphiql", playground.Handler("leaderboard GraphiQL", "/graphql",
+		playground.WithGraphiqlPersistStateInURL(true)))
+	mux.Handle("/", web.Handler())
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.Handle("/readyz", a.Metrics.timeRoute("readyz", http.HandlerFunc(a.ready)))
+	if a.cfg.MetricsAddr == "" {
+		mux.Handle("/metrics", a.Metrics.Handler())
+	}
+	return mux
+}
+
+// withTimeout bounds HTTP GraphQL requests by REQUEST_TIMEOUT (not websockets, which live long).
+func (a *App) withTimeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "" && a.cfg.RequestTimeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// ready answers 200 when Redis answers a PING within a second, 503 otherwise. It pings through its own two
+// connections: a saturated main pool is load, not an outage.
+func (a *App) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	var err error
+	if cc, ok := a.probe.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+	} else {
+		err = a.probe.Ping(ctx).Err()
+	}
+	if err != nil {
+		a.log.Warn("not ready: Redis unreachable", "err", err)
+		http.Error(w, "redis unreachable\n", http.StatusServiceUnavailable)
+		return
+	}
+	io.WriteString(w, "ok\n")
+}
