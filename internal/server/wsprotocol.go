@@ -1,11 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/leaderboard/leaderboard/graph"
 )
 
 // The graphql-transport-ws protocol (https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md), enforced
@@ -189,11 +190,8 @@ type clientMessage struct {
 // complete need a non-empty string id, subscribe an object payload; the other messages' payload, if any, must be
 // an object or null.
 func parseClientMessage(data []byte) (m clientMessage, problem string) {
-	if !utf8.Valid(data) {
-		return m, "not valid UTF-8"
-	}
-	if hasLoneSurrogate(data) {
-		return m, "a string escapes a lone surrogate"
+	if msg := graph.CheckText(data); msg != "" {
+		return m, msg
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil || fields == nil {
@@ -239,62 +237,6 @@ func wsJSONString(raw json.RawMessage) (string, bool) {
 
 func isJSONObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
 func isJSONNull(raw json.RawMessage) bool   { return string(raw) == "null" }
-
-// hasLoneSurrogate reports whether data has a \u escape of a UTF-16 surrogate that is not half of a pair (a high
-// one followed by an escaped low one). encoding/json decodes those to U+FFFD without an error. In valid JSON a
-// backslash only occurs in strings, and every escape is two bytes or \uXXXX, so scanning from backslash to
-// backslash sees every escape exactly once; in invalid JSON the answer does not matter.
-func hasLoneSurrogate(data []byte) bool {
-	for i := 0; ; {
-		j := bytes.IndexByte(data[i:], '\\')
-		if j < 0 || i+j+1 >= len(data) {
-			return false
-		}
-		i += j
-		if data[i+1] != 'u' {
-			i += 2
-			continue
-		}
-		r, ok := hex4(data[i+2:])
-		if !ok {
-			return false
-		}
-		i += 6
-		switch {
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return true
-		case r >= 0xD800 && r <= 0xDBFF:
-			if len(data) < i+6 || data[i] != '\\' || data[i+1] != 'u' {
-				return true
-			}
-			if lo, ok := hex4(data[i+2:]); !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return true
-			}
-			i += 6
-		}
-	}
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
 
 // appendProtocolMessage appends {"payload":...,"id":...,"type":...} (payload and id only when set), the way
 // encoding/json writes gqlgen's message structs.

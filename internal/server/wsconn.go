@@ -1,0 +1,203 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/gorilla/websocket"
+)
+
+// wsConn adapts a gorilla connection to gqlgen's WebsocketConn. On graphql-transport-ws it enforces the protocol
+// (tws, wsprotocol.go): gqlgen reads only checked messages and writes through it.
+type wsConn struct {
+	ws           *websocket.Conn
+	owner        *websockets
+	tws          *transportState // nil on graphql-ws
+	writeTimeout time.Duration
+	initTimer    *time.Timer // closes a peer that sends no connection_init in time
+	wmu          sync.Mutex  // gorilla allows one concurrent writer
+	once         sync.Once
+	done         chan struct{}
+	// closeSent: a close frame has gone to the peer (or the peer's was answered). Nothing more is written, and
+	// what the peer still sends is discarded.
+	closeSent atomic.Bool
+	// closeMu is held while the close frame is written: whoever finds closeSent set (under closeMu) knows the
+	// frame has been written, or its write has failed, and may close the connection.
+	closeMu   sync.Mutex
+	firstRead atomic.Bool // graphql-ws: a message has arrived (gqlgen's init timeout counted any message)
+}
+
+var errWSClosing = errors.New("websocket: connection closing")
+
+var (
+	_ transport.WebsocketConn          = (*wsConn)(nil)
+	_ transport.WebsocketReadLimiter   = (*wsConn)(nil)
+	_ transport.WebsocketReadDeadliner = (*wsConn)(nil)
+)
+
+// NextReader returns the next message for gqlgen. On graphql-transport-ws that is a checked, re-encoded message
+// (transportState.inbound): violations close the connection with the protocol's codes, and messages that gqlgen
+// must not act on are answered or dropped here.
+func (c *wsConn) NextReader() (int, io.Reader, error) {
+	for {
+		typ, r, err := c.ws.NextReader()
+		if err != nil {
+			return typ, nil, c.readError(err)
+		}
+		if c.closeSent.Load() {
+			// We are closing: wait for the peer's close frame (or the linger deadline).
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return typ, nil, c.readError(err)
+			}
+			continue
+		}
+		if c.tws == nil {
+			if c.firstRead.CompareAndSwap(false, true) {
+				c.stopInitTimer()
+			}
+			return typ, r, nil
+		}
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return typ, nil, c.readError(err)
+		}
+		in := c.tws.inbound(data)
+		switch {
+		case in.closeCode != 0:
+			return typ, nil, c.fail(in.closeCode, in.closeReason)
+		case in.reply != nil:
+			if err := c.write(in.reply); err != nil {
+				return typ, nil, err
+			}
+		case in.forward != nil:
+			if in.initialised {
+				c.stopInitTimer()
+			}
+			return typ, bytes.NewReader(in.forward), nil
+		}
+	}
+}
+
+// readError translates a read error for gqlgen: ErrWebsocketClosed for an orderly end, which gqlgen does not
+// report.
+func (c *wsConn) readError(err error) error {
+	if websocket.IsCloseError(err, websocket.CloseNormalClosure, websocket.CloseNoStatusReceived, websocket.CloseGoingAway) {
+		return transport.ErrWebsocketClosed
+	}
+	if errors.Is(err, websocket.ErrReadLimit) {
+		// gorilla has already sent the peer a 1009 (message too big) close frame.
+		c.closeSent.Store(true)
+		return transport.ErrWebsocketClosed
+	}
+	if c.closeSent.Load() {
+		return transport.ErrWebsocketClosed // the end of a close we started
+	}
+	return err
+}
+
+// fail closes the connection for a protocol violation: a close frame with code, then (this is the reading
+// goroutine) what the peer still sends is discarded until its close frame or wsCloseLinger, then the connection
+// is closed.
+func (c *wsConn) fail(code int, reason string) error {
+	_ = c.WriteClose(code, reason)
+	_ = c.ws.SetReadDeadline(time.Now().Add(wsCloseLinger))
+	for {
+		_, r, err := c.ws.NextReader()
+		if err == nil {
+			_, err = io.Copy(io.Discard, r)
+		}
+		if err != nil {
+			break
+		}
+	}
+	c.Close()
+	return transport.ErrWebsocketClosed
+}
+
+// initExpired closes a connection that has not sent connection_init within the init timeout.
+func (c *wsConn) initExpired() {
+	code, reason := closeInitTimeout, "Connection initialisation timeout"
+	if c.tws == nil {
+		if c.firstRead.Load() {
+			return
+		}
+		code, reason = websocket.CloseProtocolError, "connection initialisation timeout" // gqlgen's
+	} else if !c.tws.expire() {
+		return
+	}
+	_ = c.WriteClose(code, reason)
+	// The reader (gqlgen's init, in NextReader) discards until the peer's close frame or this deadline.
+	_ = c.ws.SetReadDeadline(time.Now().Add(wsCloseLinger))
+}
+
+func (c *wsConn) stopInitTimer() {
+	if c.initTimer != nil {
+		c.initTimer.Stop()
+	}
+}
+
+// onPeerClose answers the peer's close frame unless we have sent ours already.
+func (c *wsConn) onPeerClose(code int, _ string) error {
+	_ = c.writeClose(code, "", time.Now().Add(time.Second))
+	return nil
+}
+
+// WriteJSON writes one of gqlgen's messages. On graphql-transport-ws the operation id is mapped back to the
+// peer's (transportState.outbound), and messages the peer must not get are dropped.
+func (c *wsConn) WriteJSON(v any) error {
+	m, ok := protocolFields(v)
+	if c.tws == nil {
+		if !ok {
+			return c.writeWith(func() error { return c.ws.WriteJSON(v) })
+		}
+		return c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, m.id, m.typ))
+	}
+	if !ok {
+		// Not shaped like gqlgen's messages (a gqlgen upgrade?): read back what encoding/json makes of it.
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		var d struct {
+			Payload json.RawMessage `json:"payload"`
+			ID      string          `json:"id"`
+			Type    string          `json:"type"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			return err
+		}
+		m = wsMessage{payload: d.Payload, id: d.ID, typ: d.Type}
+	}
+	id, send := c.tws.outbound(m.typ, m.id)
+	if !send {
+		return nil
+	}
+	return c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, id, m.typ))
+}
+
+// write sends one text message within the write timeout. A failed write closes the connection: gorilla fails
+// every later write too, and a peer that stopped reading must not keep the connection (gqlgen only reports write
+// errors).
+func (c *wsConn) write(msg []byte) error {
+	return c.writeWith(func() error { return c.ws.WriteMessage(websocket.TextMessage, msg) })
+}
+
+func (c *wsConn) writeWith(w func() error) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closeSent.Load() {
+		return errWSClosing
+	}
+	_ = c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout))
+	if err := w(); err != nil {
+		c.Close()
+		return err
+	}
+	return nil
+}
