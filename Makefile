@@ -2,18 +2,25 @@
 # against real redis-server processes that the tests start themselves.
 # Go from PATH, else where the official archive installs it.
 GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
+GOFMT ?= $(or $(shell command -v gofmt 2>/dev/null),/usr/local/go/bin/gofmt)
 PKGS := ./...
 
-.PHONY: run test test-deps bench generate lint fuzz
+.PHONY: run test test-deps tidy bench generate lint fuzz
 
 run:
 	$(GO) run . -demo
 
 # test-deps (scripts/test-deps.sh) checks for redis-server, redis-cli, Chromium and Node.js 18+ and installs the
 # missing ones with apt-get when it may (root or passwordless sudo); otherwise it stops before any test runs.
-test: test-deps
+test: test-deps tidy
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+
+# tidy fails when gofmt would change a file or go.mod/go.sum are not tidy (CI runs it through make test).
+tidy:
+	@out=$$($(GOFMT) -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) mod tidy -diff
 
 test-deps:
 	@sh scripts/test-deps.sh
@@ -25,7 +32,7 @@ generate:
 	$(GO) run github.com/99designs/gqlgen generate
 
 lint:
-	gofmt -l . | (! grep .)
+	$(GOFMT) -l . | (! grep .)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest $(PKGS)
 
