@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
+	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -160,14 +161,8 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// gqlError is one error of a GraphQL response.
-type gqlError struct {
-	Message    string         `json:"message"`
-	Path       []any          `json:"path"`
-	Extensions map[string]any `json:"extensions"`
-}
-
-func (e gqlError) Code() string { s, _ := e.Extensions["code"].(string); return s }
+// gqlError is one error of a GraphQL response: the one GraphQL error type of the tests (internal/wstest's).
+type gqlError = wstest.Error
 
 // gqlResponse is a decoded GraphQL HTTP response.
 type gqlResponse struct {
