@@ -112,13 +112,6 @@ func markUpload(ctx context.Context) (done func()) {
 	return func() { cc.uploading.Store(false) }
 }
 
-// openConns returns how many connections are open.
-func (l *connLimit) openConns() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open
-}
-
 // countedConn gives its slot back when closed (hijacked websocket connections too).
 type countedConn struct {
 	net.Conn

@@ -121,7 +121,6 @@ func TestSlowAndIdleConnections(t *testing.T) {
 	}
 
 	// Ten idle keep-alive connections, then a new client: it is served (an idle one is closed for it).
-	var idle []net.Conn
 	for range 10 {
 		conn, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -132,7 +131,6 @@ func TestSlowAndIdleConnections(t *testing.T) {
 		if resp, err := http.ReadResponse(bufio.NewReader(conn), nil); err != nil || resp.StatusCode != 200 {
 			t.Fatalf("healthz: %v %v", resp, err)
 		}
-		idle = append(idle, conn)
 	}
 	cl := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 3 * time.Second}
 	resp, err := cl.Get(s.URL + "/healthz")
@@ -153,7 +151,6 @@ func TestShutdownDoesNotWaitForSlowUploads(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, testConfig(t)) // READ_TIMEOUT 15 s, SHUTDOWN_TIMEOUT 8 s
 	addr := strings.TrimPrefix(s.URL, "http://")
-	var conns []net.Conn
 	for range 20 {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -161,7 +158,6 @@ func TestShutdownDoesNotWaitForSlowUploads(t *testing.T) {
 		}
 		defer c.Close()
 		fmt.Fprintf(c, "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
-		conns = append(conns, c)
 	}
 	time.Sleep(200 * time.Millisecond) // the requests are in their handlers, reading
 	within(t, 2*time.Second, "shutdown with 20 slow uploads", func() { s.Shutdown(t) })
