@@ -48,17 +48,18 @@ const (
 
 // Limits on what a client controls.
 const (
-	MaxIDBytes       = 128        // board, player and event ids: 1 to 128 bytes of UTF-8
-	MaxTitleBytes    = 256        // board titles
-	MaxNameBytes     = 128        // display names
-	MaxMetadataBytes = 1024       // metadata JSON objects, serialized
-	MaxScore         = 1 << 53    // largest accepted score magnitude; every integer up to it is exact
-	MaxFirst         = 1000       // Top: largest page
-	LiveTop          = 100        // changes within ranks 1..LiveTop are published (all while a rank is watched)
-	MaxRadius        = 100        // Around: largest radius
-	MaxFriends       = 1000       // Friends: most friend ids
-	MaxBulk          = 1000       // SubmitMany: most submissions in one call
-	MaxExactTop      = 10_000_000 // largest exactTop
+	MaxIDBytes       = 128         // board, player and event ids: 1 to 128 bytes of UTF-8
+	MaxTitleBytes    = 256         // board titles
+	MaxNameBytes     = 128         // display names
+	MaxMetadataBytes = 1024        // metadata JSON objects, serialized
+	MaxScore         = 1 << 53     // largest accepted score magnitude; every integer up to it is exact
+	MaxFirst         = 1000        // Top: largest page
+	MaxOffset        = 100_000_000 // Top: largest offset
+	LiveTop          = 100         // changes within ranks 1..LiveTop are published (all while a rank is watched)
+	MaxRadius        = 100         // Around: largest radius
+	MaxFriends       = 1000        // Friends: most friend ids
+	MaxBulk          = 1000        // SubmitMany: most submissions in one call
+	MaxExactTop      = 10_000_000  // largest exactTop
 	MaxGrace         = 7 * 24 * time.Hour
 	MaxRetention     = 1000
 	DefaultGrace     = 5 * time.Minute // how late a score may arrive and still count for a closed period

@@ -52,8 +52,8 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 	if first < 0 || first > MaxFirst {
 		return nil, errorf(Invalid, "first must be between 0 and %d", MaxFirst)
 	}
-	if offset < 0 || offset > 100_000_000 {
-		return nil, errorf(Invalid, "offset must be between 0 and 100000000")
+	if offset < 0 || offset > MaxOffset {
+		return nil, errorf(Invalid, "offset must be between 0 and %d", MaxOffset)
 	}
 	return s.read(ctx, v, topScript, offset, first)
 }
