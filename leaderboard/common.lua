@@ -31,8 +31,15 @@ local LOAD = 48 -- average records per record hash before one more is split off 
 local HS = 64   -- histogram buckets per power of two (about 1.1% wide)
 local TINY = 2 ^ -16
 local B62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz'
-local D62 = {} -- byte -> digit value
-for i = 1, 62 do D62[string.byte(B62, i)] = i - 1 end
+-- d62 returns the value of a base-62 digit byte (nil for anything else). Arithmetic, not a table: the prelude of
+-- every script call must stay cheap.
+local function d62(b)
+  if not b then return nil end
+  if b >= 48 and b <= 57 then return b - 48 end
+  if b >= 65 and b <= 90 then return b - 55 end
+  if b >= 97 and b <= 122 then return b - 61 end
+  return nil
+end
 local LO = 4294967296 -- 2^32: the arrival counter is sqh * 2^32 + seq, both parts exact in doubles
 
 local function zkey(w, p) return base .. 'z:' .. w .. ':' .. p end
@@ -75,7 +82,7 @@ end
 
 -- token_len returns the length of the token that starts s (nil when s does not start with one).
 local function token_len(s)
-  local n = D62[string.byte(s, 1) or 0]
+  local n = d62(string.byte(s, 1))
   if not n or n < 1 or n > 11 then return nil end
   return n + 1
 end
@@ -111,7 +118,7 @@ end
 local function token_limbs(tok)
   local hi, lo = 0, 0
   for i = 2, #tok do
-    local x = lo * 62 + D62[string.byte(tok, i)] -- below 2^38: exact
+    local x = lo * 62 + d62(string.byte(tok, i)) -- below 2^38: exact
     lo = x % LO
     hi = hi * 62 + (x - lo) / LO
   end
@@ -141,6 +148,12 @@ local function make_rec(ts, tok, tailx)
   local v = string.format('%010d', ts) .. decimal(token_limbs(tok))
   if tailx then v = v .. ':' .. fmt(tailx) end
   return v
+end
+
+-- rec_ts returns the updatedAt of a record (its first ten digits), or nil.
+local function rec_ts(v)
+  if type(v) ~= 'string' then return nil end
+  return tonumber(string.sub(v, 1, 10))
 end
 
 -- parse_rec splits a record into updatedAt (unix s), token and, for tail players, the internal score. It returns
@@ -347,7 +360,7 @@ end
 local function append_rows(st, rows, first, out)
   for i = 1, #rows, 2 do
     local p = member_player(rows[i])
-    local ts = parse_rec(redis.call('HGET', record_key(st, phash(p)), p)) or 0
+    local ts = rec_ts(redis.call('HGET', record_key(st, phash(p)), p)) or 0
     out[#out + 1] = { p, first + (i - 1) / 2, 0, rows[i + 1], ts, meta_of(p) }
   end
   return out

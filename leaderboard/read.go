@@ -74,7 +74,7 @@ func (s *Store) read(ctx context.Context, v View, script *redis.Script, args ...
 			return err
 		}
 		defer release()
-		p, err = s.page(r, script.Run(ctx, s.rdb, []string{s.keyBase(r.Board.ID)}, argv...))
+		p, err = s.page(r, s.run(ctx, script, []string{s.keyBase(r.Board.ID)}, argv...))
 		return err
 	})
 	return p, err

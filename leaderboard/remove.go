@@ -24,7 +24,7 @@ func (s *Store) RemovePlayer(ctx context.Context, board, player string) (bool, e
 			return err
 		}
 		defer release()
-		n, err = removeScript.Run(ctx, s.rdb, []string{s.keyBase(board)}, args...).Int64()
+		n, err = s.run(ctx, removeScript, []string{s.keyBase(board)}, args...).Int64()
 		return redisError(err)
 	})
 	return n > 0, err

@@ -67,6 +67,10 @@ type Config struct {
 	MaxReads, MaxWrites int
 	// QueueWait is how long a call waits for a slot. Default 1 second.
 	QueueWait time.Duration
+	// BatchLanes, when above 0, sends the script calls of concurrent requests to Redis together, in pipelines
+	// of up to 64 calls on BatchLanes connections at once (see batcher); each call stays its own atomic script.
+	// 0 (the default): every call goes on its own.
+	BatchLanes int
 }
 
 // Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for
@@ -76,6 +80,7 @@ type Store struct {
 	cfg    Config
 	reads  *gate
 	writes *gate
+	batch  *batcher // nil: no batching
 	boards sync.Map // board id -> *Board, until a script reports the definition changed or gone (see fresh)
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
@@ -109,8 +114,20 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	if cfg.QueueWait <= 0 {
 		cfg.QueueWait = time.Second
 	}
-	return &Store{rdb: rdb, cfg: cfg, reads: newGate(cfg.MaxReads, cfg.QueueWait),
+	s := &Store{rdb: rdb, cfg: cfg, reads: newGate(cfg.MaxReads, cfg.QueueWait),
 		writes: newGate(cfg.MaxWrites, cfg.QueueWait)}
+	if cfg.BatchLanes > 0 {
+		s.batch = newBatcher(rdb, cfg.BatchLanes)
+	}
+	return s
+}
+
+// run runs a script, through the batcher when there is one.
+func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+	if s.batch != nil {
+		return s.batch.run(ctx, script, keys, args...)
+	}
+	return script.Run(ctx, s.rdb, keys, args...)
 }
 
 // Redis returns the client the store uses.

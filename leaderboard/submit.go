@@ -150,7 +150,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	if err != nil {
 		return err
 	}
-	reply, err := submitScript.Run(ctx, s.rdb, []string{s.keyBase(board)}, args...).Slice()
+	reply, err := s.run(ctx, submitScript, []string{s.keyBase(board)}, args...).Slice()
 	release()
 	if err == nil && len(reply) != len(sent) {
 		err = fmt.Errorf("submit script returned %d replies for %d items", len(reply), len(sent))

@@ -81,7 +81,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, redisTimeout)
 	a.probe = newRedisClient(opts, 2, readyTimeout)
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
-		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites})
+		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
 	// and live screens must not wait behind a flood of queries.
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish})

@@ -44,6 +44,7 @@ type Config struct {
 	ShutdownTimeout         time.Duration // SHUTDOWN_TIMEOUT: graceful shutdown budget; default 8s
 	MaxConcurrentReads      int           // MAX_CONCURRENT_READS: read calls in flight on Redis; default 32
 	MaxConcurrentWrites     int           // MAX_CONCURRENT_WRITES: write calls in flight on Redis; default 32
+	RedisPipelineLanes      int           // REDIS_PIPELINE_LANES: pipelines of concurrent script calls in flight; default 4, 0: off
 	MaxQueryTokens          int           // MAX_QUERY_TOKENS: lexical tokens of one document; default 40000
 	MaxQueryFields          int           // MAX_QUERY_FIELDS: field selections (aliases too) of one document; default 1000
 	QueryCacheSize          int           // QUERY_CACHE_SIZE: parsed queries kept (LRU); default 1000
@@ -113,6 +114,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		MetricsAddr:             env("METRICS_ADDR", ""),
 		MaxConcurrentReads:      int(envInt("MAX_CONCURRENT_READS", 32)),
 		MaxConcurrentWrites:     int(envInt("MAX_CONCURRENT_WRITES", 32)),
+		RedisPipelineLanes:      int(envInt("REDIS_PIPELINE_LANES", 4)),
 		MaxQueryTokens:          int(envInt("MAX_QUERY_TOKENS", 40_000)),
 		MaxQueryFields:          int(envInt("MAX_QUERY_FIELDS", 1000)),
 		QueryCacheSize:          int(envInt("QUERY_CACHE_SIZE", 1000)),
