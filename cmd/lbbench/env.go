@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,8 +16,9 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// env is what the scenarios share: the Redis the tool started, a Store on it (the "raw script" path), the server
-// process (started on first use), and the targets the scenarios measured.
+// env is what the scenarios share: the Redis the tool started, a Store on it (the "raw script" path), the
+// servers under test (started on first use: the current tree's build, and with -baseline a build of that
+// revision), and the targets the scenarios measured.
 type env struct {
 	o            options
 	dir          string
@@ -25,25 +27,70 @@ type env struct {
 	redisAddr    string
 	redisVersion string
 	rdb          *redis.Client
-	store        *leaderboard.Store
+	store        *leaderboard.Store // on rdb: fixtures, the reads' script side, memory, growth
+	// rawStore is the raw side of the submit and bulk steps: a Store over a pipelined client (go-redis's
+	// AutoPipeliner on rdb), so that many script calls are in flight on few connections; rawLabel says which
+	// client it got.
+	rawStore *leaderboard.Store
+	rawAP    *redis.AutoPipeliner
+	rawLabel string
 
 	serverOnce  sync.Once
 	serverErr   error
-	server      *child
-	serverAddr  string
-	hot         *rawHTTP // the load steps\' client
-	pprofAddr   string   // the server's pprof listener with -profile
-	profileName string   // see profileNext
+	svcs        []*service // [new] or, with -baseline, [new, base]
+	pprofAddr   string     // the new server's pprof listener with -profile
+	profileName string     // see profileNext
 
-	loaded  map[string]int // fixture boards and sorted sets: how many players they hold
+	loaded  map[string]int // fixture boards and sorted sets written through store: how many players they hold
 	targets []target
+}
+
+// service is one server binary under test, running against the tool's Redis with its own KEY_PREFIX.
+type service struct {
+	name   string // "new" (this tree, or -server-bin) or "base" (-baseline REV)
+	desc   string // what was built, for the report
+	prefix string // its KEY_PREFIX
+	bin    string
+	proc   *child
+	addr   string
+	hot    *rawHTTP // the load steps' client
+	// viaAPI: its fixtures are written through its own API (submitScores), because its Redis key format may
+	// differ from this tree's Store; otherwise through env.store (this tree's code, the new server's format).
+	viaAPI bool
+	loaded map[string]int // viaAPI fixture boards: how many players they hold
+}
+
+// Key prefixes of the servers under test. Without -baseline the new server keeps the default ("lb") as before.
+const (
+	prefixDefault = "lb"
+	prefixNew     = "lbnew"
+	prefixBase    = "lbbase"
+)
+
+// newSvc is the server built from this tree (or -server-bin); nil before needServer.
+func (e *env) newSvc() *service {
+	if len(e.svcs) == 0 {
+		return nil
+	}
+	return e.svcs[0]
+}
+
+// baseline reports whether a -baseline server runs next to the new one.
+func (e *env) baseline() bool { return e.o.Baseline != "" }
+
+// prefix is the KEY_PREFIX of the new server and of env.store and env.rawStore.
+func (e *env) prefix() string {
+	if e.baseline() {
+		return prefixNew
+	}
+	return prefixDefault
 }
 
 // Sizes of the scenarios, full and -quick.
 type sizes struct {
 	SubmitClients []int
 	BulkSizes     []int
-	BulkClients   int
+	BulkClients   []int // concurrent callers of the bulk steps
 	ReadBoard     int   // players on the board the reads run on
 	ReadClients   int   // concurrent clients of the read steps
 	MemorySizes   []int // players at which memory is measured
@@ -70,12 +117,12 @@ func (e *env) sizes() sizes {
 
 func (e *env) defaultSizes() sizes {
 	if e.o.Quick {
-		return sizes{SubmitClients: []int{8, 32}, BulkSizes: []int{100, 1000}, BulkClients: 4, ReadBoard: 20_000,
-			ReadClients: 32, MemorySizes: []int{10_000}, ExactTop: 1000, GrowthSizes: []int{1000, 10_000},
+		return sizes{SubmitClients: []int{32, 128}, BulkSizes: []int{100, 1000}, BulkClients: []int{8, 32},
+			ReadBoard: 20_000, ReadClients: 32, MemorySizes: []int{10_000}, ExactTop: 1000, GrowthSizes: []int{1000, 10_000},
 			Subscribers: []int{100}, SubmitRate: 200, LoadWorkers: 4}
 	}
-	return sizes{SubmitClients: []int{8, 32, 128}, BulkSizes: []int{100, 1000}, BulkClients: 8, ReadBoard: 1_000_000,
-		ReadClients: 32, MemorySizes: []int{100_000, 1_000_000}, ExactTop: 1000,
+	return sizes{SubmitClients: []int{8, 32, 128}, BulkSizes: []int{100, 1000}, BulkClients: []int{8, 32},
+		ReadBoard: 1_000_000, ReadClients: 32, MemorySizes: []int{100_000, 1_000_000}, ExactTop: 1000,
 		GrowthSizes: []int{10_000, 100_000, 1_000_000}, Subscribers: []int{1000, 10_000}, SubmitRate: 1000,
 		LoadWorkers: 4}
 }
@@ -108,9 +155,21 @@ func newEnv(ctx context.Context, o options) (*env, error) {
 		return nil, err
 	}
 	e.redisVersion = "Redis " + infoField(info, "redis_version")
-	// The same prefix and publish command as the server's defaults: fixture boards are read through the API, and
+	// The same prefix and publish command as the (new) server's: fixture boards are read through the API, and
 	// the raw script path does the same work (publishing included) as the service.
-	e.store = leaderboard.New(e.rdb, leaderboard.Config{Prefix: "lb"})
+	e.store = leaderboard.New(e.rdb, leaderboard.Config{Prefix: e.prefix()})
+	// The raw side of submit and bulk: the same Store on go-redis's AutoPipeliner (blocking face, default
+	// options: one ordered stream of pipelined batches), which is a redis.UniversalClient; on the pool itself if
+	// the pipeliner cannot be had.
+	if ap, err := e.rdb.AutoPipeline(); err == nil {
+		e.rawAP = ap
+		e.rawStore = leaderboard.New(ap, leaderboard.Config{Prefix: e.prefix()})
+		e.rawLabel = "raw: Store over a pipelined client"
+	} else {
+		e.logf("go-redis AutoPipeline: %v; the raw side uses the 512-connection pool, unpipelined", err)
+		e.rawStore = e.store
+		e.rawLabel = "raw: Store over a 512-connection pool (not pipelined)"
+	}
 	return e, nil
 }
 
@@ -124,7 +183,15 @@ func infoField(info, name string) string {
 }
 
 func (e *env) close() {
-	e.server.stop()
+	for _, sv := range e.svcs {
+		sv.proc.stop()
+		if sv.hot != nil {
+			sv.hot.closeAll()
+		}
+	}
+	if e.rawAP != nil {
+		e.rawAP.Close()
+	}
 	if e.rdb != nil {
 		e.rdb.Close()
 	}
@@ -138,54 +205,109 @@ func (e *env) logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s lbbench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-// needServer builds and starts the leaderboard server on first use.
+// needServer builds and starts the servers under test on first use: the new one (this repository's root
+// package, or -server-bin) and, with -baseline, the baseline revision's build.
 func (e *env) needServer(ctx context.Context) error {
-	e.serverOnce.Do(func() {
-		bin := e.o.ServerBin
-		if bin == "" {
-			root, err := moduleDir()
-			if err != nil {
-				e.serverErr = err
-				return
-			}
-			bin = filepath.Join(e.dir, "lbserver")
-			e.logf("building the server (go build -o %s .)", bin)
-			var overlay string
-			if e.o.Profile {
-				if overlay, e.serverErr = profileOverlay(e.dir, root); e.serverErr != nil {
-					return
-				}
-			}
-			if err := buildServer(ctx, root, bin, overlay); err != nil {
-				e.serverErr = err
-				return
+	e.serverOnce.Do(func() { e.serverErr = e.startServers(ctx) })
+	return e.serverErr
+}
+
+func (e *env) startServers(ctx context.Context) error {
+	nw := &service{name: "new", desc: "-server-bin " + e.o.ServerBin, prefix: e.prefix(), bin: e.o.ServerBin,
+		loaded: map[string]int{}}
+	var root string
+	if nw.bin == "" || e.baseline() {
+		var err error
+		if root, err = moduleDir(); err != nil {
+			return err
+		}
+	}
+	// The baseline first: a revision that does not exist or does not build fails the run before anything else.
+	var base *service
+	if e.baseline() {
+		base = &service{name: "base", prefix: prefixBase, bin: filepath.Join(e.dir, "lbserver-base"), viaAPI: true,
+			loaded: map[string]int{}}
+		e.logf("building the baseline server at %s (git archive into a temporary directory, go build -trimpath)",
+			e.o.Baseline)
+		start := time.Now()
+		commit, err := buildRevision(ctx, root, e.o.Baseline, e.dir, base.bin)
+		if err != nil {
+			return fmt.Errorf("-baseline %s: %w", e.o.Baseline, err)
+		}
+		base.desc = fmt.Sprintf("%s (%s)", e.o.Baseline, commit[:12])
+		e.logf("baseline %s built in %s", base.desc, time.Since(start).Round(100*time.Millisecond))
+	}
+	if nw.bin == "" {
+		nw.bin = filepath.Join(e.dir, "lbserver")
+		nw.desc = "this tree at " + treeDesc(ctx, root)
+		e.logf("building the server (go build -trimpath -o %s .)", nw.bin)
+		var overlay string
+		if e.o.Profile {
+			var err error
+			if overlay, err = profileOverlay(e.dir, root); err != nil {
+				return err
 			}
 		}
-		var extra []string
-		if e.o.Profile {
+		if err := buildServer(ctx, root, nw.bin, overlay, nil); err != nil {
+			return err
+		}
+	}
+	e.svcs = []*service{nw}
+	if base != nil {
+		e.svcs = append(e.svcs, base)
+	}
+	for _, sv := range e.svcs {
+		extra := []string{"KEY_PREFIX=" + sv.prefix}
+		if e.o.Profile && sv == nw {
 			port, err := freePort()
 			if err != nil {
-				e.serverErr = err
-				return
+				return err
 			}
 			e.pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
 			extra = append(extra, "LBBENCH_PPROF_ADDR="+e.pprofAddr)
 		}
-		e.server, e.serverAddr, e.serverErr = startServer(ctx, bin, e.dir, e.redisAddr, extra...)
-		if e.serverErr == nil {
-			e.logf("server pid %d on %s", e.server.pid(), e.serverAddr)
-			e.hot = newRawHTTP(e.serverAddr, "/graphql")
+		logName := "server.log"
+		if sv != nw {
+			logName = "server-" + sv.name + ".log"
 		}
-	})
-	return e.serverErr
+		var err error
+		sv.proc, sv.addr, err = startServer(ctx, sv.bin, e.dir, logName, e.redisAddr, extra...)
+		if err != nil {
+			return fmt.Errorf("%s server: %w", sv.name, err)
+		}
+		sv.hot = newRawHTTP(sv.addr, "/graphql")
+		e.logf("%s server (%s, KEY_PREFIX %s): pid %d on %s", sv.name, sv.desc, sv.prefix, sv.proc.pid(), sv.addr)
+	}
+	return nil
 }
 
-// serverUsage reads the server's CPU time and memory; zero when it is not running.
+// treeDesc describes the working tree the new server is built from: its HEAD and whether tracked files outside
+// this tool differ from it.
+func treeDesc(ctx context.Context, root string) string {
+	head, err := exec.CommandContext(ctx, "git", "-C", root, "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "go build ."
+	}
+	desc := "HEAD " + strings.TrimSpace(string(head))
+	st, err := exec.CommandContext(ctx, "git", "-C", root, "status", "--porcelain", "--untracked-files=no", "--",
+		":/", ":(exclude,top)cmd/lbbench").Output()
+	if err == nil && len(st) > 0 {
+		desc += " + uncommitted changes"
+	}
+	return desc
+}
+
+// serverUsage reads the new server's CPU time and memory; zero when it is not running.
 func (e *env) serverUsage() procUsage {
-	if e.server == nil {
+	return e.newSvc().usage()
+}
+
+// usage reads the server's CPU time and memory; zero when it is not running (or sv is nil).
+func (sv *service) usage() procUsage {
+	if sv == nil || sv.proc == nil {
 		return procUsage{}
 	}
-	u, _ := readProcUsage(e.server.pid())
+	u, _ := readProcUsage(sv.proc.pid())
 	return u
 }
 
@@ -269,20 +391,28 @@ func (e *env) printTargets(w io.Writer) {
 	t.print(w)
 }
 
-// step runs one load step (warmup, then the measured phase) and adds the CPU used by the server and by
+// step runs one load step (warmup, then the measured phase) and adds the CPU used by the new server and by
 // redis-server during the measured phase, in cores, and the server's RSS at its end.
 func (e *env) step(ctx context.Context, st Step, op Op) Sample {
+	return e.stepOn(ctx, e.newSvc(), st, op)
+}
+
+// stepOn is step measuring the CPU and RSS of sv's server (none when sv is nil: a raw step).
+func (e *env) stepOn(ctx context.Context, sv *service, st Step, op Op) Sample {
 	if st.Warmup > 0 {
 		drive(ctx, Step{Workers: st.Workers, Duration: st.Warmup, MaxOps: 1 << 62}, op)
 	}
 	st.Warmup = 0
-	wait := e.startProfiles(ctx, st.Duration)
-	s0, r0, g0, t0 := e.serverUsage(), e.redisUsage(), selfUsage(), time.Now()
+	wait := func() {}
+	if sv != nil && sv == e.newSvc() {
+		wait = e.startProfiles(ctx, st.Duration) // only the new server is built with pprof
+	}
+	s0, r0, g0, t0 := sv.usage(), e.redisUsage(), selfUsage(), time.Now()
 	s := drive(ctx, st, op)
-	s1, r1, g1, el := e.serverUsage(), e.redisUsage(), selfUsage(), time.Since(t0).Seconds()
+	s1, r1, g1, el := sv.usage(), e.redisUsage(), selfUsage(), time.Since(t0).Seconds()
 	wait()
 	s.Extra = map[string]float64{"redis_cpu": (r1.CPU - r0.CPU).Seconds() / el, "gen_cpu": (g1.CPU - g0.CPU).Seconds() / el}
-	if e.server != nil {
+	if sv != nil && sv.proc != nil {
 		s.CPU = (s1.CPU - s0.CPU).Seconds() / el
 		s.RSS = s1.RSS
 	}
@@ -312,6 +442,22 @@ func cpuPerOp(s Sample, server bool) string {
 func (e *env) redisUsage() procUsage {
 	u, _ := readProcUsage(e.redis.pid())
 	return u
+}
+
+// Concurrency of the raw side of the submit and bulk steps: enough calls in flight that Redis never waits for the
+// client (measured on 2 cores: single submissions gain up to 256 in flight on the pipelined client; 1000-item
+// calls saturate Redis from 8 in flight, and more only lengthen the queue each call waits in).
+const (
+	defaultRawWorkers = 256 // single submissions (-raw-workers)
+	rawBulkWorkers    = 16  // bulk calls
+)
+
+// rawWorkers is the number of goroutines of the raw single-submission steps.
+func (e *env) rawWorkers() int {
+	if e.o.RawWorkers > 0 {
+		return e.o.RawWorkers
+	}
+	return defaultRawWorkers
 }
 
 // stepOf returns the Step for a number of workers with the run's duration: a warmup of a fifth of it (at most a

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -139,4 +141,146 @@ func (e *env) memoryOf(ctx context.Context, keys []string) ([]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// createBoardOn creates board id (ALL_TIME, DESC, BEST, the given exactTop; 0: none) for sv: through env.store for
+// the new server (its key format is this tree's), through sv's own API (createLeaderboard) for the baseline.
+func (e *env) createBoardOn(ctx context.Context, sv *service, id string, exactTop int) error {
+	if !sv.viaAPI {
+		_, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: id, ExactTop: exactTop})
+		return err
+	}
+	in := map[string]any{"id": id}
+	if exactTop > 0 {
+		in["exactTop"] = exactTop
+	}
+	_, err := sv.call(ctx, adminKey, `mutation($in: LeaderboardInput!) { createLeaderboard(input: $in) { id } }`,
+		map[string]any{"in": in})
+	if err != nil {
+		return fmt.Errorf("%s server: create board %q: %w", sv.name, id, err)
+	}
+	return nil
+}
+
+// ensureBoardOn makes board id hold fixture players player-0 .. player-(n-1) for sv, and checks through sv's API
+// that sv reads them: the new server's boards are loaded through env.store (ensureBoard, shared with the memory
+// and growth scenarios), the baseline's through its own submitScores, since its key format may differ.
+func (e *env) ensureBoardOn(ctx context.Context, sv *service, id string, n, exactTop int) error {
+	var err error
+	if sv.viaAPI {
+		err = e.loadViaAPI(ctx, sv, id, n, exactTop)
+	} else {
+		err = e.ensureBoard(ctx, id, n, exactTop)
+	}
+	if err != nil {
+		return err
+	}
+	return e.verifyBoard(ctx, sv, id, n)
+}
+
+// loadViaAPI is ensureBoard through sv's API: submitScores of 1000 items from LoadWorkers connections.
+func (e *env) loadViaAPI(ctx context.Context, sv *service, id string, n, exactTop int) error {
+	have, ok := sv.loaded[id]
+	if !ok {
+		if err := e.createBoardOn(ctx, sv, id, exactTop); err != nil {
+			return err
+		}
+		sv.loaded[id] = 0
+	}
+	if have >= n {
+		return nil
+	}
+	start := time.Now()
+	const batch = 1000 // submitScores' limit at every revision
+	h := newRawHTTP(sv.addr, "/graphql")
+	defer h.closeAll()
+	query := `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`
+	var next atomic.Int64
+	next.Store(int64(have))
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	for w := range e.sizes().LoadWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vars := make([]byte, 0, 64*batch)
+			for ctx.Err() == nil {
+				from := int(next.Add(batch)) - batch
+				if from >= n {
+					return
+				}
+				vars = append(vars[:0], `{"in":[`...)
+				for i := from; i < min(from+batch, n); i++ {
+					if i > from {
+						vars = append(vars, ',')
+					}
+					vars = scoreInput(vars, id, fixturePlayer(i), fixtureScore(i))
+				}
+				vars = append(vars, "]}"...)
+				if _, err := h.post(ctx, w, submitKey, request(query, vars)); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr == nil {
+		firstErr = ctx.Err()
+	}
+	if firstErr != nil {
+		return fmt.Errorf("%s server: load board %q: %w", sv.name, id, firstErr)
+	}
+	sv.loaded[id] = n
+	d := time.Since(start)
+	e.logf("%s server: board %q: loaded players %d..%d through its API in %s (%.0f scores/s)", sv.name, id, have, n,
+		d.Round(time.Millisecond), float64(n-have)/d.Seconds())
+	return nil
+}
+
+// verifyBoard checks through sv's API that board id holds n players and the last fixture player's score: the
+// server reads the fixture that was written for it.
+func (e *env) verifyBoard(ctx context.Context, sv *service, id string, n int) error {
+	last := n - 1
+	data, err := sv.call(ctx, "", `query($b: ID!, $p: ID!) { leaderboard(id: $b) { size } rank(board: $b, playerId: $p) { score } }`,
+		map[string]any{"b": id, "p": fixturePlayer(last)})
+	if err != nil {
+		return fmt.Errorf("%s server: read board %q: %w", sv.name, id, err)
+	}
+	var r struct {
+		Data struct {
+			Leaderboard *struct{ Size int }
+			Rank        *struct{ Score float64 }
+		}
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return fmt.Errorf("%s server: read board %q: %w", sv.name, id, err)
+	}
+	switch {
+	case r.Data.Leaderboard == nil:
+		return fmt.Errorf("%s server does not see fixture board %q", sv.name, id)
+	case r.Data.Leaderboard.Size != n:
+		return fmt.Errorf("%s server: fixture board %q has %d players, want %d", sv.name, id, r.Data.Leaderboard.Size, n)
+	case r.Data.Rank == nil || r.Data.Rank.Score != fixtureScore(last):
+		return fmt.Errorf("%s server: fixture board %q: %s not read back with score %v", sv.name, id,
+			fixturePlayer(last), fixtureScore(last))
+	}
+	return nil
+}
+
+// call sends one GraphQL request to sv on a connection of its own and returns the response body.
+func (sv *service) call(ctx context.Context, key, query string, vars map[string]any) ([]byte, error) {
+	v, err := json.Marshal(vars)
+	if err != nil {
+		return nil, err
+	}
+	h := newRawHTTP(sv.addr, "/graphql")
+	defer h.closeAll()
+	data, err := h.post(ctx, 0, key, request(query, v))
+	return bytes.Clone(data), err
 }

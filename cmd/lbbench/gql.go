@@ -76,6 +76,16 @@ func newRawHTTP(addr, path string) *rawHTTP {
 	return &rawHTTP{addr: addr, path: path, conns: map[int]*rawConn{}}
 }
 
+// closeAll closes every connection; a later post dials again.
+func (h *rawHTTP) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w, rc := range h.conns {
+		rc.c.Close()
+		delete(h.conns, w)
+	}
+}
+
 // post sends body as a GraphQL request on worker w's connection and returns the response body (valid until the
 // worker's next call). A non-200 status or a response with GraphQL errors is an error.
 func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]byte, error) {

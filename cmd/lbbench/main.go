@@ -6,9 +6,14 @@
 // with service/raw ratios taken inside each run. `make bench` runs it with the defaults; BENCHMARKS.md records
 // results.
 //
+// With -baseline REV it also builds the server as it was at git revision REV (git archive into a temporary
+// directory, removed right after the build) and runs every load step of submit, bulk and reads on both binaries
+// in alternating rounds against the same Redis, each with its own KEY_PREFIX, printing new, base and new/base.
+//
 //	go run ./cmd/lbbench                                # everything (10-15 minutes on 2 cores)
-//	go run ./cmd/lbbench -quick                         # small sizes, under a minute
+//	go run ./cmd/lbbench -quick                         # small sizes, a few minutes
 //	go run ./cmd/lbbench -scenarios submit,reads -runs 5
+//	go run ./cmd/lbbench -baseline c650df0 -scenarios submit,bulk,reads
 package main
 
 import (
@@ -30,19 +35,20 @@ import (
 // scenario is one benchmark of the issue. They run in the order listed here, whatever the order of -scenarios:
 // memory first, because it measures boards that later scenarios reuse at exact sizes.
 type scenario struct {
-	name  string
-	issue int // number in the benchmark issue
-	desc  string
-	run   func(ctx context.Context, e *env) ([]*table, error)
+	name   string
+	issue  int // number in the benchmark issue
+	desc   string
+	server bool // goes through the server (the others measure package leaderboard on Redis directly)
+	run    func(ctx context.Context, e *env) ([]*table, error)
 }
 
 var scenarios = []scenario{
-	{"memory", 4, "memory per player with and without exactTop vs a plain sorted set", runMemory},
-	{"growth", 6, "submit and rank latency as a board grows", runGrowth},
-	{"submit", 1, "submitScore over HTTP vs the submit script, at 8/32/128 clients", runSubmit},
-	{"bulk", 2, "submitScores with 100 and 1000 items vs the script", runBulk},
-	{"reads", 3, "top/rank/aroundMe/friends on a big board vs the scripts and plain ZRANGE/ZREVRANK", runReads},
-	{"fanout", 5, "live topUpdates to N websocket subscribers while M submissions/s touch the top", runFanout},
+	{"memory", 4, "memory per player with and without exactTop vs a plain sorted set", false, runMemory},
+	{"growth", 6, "submit and rank latency as a board grows", false, runGrowth},
+	{"submit", 1, "submitScore over HTTP at 8/32/128 clients vs the submit script over a pipelined client", true, runSubmit},
+	{"bulk", 2, "submitScores with 100 and 1000 items from 8 and 32 callers vs the script over a pipelined client", true, runBulk},
+	{"reads", 3, "top/rank/aroundMe/friends on a big board vs the scripts and plain ZRANGE/ZREVRANK", true, runReads},
+	{"fanout", 5, "live topUpdates to N websocket subscribers while M submissions/s touch the top", true, runFanout},
 }
 
 // options are the command-line settings.
@@ -52,7 +58,11 @@ type options struct {
 	Runs      int           // repetitions; tables show medians
 	Quick     bool          // small sizes for a smoke run
 	ServerBin string        // prebuilt server binary; empty: go build the repository's root package
-	Workdir   string        // where logs and the binary go; empty: a temporary directory, removed at the end
+	// Baseline is a git revision: its server build runs every submit, bulk and reads step too, in alternating
+	// rounds with the new one. Empty: only the new server.
+	Baseline   string
+	RawWorkers int    // goroutines of the raw single-submission side (0: defaultRawWorkers)
+	Workdir    string // where logs and the binary go; empty: a temporary directory, removed at the end
 	// Overrides of the scenario sizes (empty or 0: the defaults of sizes()).
 	Clients     []int // submit scenario's client counts
 	Subscribers []int // fan-out scenario's subscriber counts
@@ -69,14 +79,28 @@ func main() {
 	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5); empty: all")
 	flag.DurationVar(&o.Duration, "duration", 0, "measured time of each load step (default 4s, 1s with -quick)")
 	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each step; tables show medians (default 3, 1 with -quick)")
-	flag.BoolVar(&o.Quick, "quick", false, "small sizes and short steps: a smoke run that finishes in under a minute")
-	flag.StringVar(&o.ServerBin, "server-bin", "", "use this leaderboard server binary instead of building the repository's")
-	flag.StringVar(&o.Workdir, "workdir", "", "keep logs (redis.log, server.log) and profiles here instead of a temporary directory")
+	flag.BoolVar(&o.Quick, "quick", false, "small sizes and short steps: a smoke run (about a minute; a few with -baseline)")
+	flag.StringVar(&o.ServerBin, "server-bin", "", "use this leaderboard server binary instead of building the repository's (as \"new\")")
+	flag.StringVar(&o.Baseline, "baseline", "", "git revision `REV` to compare with (\"base\"): its server, built from git archive REV in a temporary directory (removed right after the build, also on failure or Ctrl-C), runs every submit/bulk/reads step too, alternating with the new one (new, base, new, base, ...), each with its own KEY_PREFIX (lbnew, lbbase) on the same redis-server; tables show new, base and new/base. The fanout scenario does not support it (it measures the new server only); memory and growth measure package leaderboard directly and are unchanged")
+	flag.IntVar(&o.RawWorkers, "raw-workers", 0, fmt.Sprintf("goroutines of the raw side of the submit steps (Store.Submit over a pipelined client; default %d)", defaultRawWorkers))
+	flag.StringVar(&o.Workdir, "workdir", "", "keep logs (redis.log, server.log, server-base.log) and profiles here instead of a temporary directory")
 	var clients, subscribers string
-	flag.StringVar(&clients, "clients", "", "submit scenario: comma-separated client counts (default 8,32,128)")
+	flag.StringVar(&clients, "clients", "", "submit scenario: comma-separated client counts (default 8,32,128; 32,128 with -quick)")
 	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
 	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
 	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir")
+	flag.Usage = func() {
+		w := flag.CommandLine.Output()
+		fmt.Fprintf(w, "Usage: go run ./cmd/lbbench [flags]\n\n"+
+			"Benchmarks the leaderboard service (built from this repository) against the raw Redis limit on a\n"+
+			"redis-server it starts itself, over 127.0.0.1 only, every step bounded in time and count; prints\n"+
+			"markdown tables of medians. Scenarios: memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5.\n"+
+			"The raw side of submit and bulk is the physical limit: leaderboard.Store (the server's own script\n"+
+			"and arguments) over go-redis's AutoPipeliner, many calls in flight.\n"+
+			"-baseline REV adds a build of revision REV (\"base\") to submit, bulk and reads; fanout does not\n"+
+			"support -baseline (it runs on the new server only), memory and growth do not use a server.\n\n")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	o.Scenarios = splitList(list)
 	var err error
@@ -120,6 +144,9 @@ func run(ctx context.Context, o options) error {
 	if o.Profile && o.ServerBin != "" {
 		return errors.New("-profile builds the server with pprof itself: it cannot be combined with -server-bin")
 	}
+	if strings.HasPrefix(o.Baseline, "-") {
+		return fmt.Errorf("-baseline %q: want a git revision", o.Baseline)
+	}
 	selected, err := selectScenarios(o.Scenarios)
 	if err != nil {
 		return err
@@ -130,9 +157,22 @@ func run(ctx context.Context, o options) error {
 	}
 	defer e.close()
 
+	// With -baseline both builds happen before the first scenario, so that a revision that does not build fails
+	// the run at once rather than after the scenarios that need no server.
+	if o.Baseline != "" && slices.ContainsFunc(selected, func(sc scenario) bool { return sc.server }) {
+		if err := e.needServer(ctx); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(o.Out, "# lbbench %s\n\n", time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(o.Out, "%s; GOMAXPROCS %d; %s; duration %s per step, %d run(s), medians; quick=%v\n\n",
 		machine(), runtime.GOMAXPROCS(0), e.redisVersion, o.Duration, o.Runs, o.Quick)
+	for _, sv := range e.svcs {
+		fmt.Fprintf(o.Out, "- %s server: %s, KEY_PREFIX %s\n", sv.name, sv.desc, sv.prefix)
+	}
+	if len(e.svcs) > 0 {
+		fmt.Fprintln(o.Out)
+	}
 	var failed []string
 	for _, sc := range selected {
 		start := time.Now()

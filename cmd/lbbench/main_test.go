@@ -6,6 +6,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -171,5 +174,90 @@ func TestRawHTTP(t *testing.T) {
 	}
 	if _, err := h.post(ctx, 1, "", []byte("plain")); err != nil {
 		t.Errorf("after a closed connection: %v", err)
+	}
+}
+
+// TestBuildRevision builds the server at HEAD the way -baseline builds its revision: from git archive into a
+// temporary directory, which must be gone afterwards (also when the revision is unknown or the build cancelled).
+func TestBuildRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server")
+	}
+	root, err := moduleDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if _, err := gitRoot(ctx, root); err != nil {
+		t.Skipf("needs a git checkout: %v", err)
+	}
+	parent := t.TempDir() // buildRevision's temporary source trees go here
+	out := filepath.Join(t.TempDir(), "lbserver-head")
+	empty := func(when string) {
+		t.Helper()
+		if ents, err := os.ReadDir(parent); err != nil || len(ents) > 0 {
+			t.Errorf("%s: %s holds %v (%v), want nothing: the source tree was not removed", when, parent, ents, err)
+		}
+	}
+	commit, err := buildRevision(ctx, root, "HEAD", parent, out)
+	if err != nil {
+		t.Fatalf("build HEAD: %v", err)
+	}
+	head, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
+	if err != nil || commit != strings.TrimSpace(string(head)) {
+		t.Errorf("commit %q, want HEAD %q (%v)", commit, head, err)
+	}
+	if fi, err := os.Stat(out); err != nil || fi.Mode()&0o111 == 0 || fi.Size() < 1<<20 {
+		t.Errorf("no executable server at %s: %v %v", out, fi, err)
+	}
+	empty("after the build")
+
+	if _, err := buildRevision(ctx, root, "no-such-revision-lbbench", parent, out+"-bad"); err == nil {
+		t.Error("an unknown revision built")
+	}
+	if _, err := buildRevision(ctx, root, "--output=/tmp/x", parent, out+"-bad"); err == nil {
+		t.Error("an option was taken for a revision")
+	}
+	// Cancelled part way (as by Ctrl-C): an error, and no tree left behind.
+	cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer ccancel()
+	if _, err := buildRevision(cctx, root, "HEAD", parent, out+"-cancelled"); err == nil {
+		t.Log("the build finished within 300 ms: cancellation not exercised")
+	} else if cctx.Err() == nil {
+		t.Errorf("build failed before its deadline: %v", err)
+	}
+	empty("after failed builds")
+}
+
+// TestCmpTable checks the -baseline rows of one step: new and base with their share of each raw side, the
+// new/base ratios taken per round, and a raw side without runs left out.
+func TestCmpTable(t *testing.T) {
+	ct := newCmpTable("x", "clients", "req/s", "req", []string{"raw", "plain"})
+	mk := func(rate float64, p99 time.Duration) Sample {
+		return Sample{Rate: rate, P50: p99 / 2, P99: p99, CPU: rate / 10_000,
+			Extra: map[string]float64{"redis_cpu": rate / 20_000, "gen_cpu": rate / 40_000}}
+	}
+	nw := []Sample{mk(2000, 10*time.Millisecond), mk(3000, 8*time.Millisecond)}
+	base := []Sample{mk(1000, 20*time.Millisecond), mk(1500, 16*time.Millisecond)}
+	raw := []Sample{mk(4000, time.Millisecond), mk(6000, time.Millisecond)}
+	ct.add("32", nw, base, []side{{label: "raw: Store", short: "raw", runs: raw}, {label: "plain", short: "plain"}},
+		func(s Sample) float64 { return s.Rate })
+	var out bytes.Buffer
+	ct.print(&out)
+	text := out.String()
+	if len(ct.rows) != 4 {
+		t.Fatalf("%d rows, want new, base, new/base, raw:\n%s", len(ct.rows), text)
+	}
+	want := [][]string{
+		{"32", "new", "2500", "50%", "-", "4.50ms", "9.00ms", "0.25", "100 / 50 / 25", "0"},
+		{"32", "base", "1250", "25%", "-", "9.00ms", "18.0ms", "0.12", "100 / 50 / 25", "0"},
+		{"32", "new/base", "2.00×", "", "", "0.50×", "0.50×", "2.00×", "1.00× / 1.00× / 1.00×", ""},
+		{"32", "raw: Store", "5000", "", "", "500µs", "1.00ms", "-", "- / 50 / 25", "0"},
+	}
+	for i, w := range want {
+		if strings.Join(ct.rows[i], "|") != strings.Join(w, "|") {
+			t.Errorf("row %d:\n got %q\nwant %q", i, ct.rows[i], w)
+		}
 	}
 }

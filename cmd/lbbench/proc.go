@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -142,18 +143,41 @@ func waitRedis(ctx context.Context, c *child, addr string) error {
 	}
 }
 
-// buildServer builds the leaderboard server (the module's root package) into out: the benchmark measures the
-// binary that ships.
-// overlay, when not empty, is a go build -overlay file (see profileOverlay).
-func buildServer(ctx context.Context, moduleDir, out, overlay string) error {
-	args := []string{"build", "-o", out}
+// buildServer builds the leaderboard server (the root package of the module in moduleDir) into out: the benchmark
+// measures the binary that ships. -trimpath keeps file system paths out of the binary, so that builds of the same
+// sources in different directories (the working tree, a -baseline revision's temporary copy) are identical and
+// share the build cache. overlay, when not empty, is a go build -overlay file (see profileOverlay); env is added
+// to the environment of go build, args to its flags.
+func buildServer(ctx context.Context, moduleDir, out, overlay string, env []string, args ...string) error {
+	args = append([]string{"build", "-trimpath", "-o", out}, args...)
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
+	// go build does not remove its work directory when interrupted: it gets one of ours, removed here.
+	gotmp, err := os.MkdirTemp(filepath.Dir(out), "gotmp-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(gotmp)
 	cmd := exec.CommandContext(ctx, "go", append(args, ".")...)
 	cmd.Dir = moduleDir
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build of the server: %w\n%s", err, msg)
+	cmd.Env = append(append(os.Environ(), env...), "GOTMPDIR="+gotmp)
+	var msg bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &msg, &msg
+	// Cancelled (Ctrl-C), go build and the compilers it runs are interrupted as a group, as Ctrl-C in a terminal
+	// would (interrupting only go would leave the compilers running). Started through childproc, so that it also
+	// dies if this process is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	cmd.WaitDelay = 10 * time.Second
+	if err := childproc.Start(cmd); err != nil {
+		return fmt.Errorf("go build of the server: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("go build of the server: %w", ctx.Err())
+		}
+		return fmt.Errorf("go build of the server: %w\n%s", err, msg.Bytes())
 	}
 	return nil
 }
@@ -177,8 +201,9 @@ const (
 	adminKey  = "bench-admin-key"
 )
 
-// startServer runs the server binary against redisAddr on a free loopback port and waits for /readyz.
-func startServer(ctx context.Context, bin, dir, redisAddr string, extraEnv ...string) (*child, string, error) {
+// startServer runs the server binary against redisAddr on a free loopback port, its output going to logName in
+// dir, and waits for /readyz.
+func startServer(ctx context.Context, bin, dir, logName, redisAddr string, extraEnv ...string) (*child, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -192,7 +217,7 @@ func startServer(ctx context.Context, bin, dir, redisAddr string, extraEnv ...st
 		"DEMO=false",
 		"MAX_CONNS_PER_ADDR=30000", // every benchmark subscriber comes from 127.0.0.1
 	}, extraEnv...)
-	c, err := spawn("server", filepath.Join(dir, "server.log"), env, bin)
+	c, err := spawn("server", filepath.Join(dir, logName), env, bin)
 	if err != nil {
 		return nil, "", err
 	}

@@ -15,7 +15,7 @@ import (
 // sorted-set command (nil when there is none).
 type readOp struct {
 	name   string
-	svc    Op
+	svc    func(sv *service) Op
 	script Op
 	plain  Op
 }
@@ -23,6 +23,7 @@ type readOp struct {
 // runReads (issue scenario 3): top(first:10) (served from the server's per-process cache), top(first:100), rank,
 // aroundMe(radius 5) and friends(100 ids) on a board of ReadBoard players, over HTTP; the same reads through the
 // scripts (Store.Top/Rank/Around/Friends); and plain ZREVRANGE / ZREVRANK on a sorted set of the same ids.
+// With -baseline both servers run each read in alternating rounds, each on its own copy of the board.
 func runReads(ctx context.Context, e *env) ([]*table, error) {
 	if err := e.needServer(ctx); err != nil {
 		return nil, err
@@ -30,18 +31,22 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	sz := e.sizes()
 	n := sz.ReadBoard
 	const board, zset = "big", "bench:zset:big"
-	if err := e.ensureBoard(ctx, board, n, 0); err != nil {
-		return nil, err
+	for _, sv := range e.svcs {
+		if err := e.ensureBoardOn(ctx, sv, board, n, 0); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.ensureZset(ctx, zset, n); err != nil {
 		return nil, err
 	}
 	view := leaderboard.View{Board: board}
 	boardVar := strconv.Quote(board)
-	svc := func(query string, vars func() []byte) Op {
-		return func(ctx context.Context, w int, i int64) error {
-			_, err := e.hot.post(ctx, w, "", request(query, vars()))
-			return err
+	svc := func(query string, vars func() []byte) func(sv *service) Op {
+		return func(sv *service) Op {
+			return func(ctx context.Context, w int, i int64) error {
+				_, err := sv.hot.post(ctx, w, "", request(query, vars()))
+				return err
+			}
 		}
 	}
 	plainVars := func() []byte { return []byte(`{"b":` + boardVar + `}`) }
@@ -125,44 +130,55 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 		},
 	}
 
-	t := &table{title: fmt.Sprintf("3. Reads on a board of %d players, %d concurrent clients", n, sz.ReadClients),
-		head: []string{"read", "service req/s", "p50", "p99", "script req/s", "script p99", "plain ZSET req/s",
-			"plain p99", "service/script", "service/plain", "server CPU", "CPU µs/req svc (server/redis/loadgen)", "errors"}}
-	t.notes = append(t.notes, "Service: HTTP POST /graphql. Script: leaderboard.Store (one EVALSHA). Plain ZSET: "+
-		"ZREVRANGE … WITHSCORES / ZREVRANK on a sorted set of the same ids and scores (aroundMe: ZREVRANK then "+
-		"ZREVRANGE, two round trips). top(first:10) and top(first:100) through the service are answered from the "+
-		"server's per-process cache (pubsub.Hub.Top; Redis CPU per request 0).")
+	title := fmt.Sprintf("3. Reads on a board of %d players, %d concurrent clients", n, sz.ReadClients)
+	note := "Service: HTTP POST /graphql. Script: leaderboard.Store (one EVALSHA at a time per client, same " +
+		"concurrency). Plain ZSET: ZREVRANGE … WITHSCORES / ZREVRANK on a sorted set of the same ids and scores " +
+		"(aroundMe: ZREVRANK then ZREVRANGE, two round trips). top(first:10) and top(first:100) through the service " +
+		"are answered from the server's per-process cache (Redis CPU per request 0)."
+	var t *table
+	var ct *cmpTable
+	if e.baseline() {
+		ct = newCmpTable(title, "read", "req/s", "req", []string{"script", "plain"})
+		t = ct.table
+	} else {
+		t = &table{title: title,
+			head: []string{"read", "service req/s", "p50", "p99", "script req/s", "script p99", "plain ZSET req/s",
+				"plain p99", "service/script", "service/plain", "server CPU", "CPU µs/req svc (server/redis/loadgen)", "errors"}}
+	}
+	t.notes = append(t.notes, note)
+	rate := func(s Sample) float64 { return s.Rate }
 	for _, op := range ops {
-		var sv, sc, pl []Sample
+		sv := make([][]Sample, len(e.svcs))
+		var sc, pl []Sample
 		for r := 0; r < e.o.Runs; r++ {
-			if r == 0 {
-				e.profileNext("reads-" + strings.NewReplacer("(", "-", ")", "", ":", "", " ", "-").Replace(op.name))
+			for k, s := range e.svcs {
+				if r == 0 && k == 0 {
+					e.profileNext("reads-" + strings.NewReplacer("(", "-", ")", "", ":", "", " ", "-").Replace(op.name))
+				}
+				sv[k] = append(sv[k], e.stepOn(ctx, s, e.stepOf(sz.ReadClients), op.svc(s)))
 			}
-			sv = append(sv, e.step(ctx, e.stepOf(sz.ReadClients), op.svc))
-			sc = append(sc, e.step(ctx, e.stepOf(sz.ReadClients), op.script))
+			sc = append(sc, e.stepOn(ctx, nil, e.stepOf(sz.ReadClients), op.script))
 			if op.plain != nil {
-				pl = append(pl, e.step(ctx, e.stepOf(sz.ReadClients), op.plain))
+				pl = append(pl, e.stepOn(ctx, nil, e.stepOf(sz.ReadClients), op.plain))
 			}
 		}
-		s, c := medianSample(sv), medianSample(sc)
-		plainRate, plainP99, vsPlain := "-", "-", "-"
-		if op.plain != nil {
-			p := medianSample(pl)
-			plainRate, plainP99 = fmtRate(p.Rate), fmtDur(p.P99)
-			vsPlain = fmtRatio(medianRatio(sv, pl, func(s Sample) float64 { return s.Rate }))
-			c.Errs += p.Errs
-			if c.FirstErr == "" {
-				c.FirstErr = p.FirstErr
+		s, c := medianSample(sv[0]), medianSample(sc)
+		if ct != nil {
+			sides := []side{{label: "script: Store (one EVALSHA)", short: "script", runs: sc},
+				{label: "plain ZSET", short: "plain", runs: pl}}
+			ct.add(op.name, sv[0], sv[1], sides, rate)
+		} else {
+			plainRate, plainP99, vsPlain := "-", "-", "-"
+			if op.plain != nil {
+				p := medianSample(pl)
+				plainRate, plainP99 = fmtRate(p.Rate), fmtDur(p.P99)
+				vsPlain = fmtRatio(medianRatio(sv[0], pl, rate))
+				c = sumErrs(c, p)
 			}
+			t.add(op.name, fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99), fmtRate(c.Rate), fmtDur(c.P99), plainRate,
+				plainP99, fmtRatio(medianRatio(sv[0], sc, rate)), vsPlain, fmtCores(s.CPU), cpuPerOp(s, true),
+				fmtErrs(sumErrs(s, c)))
 		}
-		errs := s
-		errs.Errs += c.Errs
-		if errs.FirstErr == "" {
-			errs.FirstErr = c.FirstErr
-		}
-		t.add(op.name, fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99), fmtRate(c.Rate), fmtDur(c.P99), plainRate,
-			plainP99, fmtRatio(medianRatio(sv, sc, func(s Sample) float64 { return s.Rate })), vsPlain,
-			fmtCores(s.CPU), cpuPerOp(s, true), fmtErrs(errs))
 		if op.name == "top(first:10)" {
 			e.check("cached top(first:10)", "≥ 20,000 req/s", fmtRate(s.Rate)+" req/s", s.Rate >= 20_000 && s.Errs == 0)
 		}

@@ -1,0 +1,104 @@
+package main
+
+import "fmt"
+
+// side is one way of doing a step's work, measured once in every run of the step.
+type side struct {
+	label  string // row label
+	short  string // name in ratio columns ("raw", "script", "plain")
+	runs   []Sample
+	server bool // went through a server under test: its CPU has a server share
+}
+
+// cmpTable is a -baseline comparison table: per step, one row for the new server, one for the baseline, one
+// with the ratios new/base of every figure (each a median of per-run ratios: both binaries measured back to back
+// in the same round), and one per raw side. keyHead names the step column (clients, items/call × callers, read),
+// unit the throughput (req/s, scores/s) and per what CPU is counted (req, call); raws are the short names of the
+// raw sides every row has, in order.
+type cmpTable struct {
+	*table
+	raws []string
+}
+
+func newCmpTable(title, keyHead, unit, per string, raws []string) *cmpTable {
+	head := []string{keyHead, "side", unit}
+	for _, r := range raws {
+		head = append(head, "of "+r)
+	}
+	head = append(head, "p50", "p99", "server CPU", "CPU µs/"+per+" (server / redis / loadgen)", "errors")
+	t := &cmpTable{table: &table{title: title, head: head}, raws: raws}
+	t.notes = append(t.notes, "new: the server built from this tree; base: the -baseline revision's build; both run "+
+		"against the same redis-server, each with its own KEY_PREFIX, measured in alternating rounds (new, base, "+
+		"then the raw sides, once per run). Figures are medians over the runs; new/base is the median of the "+
+		"per-round ratios (throughput: > 1× is faster; latency and CPU: < 1× is better). \"of raw\": throughput as a "+
+		"share of that raw side in the same round. CPU: server and redis-server and the load generator, µs per "+
+		"operation from /proc; server CPU in cores.")
+	return t
+}
+
+// add adds the rows of one step. rate is the throughput figure (Sample.Rate or Sample.ItemRate).
+func (t *cmpTable) add(key string, nw, base []Sample, raws []side, rate func(Sample) float64) {
+	svcRow := func(name string, runs []Sample) {
+		m := medianSample(runs)
+		row := []string{key, name, fmtRate(rate(m))}
+		for _, r := range raws {
+			row = append(row, fmtRatio(medianRatio(runs, r.runs, rate)))
+		}
+		row = append(row, fmtDur(m.P50), fmtDur(m.P99), fmtCores(m.CPU), cpuPerOp(m, true), fmtErrs(m))
+		t.table.add(row...)
+	}
+	svcRow("new", nw)
+	svcRow("base", base)
+	ratio := func(f func(Sample) float64) string { return fmtTimes(medianRatio(nw, base, f)) }
+	perOp := func(f func(Sample) float64) func(Sample) float64 {
+		return func(s Sample) float64 {
+			if s.Rate == 0 {
+				return 0
+			}
+			return f(s) / s.Rate
+		}
+	}
+	row := []string{key, "new/base", ratio(rate)}
+	for range raws {
+		row = append(row, "")
+	}
+	row = append(row, ratio(func(s Sample) float64 { return float64(s.P50) }),
+		ratio(func(s Sample) float64 { return float64(s.P99) }),
+		ratio(func(s Sample) float64 { return s.CPU }),
+		ratio(perOp(func(s Sample) float64 { return s.CPU }))+" / "+
+			ratio(perOp(func(s Sample) float64 { return s.Extra["redis_cpu"] }))+" / "+
+			ratio(perOp(func(s Sample) float64 { return s.Extra["gen_cpu"] })), "")
+	t.table.add(row...)
+	for _, r := range raws {
+		if len(r.runs) == 0 {
+			continue // no such form for this step (e.g. friends has no plain sorted-set command)
+		}
+		m := medianSample(r.runs)
+		row := []string{key, r.label, fmtRate(rate(m))}
+		for range raws {
+			row = append(row, "")
+		}
+		row = append(row, fmtDur(m.P50), fmtDur(m.P99), "-", "- / "+cpuPerOp(m, false), fmtErrs(m))
+		t.table.add(row...)
+	}
+}
+
+// fmtTimes formats a ratio as a factor.
+func fmtTimes(r float64) string {
+	if r == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", r)
+}
+
+// sumErrs returns s with the errors of others added (the first message kept): one errors column for several
+// sides of a step.
+func sumErrs(s Sample, others ...Sample) Sample {
+	for _, o := range others {
+		s.Errs += o.Errs
+		if s.FirstErr == "" {
+			s.FirstErr = o.FirstErr
+		}
+	}
+	return s
+}
