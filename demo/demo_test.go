@@ -241,30 +241,43 @@ func (s *submitSpy) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (s *submitSpy) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			arena := false
-			s.mu.Lock()
-			for _, a := range cmd.Args() {
-				if v, ok := a.(string); ok {
-					switch {
-					case worldID.MatchString(v):
-						s.world[v] = true
-					case arenaID.MatchString(v):
-						arena = true
-					}
-				}
-			}
-			if arena {
-				s.arenaCalls++
-			}
-			s.mu.Unlock()
-		}
+		s.see(cmd)
 		return next(ctx, cmd)
 	}
 }
 
 func (s *submitSpy) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			s.see(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// see counts a script call (FCALL, or EVALSHA/EVAL where Redis has no functions) by the players it names.
+func (s *submitSpy) see(cmd redis.Cmder) {
+	switch cmd.Name() {
+	case "fcall", "evalsha", "eval":
+	default:
+		return
+	}
+	arena := false
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range cmd.Args() {
+		if v, ok := a.(string); ok {
+			switch {
+			case worldID.MatchString(v):
+				s.world[v] = true
+			case arenaID.MatchString(v):
+				arena = true
+			}
+		}
+	}
+	if arena {
+		s.arenaCalls++
+	}
 }
 
 func hasTie(es []leaderboard.Entry) bool {

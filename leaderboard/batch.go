@@ -2,7 +2,6 @@ package leaderboard
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,14 +12,14 @@ import (
 // then reads and answers many calls per system call; a lone call goes out at once, so light load waits for
 // nothing. Every call is still its own atomic script; only the transport is shared.
 type batcher struct {
-	rdb      redis.UniversalClient
+	fns      *functions
 	queue    chan *scriptCall
 	maxBatch int
 	timeout  time.Duration
 }
 
 type scriptCall struct {
-	script *redis.Script
+	script *script
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd
@@ -34,8 +33,8 @@ const (
 	batchTimeout = 10 * time.Second
 )
 
-func newBatcher(rdb redis.UniversalClient, lanes int) *batcher {
-	b := &batcher{rdb: rdb, queue: make(chan *scriptCall, lanes*maxBatch), maxBatch: maxBatch, timeout: batchTimeout}
+func newBatcher(fns *functions, lanes int) *batcher {
+	b := &batcher{fns: fns, queue: make(chan *scriptCall, lanes*maxBatch), maxBatch: maxBatch, timeout: batchTimeout}
 	for range lanes {
 		go b.lane()
 	}
@@ -44,7 +43,7 @@ func newBatcher(rdb redis.UniversalClient, lanes int) *batcher {
 
 // run runs a script call through a lane and returns its result. When ctx ends first, run returns at once with
 // ctx's error; the call may still run (its outcome is unknown, as for any call cut off in flight).
-func (b *batcher) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (b *batcher) run(ctx context.Context, script *script, keys []string, args ...any) *redis.Cmd {
 	if err := ctx.Err(); err != nil {
 		cmd := redis.NewCmd(ctx)
 		cmd.SetErr(err)
@@ -84,21 +83,21 @@ func (b *batcher) lane() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 		if len(batch) == 1 {
-			c.cmd = c.script.Run(ctx, b.rdb, c.keys, c.args...)
+			c.cmd = b.fns.run(ctx, c.script, c.keys, c.args...)
 			cancel()
 			close(c.done)
 			continue
 		}
-		pipe := b.rdb.Pipeline()
+		pipe := b.fns.rdb.Pipeline()
 		cmds = cmds[:0]
 		for _, c := range batch {
-			cmds = append(cmds, c.script.EvalSha(ctx, pipe, c.keys, c.args...))
+			cmds = append(cmds, b.fns.queue(ctx, pipe, c.script, c.keys, c.args...))
 		}
 		_, _ = pipe.Exec(ctx)
 		for i, c := range batch {
 			cmd := cmds[i]
-			if err := cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-				cmd = c.script.Eval(ctx, b.rdb, c.keys, c.args...) // the first use after a Redis restart
+			if ScriptMissing(cmd.Err()) {
+				cmd = b.fns.run(ctx, c.script, c.keys, c.args...) // the first use after a Redis restart
 			}
 			c.cmd = cmd
 			close(c.done)

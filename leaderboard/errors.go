@@ -111,13 +111,16 @@ func OutcomeUnknown(err error) bool {
 	}
 	msg := err.Error()
 	for _, s := range []string{"connection refused", "no such host", "CLUSTERDOWN", "LOADING", "TRYAGAIN",
-		"MASTERDOWN", "got no slots"} {
+		"MASTERDOWN", "got no slots", oom} {
 		if strings.Contains(msg, s) {
 			return false // refused before anything ran
 		}
 	}
 	return true
 }
+
+// oom starts Redis's refusal of a write while it is over maxmemory (before the write's script changed anything).
+const oom = "OOM command not allowed"
 
 func isUnavailable(err error) bool {
 	var ne net.Error
@@ -133,7 +136,7 @@ func isUnavailable(err error) bool {
 	}
 	msg := err.Error()
 	for _, s := range []string{"connection refused", "CLUSTERDOWN", "LOADING", "broken pipe", "connection reset",
-		"i/o timeout", "no such host", "TRYAGAIN", "MASTERDOWN", "got no slots"} {
+		"i/o timeout", "no such host", "TRYAGAIN", "MASTERDOWN", "got no slots", oom} {
 		if strings.Contains(msg, s) {
 			return true
 		}

@@ -3,9 +3,14 @@
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3])
-local out = { st.cnt }
+local out, found = { st.cnt }, {}
 for i = 4, #ARGV do
-  local e = entry(st, ARGV[i], true)
-  if e then out[#out + 1] = e end
+  local e = entry(st, ARGV[i])
+  if e then
+    out[#out + 1] = e
+    found[#found + 1] = e[1]
+  end
 end
+local m = metas(found) -- one HMGET for all of them
+for k = 1, #found do out[k + 1][6] = m[k] end
 return out

@@ -59,7 +59,7 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 }
 
 // read runs a read script on a view: ARGV are the definition's SHA-1, the window code, the period and args.
-func (s *Store) read(ctx context.Context, v View, script *redis.Script, args ...any) (*Page, error) {
+func (s *Store) read(ctx context.Context, v View, script *script, args ...any) (*Page, error) {
 	var p *Page
 	err := s.fresh(v.Board, func() error {
 		r, err := s.Resolve(ctx, v)

@@ -222,3 +222,63 @@ func mustParse(t *testing.T, day string) time.Time {
 	}
 	return d.Add(12 * time.Hour)
 }
+
+// Every read gives each player their own display name and metadata, players with none and missing players mixed
+// in (the scripts fetch them for a whole page at once).
+func TestNamesOnEveryRead(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
+		ctx := context.Background()
+		b := mustBoard(t, s, lb.Board{ID: "names"})
+		v := lb.View{Board: b.ID}
+		names, metas := map[string]string{}, map[string]string{}
+		var ids []string
+		for i := range 40 {
+			p := fmt.Sprintf("p%02d", i)
+			sub := lb.Submission{Board: b.ID, Player: p, Score: float64(i)}
+			if i%3 == 0 {
+				names[p] = "Name " + p
+				sub.DisplayName = ptr(names[p])
+			}
+			if i%4 == 0 {
+				metas[p] = fmt.Sprintf(`{"i":%d}`, i)
+				sub.Metadata = json.RawMessage(metas[p])
+			}
+			mustSubmit(t, s, sub)
+			ids = append(ids, p)
+		}
+		check := func(what string, es []lb.Entry) {
+			t.Helper()
+			for _, e := range es {
+				name := ""
+				if e.DisplayName != nil {
+					name = *e.DisplayName
+				}
+				if name != names[e.PlayerID] || string(e.Metadata) != metas[e.PlayerID] {
+					t.Fatalf("%s: %s has name %q metadata %s, want %q %s", what, e.PlayerID, name, e.Metadata,
+						names[e.PlayerID], metas[e.PlayerID])
+				}
+			}
+		}
+		p, err := s.Top(ctx, v, 0, 40)
+		if err != nil || len(p.Entries) != 40 {
+			t.Fatalf("top: %v %v", p, err)
+		}
+		check("top", p.Entries)
+		asked := append([]string{"nobody"}, ids...)
+		slices.Reverse(asked[20:])
+		asked = append(asked, "ghost")
+		p, err = s.Ranks(ctx, v, asked)
+		if err != nil || len(p.Entries) != 40 {
+			t.Fatalf("ranks: %v %v", p, err)
+		}
+		check("ranks", p.Entries)
+		for _, c := range []string{"p00", "p19", "p39"} {
+			es, err := s.Around(ctx, v, c, 4)
+			if err != nil || len(es) != 9 {
+				t.Fatalf("around %s: %v %v", c, es, err)
+			}
+			check("around "+c, es)
+		}
+	})
+}

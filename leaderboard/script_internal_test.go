@@ -35,7 +35,7 @@ func TestScriptRefusesExpiredPeriod(t *testing.T) {
 			}
 			item[len(item)-1] = now.Unix() // the daily period's keys would expire right now
 			args := []any{b.sum, "d", "best", 0, "", "", 60, 100, "", s.Channel(b.ID), "a,d", now.Unix(), 1}
-			reply, err := submitScript.Run(ctx, s.rdb, []string{s.keyBase(b.ID)}, append(args, item...)...).Slice()
+			reply, err := submitScript.eval.Run(ctx, s.rdb, []string{s.keyBase(b.ID)}, append(args, item...)...).Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,5 +189,40 @@ func TestPeriodFixture(t *testing.T) {
 				t.Fatalf("%s in %s: %v, want %v", c.Name, zone, got, c.Previous)
 			}
 		}
+	}
+}
+
+// Servers of two versions sharing one Redis (a rolling deploy) each call their own code: the library's name
+// carries a hash of everything in it, so loading one never replaces the other.
+func TestLibraryVersionsSideBySide(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.Standalone(t).Client(t)
+	changed := newScript("top", "return 'other version'", true)
+	other := newLibrary(submitScript, removeScript, changed, ranksScript, aroundScript, createScript)
+	if other.name == library.name || !strings.HasPrefix(library.name, "lb_") || len(library.name) != 3+16 {
+		t.Fatalf("library names %q and %q", library.name, other.name)
+	}
+	old := newFunctions(c, other)
+	s := New(c, Config{})
+	if _, err := s.CreateBoard(ctx, Board{ID: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := old.run(ctx, changed, []string{s.keyBase("v")}).Text(); err != nil || got != "other version" {
+		t.Fatalf("the other version's top: %q %v", got, err)
+	}
+	if _, err := s.Submit(ctx, Submission{Board: "v", Player: "p", Score: 5}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.Top(ctx, View{Board: "v"}, 0, 10)
+	if err != nil || len(page.Entries) != 1 || page.Entries[0].PlayerID != "p" || page.Entries[0].Score != 5 {
+		t.Fatalf("this version's top after both loaded: %+v %v", page, err)
+	}
+	if got, err := old.run(ctx, changed, []string{s.keyBase("v")}).Text(); err != nil || got != "other version" {
+		t.Fatalf("the other version's top after this one loaded: %q %v", got, err)
+	}
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "lb_*"}).Result()
+	if err != nil || len(libs) != 2 {
+		t.Fatalf("libraries %+v %v", libs, err)
 	}
 }

@@ -33,12 +33,13 @@ var (
 	createLua string
 
 	// The score bound is the Go constant's, so the script and the validation in Go cannot disagree.
-	submitScript = redis.NewScript(fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore) + commonLua + submitLua)
-	removeScript = redis.NewScript(commonLua + removeLua)
-	topScript    = redis.NewScript(commonLua + topLua)
-	ranksScript  = redis.NewScript(commonLua + ranksLua)
-	aroundScript = redis.NewScript(commonLua + aroundLua)
-	createScript = redis.NewScript(commonLua + createLua)
+	submitScript = newScript("submit", fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore)+submitLua, false)
+	removeScript = newScript("remove", removeLua, false)
+	topScript    = newScript("top", topLua, true)
+	ranksScript  = newScript("ranks", ranksLua, true)
+	aroundScript = newScript("around", aroundLua, true)
+	createScript = newScript("create", createLua, false)
+	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript)
 )
 
 // Publish commands for Config.PublishCommand.
@@ -80,6 +81,7 @@ type Store struct {
 	cfg    Config
 	reads  *gate
 	writes *gate
+	fns    *functions
 	batch  *batcher // nil: no batching
 	boards sync.Map // board id -> *Board, until a script reports the definition changed or gone (see fresh)
 
@@ -115,19 +117,19 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 		cfg.QueueWait = time.Second
 	}
 	s := &Store{rdb: rdb, cfg: cfg, reads: newGate(cfg.MaxReads, cfg.QueueWait),
-		writes: newGate(cfg.MaxWrites, cfg.QueueWait)}
+		writes: newGate(cfg.MaxWrites, cfg.QueueWait), fns: newFunctions(rdb, library)}
 	if cfg.BatchLanes > 0 {
-		s.batch = newBatcher(rdb, cfg.BatchLanes)
+		s.batch = newBatcher(s.fns, cfg.BatchLanes)
 	}
 	return s
 }
 
 // run runs a script, through the batcher when there is one.
-func (s *Store) run(ctx context.Context, script *redis.Script, keys []string, args ...any) *redis.Cmd {
+func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) *redis.Cmd {
 	if s.batch != nil {
-		return s.batch.run(ctx, script, keys, args...)
+		return s.batch.run(ctx, sc, keys, args...)
 	}
-	return script.Run(ctx, s.rdb, keys, args...)
+	return s.fns.run(ctx, sc, keys, args...)
 }
 
 // Redis returns the client the store uses.
@@ -178,7 +180,7 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = createScript.Run(ctx, s.rdb, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID).Err()
+	err = s.fns.run(ctx, createScript, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID).Err()
 	release()
 	if err != nil {
 		return nil, redisError(err)

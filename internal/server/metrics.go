@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -184,8 +183,8 @@ func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.Re
 	return resp
 }
 
-// redisHook counts Redis failures. A miss (redis.Nil), a script's own rejection of bad input ("LB_...") and
-// NOSCRIPT (go-redis then loads the script) are normal answers, not failures.
+// redisHook counts Redis failures. A miss (redis.Nil), a script's own rejection of bad input ("LB_...") and a
+// missing function or script (the store then loads it and calls again) are normal answers, not failures.
 type redisHook struct {
 	m   *Metrics
 	log *slog.Logger
@@ -226,8 +225,8 @@ func (h redisHook) count(err error) bool {
 	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	if leaderboard.IsScriptError(err) || strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		return false // a script's refusal of bad input, or go-redis loading a script
+	if leaderboard.IsScriptError(err) || leaderboard.ScriptMissing(err) {
+		return false // a script's refusal of bad input, or the store loading its scripts
 	}
 	h.m.redisErrors.WithLabelValues("command").Inc()
 	return true

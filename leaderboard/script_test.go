@@ -1,0 +1,195 @@
+package leaderboard_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// eachMaster runs f on every primary behind c (c itself when it is not a cluster client).
+func eachMaster(t *testing.T, c redis.UniversalClient, f func(c *redis.Client) error) {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error { return f(c) })
+	} else {
+		err = f(c.(*redis.Client))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// libraries returns the names of the store's function libraries on c.
+func libraries(c *redis.Client) ([]string, error) {
+	libs, err := c.FunctionList(context.Background(), redis.FunctionListQuery{LibraryNamePattern: "lb_*"}).Result()
+	var names []string
+	for _, l := range libs {
+		names = append(names, l.Name)
+		if len(l.Functions) != 6 {
+			return nil, fmt.Errorf("library %s has %d functions, want 6", l.Name, len(l.Functions))
+		}
+	}
+	return names, err
+}
+
+// commandCalls returns how many times c ran each of the script commands since its statistics were reset.
+func commandCalls(t *testing.T, c *redis.Client) map[string]int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		if !ok || !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+		out[name] = n
+	}
+	return out
+}
+
+// The scripts run as functions of one library (FCALL, never EVAL or EVALSHA), loaded at the first call; reads
+// are no-writes functions, so they still answer while Redis is over maxmemory and writes are refused as
+// Unavailable, known not to have been applied.
+func TestScriptsRunAsFunctions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.Standalone(t).Client(t).(*redis.Client)
+	s := lb.New(c, lb.Config{})
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustBoard(t, s, lb.Board{ID: "fn"})
+	v := lb.View{Board: "fn"}
+	for i, p := range []string{"a", "b", "c"} {
+		mustSubmit(t, s, lb.Submission{Board: "fn", Player: p, Score: float64(10 * (i + 1))})
+	}
+	if got := topIDs(t, s, v, 10); strings.Join(got, ",") != "c,b,a" {
+		t.Fatalf("top %v", got)
+	}
+	if e, err := s.Rank(ctx, v, "b"); err != nil || e.Rank != 2 || e.Score != 20 {
+		t.Fatalf("rank of b: %+v %v", e, err)
+	}
+	if es, err := s.Around(ctx, v, "a", 1); err != nil || len(es) != 3 || es[1].PlayerID != "b" || es[2].Rank != 3 {
+		t.Fatalf("around a: %+v %v", es, err)
+	}
+	calls := commandCalls(t, c)
+	// create, 3 submits, top, rank, around.
+	if calls["fcall"] != 7 || calls["eval"]+calls["evalsha"] != 0 {
+		t.Fatalf("script commands %v, want 7 FCALL and no EVAL/EVALSHA", calls)
+	}
+	if libs, err := libraries(c); err != nil || len(libs) != 1 {
+		t.Fatalf("libraries %v %v", libs, err)
+	}
+
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := topIDs(t, s, v, 10); strings.Join(got, ",") != "c,b,a" {
+		t.Fatalf("top over maxmemory %v", got)
+	}
+	_, err := s.Submit(ctx, lb.Submission{Board: "fn", Player: "d", Score: 99})
+	if lb.ErrorCode(err) != lb.Unavailable || lb.OutcomeUnknown(err) {
+		t.Fatalf("submit over maxmemory: %v (code %s, outcome unknown %t)", err, lb.ErrorCode(err), lb.OutcomeUnknown(err))
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := topIDs(t, s, v, 10); strings.Join(got, ",") != "c,b,a" {
+		t.Fatalf("top after the refused submit %v", got)
+	}
+}
+
+// A Redis that lost the library (FUNCTION FLUSH, a restart without persistence, a new cluster primary) gets it
+// again on every primary at the next call, which then runs once, alone or in a pipeline of the batcher.
+func TestFunctionsLoadAgain(t *testing.T) {
+	t.Parallel()
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			for _, lanes := range []int{0, 2} {
+				s := lb.New(tg.Client, lb.Config{Prefix: redistest.Prefix(t) + strconv.Itoa(lanes), BatchLanes: lanes})
+				boards := make([]string, 12) // spread over the cluster's primaries
+				for i := range boards {
+					boards[i] = fmt.Sprintf("b%d", i)
+					mustBoard(t, s, lb.Board{ID: boards[i], Mode: lb.Sum})
+				}
+				eachMaster(t, tg.Client, func(c *redis.Client) error {
+					libs, err := libraries(c)
+					if err == nil && len(libs) != 1 {
+						err = fmt.Errorf("%s has libraries %v, want one", c.Options().Addr, libs)
+					}
+					return err
+				})
+				for round := range 3 {
+					if round > 0 {
+						eachMaster(t, tg.Client, func(c *redis.Client) error { return c.FunctionFlush(ctx).Err() })
+					}
+					var wg sync.WaitGroup
+					for g := range 24 {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							b := boards[g%len(boards)]
+							r, err := s.Submit(ctx, lb.Submission{Board: b, Player: fmt.Sprintf("p%d", g), Score: 1})
+							if err != nil || r.Entry.Score != float64(round+1) {
+								t.Errorf("round %d, %s on %s: %+v %v", round, fmt.Sprintf("p%d", g), b, r, err)
+							}
+						}()
+					}
+					wg.Wait()
+				}
+				// Each call ran exactly once: 3 rounds of +1.
+				for _, b := range boards {
+					p, err := s.Top(ctx, lb.View{Board: b}, 0, 10)
+					if err != nil || p.Size != 2 || p.Entries[0].Score != 3 || p.Entries[1].Score != 3 {
+						t.Fatalf("%s: %+v %v", b, p, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Servers without functions (the embedded store) run the same scripts with EVALSHA.
+func TestScriptsWithoutFunctions(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	if err := c.FunctionList(context.Background(), redis.FunctionListQuery{}).Err(); err == nil {
+		t.Fatal("miniredis has FUNCTION now: this test no longer covers the EVALSHA path")
+	}
+	for _, lanes := range []int{0, 2} {
+		s := lb.New(c, lb.Config{PublishCommand: lb.PublishPlain, BatchLanes: lanes, Prefix: "lanes" + strconv.Itoa(lanes)})
+		mustBoard(t, s, lb.Board{ID: "emb"})
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := s.Submit(context.Background(), lb.Submission{Board: "emb", Player: fmt.Sprintf("p%d", g), Score: float64(g)}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := topIDs(t, s, lb.View{Board: "emb"}, 3); strings.Join(got, ",") != "p7,p6,p5" {
+			t.Fatalf("top %v", got)
+		}
+	}
+}
