@@ -102,3 +102,43 @@ func sumErrs(s Sample, others ...Sample) Sample {
 	}
 	return s
 }
+
+// Targets of the hot-path issue, checked against the -baseline build in the same run (new/base of medians of
+// per-round ratios).
+const (
+	submitSpeedup    = 2.0  // submitScore at 32 clients, req/s
+	submitP99        = 10e6 // ns: its p99
+	submitServerCPU  = 80.0 // µs of server CPU per submission
+	submitRedisCPU   = 45.0 // µs of Redis CPU per submission
+	readSpeedup      = 2.0  // rank, aroundMe, friends
+	bulkSpeedup      = 2.0  // submitScores, scores/s
+	bulkOfRaw        = 0.8  // submitScores: share of the raw pipelined script
+	cachedTopSpeedup = 1.2  // cached top(first:10)
+	p99Growth        = 2.0  // 128 clients: p99 at most this many times the 32-client p99
+)
+
+// vsBase is a step's figures against the baseline: the new median sample and the throughput ratio new/base.
+type vsBase struct {
+	s     Sample
+	ratio float64
+}
+
+func compareBase(nw, base []Sample, rate func(Sample) float64) vsBase {
+	return vsBase{s: medianSample(nw), ratio: medianRatio(nw, base, rate)}
+}
+
+// perOp is CPU in µs per operation of cores used at s's rate.
+func perOp(s Sample, cores float64) float64 {
+	if s.Rate == 0 {
+		return 0
+	}
+	return cores / s.Rate * 1e6
+}
+
+// checkSpeedup records a "≥ min× the baseline" target.
+func (e *env) checkSpeedup(name string, v vsBase, min float64) {
+	e.check(name, fmt.Sprintf("≥ %.1f× base", min), fmtTimes(v.ratio), v.ratio >= min && v.s.Errs == 0)
+}
+
+// reqRate is a step's throughput in requests (or calls) per second.
+func reqRate(s Sample) float64 { return s.Rate }

@@ -261,3 +261,27 @@ func TestCmpTable(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeedupTargets checks how a step is judged against the baseline: the median of the per-round ratios, and
+// an error anywhere fails the target.
+func TestSpeedupTargets(t *testing.T) {
+	nw := []Sample{{Rate: 300}, {Rate: 200}, {Rate: 500}}
+	base := []Sample{{Rate: 100}, {Rate: 100}, {Rate: 400}} // ratios 3, 2, 1.25
+	e := &env{}
+	e.checkSpeedup("fast enough", compareBase(nw, base, reqRate), 2.0)
+	e.checkSpeedup("not fast enough", compareBase(nw, base, reqRate), 2.1)
+	nw[1].Errs = 1
+	e.checkSpeedup("errors", compareBase(nw, base, reqRate), 1.0)
+	want := []bool{true, false, false}
+	if len(e.targets) != 3 {
+		t.Fatalf("targets %+v", e.targets)
+	}
+	for i, g := range e.targets {
+		if g.met != want[i] || g.measured != "2.00×" {
+			t.Errorf("%s: met %v measured %q, want %v and 2.00×", g.name, g.met, g.measured, want[i])
+		}
+	}
+	if got := perOp(Sample{Rate: 5000}, 0.5); got != 100 {
+		t.Errorf("0.5 cores at 5000/s: %.1f µs per operation, want 100", got)
+	}
+}

@@ -216,6 +216,7 @@ func startServer(ctx context.Context, bin, dir, logName, redisAddr string, extra
 		"LOG_LEVEL=warn",
 		"DEMO=false",
 		"MAX_CONNS_PER_ADDR=30000", // every benchmark subscriber comes from 127.0.0.1
+		"MAX_CONNS=120000",         // the subscribers and the submitters' connections (default 10,000)
 	}, extraEnv...)
 	c, err := spawn("server", filepath.Join(dir, logName), env, bin)
 	if err != nil {

@@ -61,6 +61,7 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 			"per request in µs of CPU of each process (the three share the machine's cores).")
 	}
 	t.notes = append(t.notes, e.rawNote(rw, "Store.Submit"))
+	var p99At32 time.Duration
 	for _, c := range e.sizes().SubmitClients {
 		svc := make([][]Sample, len(e.svcs))
 		var raw []Sample
@@ -100,10 +101,31 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 				fmtDur(rs.P50), fmtDur(rs.P99), fmtRatio(ratio), fmtCores(s.CPU), cpuPerOp(s, true),
 				cpuPerOp(rs, false), fmtErrs(sumErrs(s, rs)))
 		}
-		if c == 32 {
+		switch {
+		case ct == nil && c == 32:
 			e.check("single submissions at 32 clients", "≥ 10,000 req/s, p99 < 15 ms",
 				fmt.Sprintf("%s req/s, p99 %s", fmtRate(s.Rate), fmtDur(s.P99)),
 				s.Rate >= 10_000 && s.P99 < 15*time.Millisecond && s.Errs == 0)
+		case ct != nil && c == 32:
+			v := compareBase(svc[0], svc[1], reqRate)
+			p99At32 = s.P99
+			server, redis := perOp(s, s.CPU), perOp(s, s.Extra["redis_cpu"])
+			e.check("submitScore, 32 clients",
+				fmt.Sprintf("≥ %.1f× base, p99 ≤ %s, server ≤ %.0f µs, Redis ≤ %.0f µs", submitSpeedup,
+					fmtDur(time.Duration(submitP99)), submitServerCPU, submitRedisCPU),
+				fmt.Sprintf("%s, p99 %s, server %.0f µs, Redis %.0f µs", fmtTimes(v.ratio), fmtDur(s.P99), server, redis),
+				v.ratio >= submitSpeedup && float64(s.P99) <= submitP99 && server <= submitServerCPU &&
+					redis <= submitRedisCPU && s.Errs == 0)
+		case ct != nil && c == 128:
+			v := compareBase(svc[0], svc[1], reqRate)
+			goal := fmt.Sprintf("≥ 1.0× base, p99 ≤ %.0f× the 32-client p99", p99Growth)
+			measured := fmt.Sprintf("%s, p99 %s", fmtTimes(v.ratio), fmtDur(s.P99))
+			ok := v.ratio >= 1 && s.Errs == 0
+			if p99At32 > 0 {
+				measured += fmt.Sprintf(" (%.1f× %s)", float64(s.P99)/float64(p99At32), fmtDur(p99At32))
+				ok = ok && float64(s.P99) <= p99Growth*float64(p99At32)
+			}
+			e.check("submitScore, 128 clients", goal, measured, ok)
 		}
 	}
 	return []*table{t}, nil
@@ -192,8 +214,16 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 					fmtRate(rs.ItemRate()), fmtDur(rs.P50), fmtDur(rs.P99), fmtRatio(ratio), fmtCores(s.CPU),
 					cpuPerOp(s, true), cpuPerOp(rs, false), fmtErrs(sumErrs(s, rs)))
 			}
-			e.check(fmt.Sprintf("bulk %d items, %d callers", n, callers), "≥ 60% of raw (pipelined Store)",
-				fmtRatio(ratio), ratio >= 0.6 && s.Errs == 0)
+			if ct == nil {
+				e.check(fmt.Sprintf("bulk %d items, %d callers", n, callers), "≥ 60% of raw (pipelined Store)",
+					fmtRatio(ratio), ratio >= 0.6 && s.Errs == 0)
+				continue
+			}
+			v := compareBase(svc[0], svc[1], Sample.ItemRate)
+			e.check(fmt.Sprintf("submitScores, %d items, %d callers", n, callers),
+				fmt.Sprintf("≥ %.1f× base, ≥ %.0f%% of raw", bulkSpeedup, 100*bulkOfRaw),
+				fmt.Sprintf("%s, %s of raw", fmtTimes(v.ratio), fmtRatio(ratio)),
+				v.ratio >= bulkSpeedup && ratio >= bulkOfRaw && s.Errs == 0)
 		}
 	}
 	return []*table{t}, nil
