@@ -44,3 +44,4 @@ fuzz:
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzPeriodKeys -fuzztime $(FUZZTIME)
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzCheckScoreText -fuzztime $(FUZZTIME)
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzRecordEncoding -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/server -run '^$$' -fuzz FuzzClientAddr -fuzztime $(FUZZTIME)

@@ -37,6 +37,7 @@ type App struct {
 	Store    *leaderboard.Store
 	Hub      *pubsub.Hub
 	Keys     *Keyring
+	proxies  proxies // who may name the client address (TRUSTED_PROXIES)
 	// GeneratedKey is the admin key made at start when API_KEYS is empty ("" otherwise).
 	GeneratedKey string
 	Metrics      *Metrics
@@ -56,7 +57,11 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &App{cfg: cfg, log: log, Keys: keys}
+	px, err := parseProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, Keys: keys, proxies: px}
 	if keys.Empty() {
 		a.GeneratedKey = keys.GenerateAdminKey()
 		fmt.Fprintf(console, "\n  API_KEYS is empty: generated an admin key for this run (it is not shown again):\n\n"+
@@ -95,6 +100,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.rdb.AddHook(redisHook{a.Metrics, log})
 	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
+	a.ws.clientAddr = px.clientAddr
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())

@@ -22,6 +22,7 @@ type Config struct {
 	APIKeys           string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
 	CORSOrigins       []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
 	PublicOrigins     []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
+	TrustedProxies    []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose Forwarded/X-Forwarded-For count; default none
 	Demo              bool        // DEMO, -demo: run the demo simulator and dashboard board
 	DemoSettings      demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
 	Introspection     bool        // INTROSPECTION, -introspection: default true
@@ -149,6 +150,10 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	c.RedisClusterAddrs = splitList(*cluster)
 	c.CORSOrigins = splitList(*cors)
 	c.PublicOrigins = splitList(env("PUBLIC_ORIGIN", ""))
+	c.TrustedProxies = splitList(env("TRUSTED_PROXIES", ""))
+	if _, err := parseProxies(c.TrustedProxies); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
 		errs = append(errs, fmt.Sprintf("LOG_LEVEL: want debug, info, warn or error, got %q", *level))
 	}

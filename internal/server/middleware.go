@@ -200,7 +200,7 @@ func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // logRequests logs one line per request at debug level (never headers: they carry keys), and recovers panics
 // outside gqlgen (which recovers its own) as a 500 with code INTERNAL.
-func logRequests(log *slog.Logger, next http.Handler) http.Handler {
+func logRequests(log *slog.Logger, clientAddr func(*http.Request) string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}

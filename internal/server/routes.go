@@ -24,7 +24,7 @@ func (a *App) Handler() http.Handler {
 			MaxAge:         600,
 		}).Handler(h)
 	}
-	return logRequests(a.log, h)
+	return logRequests(a.log, a.proxies.clientAddr, h)
 }
 
 // routes is the server's URL space. "/" is reserved for the live dashboard (package web).

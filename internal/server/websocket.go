@@ -31,6 +31,7 @@ type websockets struct {
 	origins      *originPolicy
 	pingInterval time.Duration // for graphql-ws peers, which have no protocol-level ping: websocket pings
 	metrics      *Metrics
+	clientAddr   func(*http.Request) string // the address MAX_CONNS_PER_ADDR counts (see proxies)
 
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
@@ -46,7 +47,7 @@ type websockets struct {
 // newWebsockets: maxOps bounds the operations in flight on one graphql-transport-ws connection
 // (MAX_SUBSCRIPTIONS_PER_CONN); initTimeout is how long a peer has to send connection_init.
 func newWebsockets(origins *originPolicy, pingInterval, initTimeout time.Duration, maxOps int, m *Metrics) *websockets {
-	return &websockets{origins: origins, pingInterval: pingInterval, metrics: m,
+	return &websockets{origins: origins, pingInterval: pingInterval, metrics: m, clientAddr: proxies{}.clientAddr,
 		conns: map[*wsConn]struct{}{}, perAddr: map[string]int{},
 		initTimeout: initTimeout, writeTimeout: wsWriteTimeout, maxOps: maxOps}
 }
@@ -113,7 +114,7 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, codeForbidden, "origin not allowed")
 			return
 		}
-		addr := clientAddr(r)
+		addr := s.clientAddr(r)
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()

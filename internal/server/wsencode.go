@@ -3,8 +3,6 @@ package server
 import (
 	"encoding"
 	"encoding/json"
-	"net"
-	"net/http"
 	"reflect"
 	"sync"
 	"time"
@@ -149,13 +147,4 @@ func (c *wsConn) pingLoop(every time.Duration) {
 			}
 		}
 	}
-}
-
-// clientAddr is the client's IP address (the peer of the TCP connection; proxies' headers are not trusted).
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
