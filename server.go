@@ -19,6 +19,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "healthcheck" {
+		os.Exit(healthcheck(os.Args[2:]))
+	}
 	cfg, err := server.LoadConfig(os.Args[1:], os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -26,6 +29,10 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
+	}
+	if cfg.ShowVersion {
+		fmt.Println(server.Build())
+		return
 	}
 	log := newLogger(cfg, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -48,6 +55,26 @@ func run(ctx context.Context, cfg server.Config, log *slog.Logger) error {
 		return err
 	}
 	return app.Serve(ctx, ln)
+}
+
+// healthcheck is `leaderboard healthcheck [-ready]`: exit status 0 when the server on LISTEN_ADDR answers
+// /healthz (with -ready: /readyz, which needs Redis) with 200, 1 otherwise.
+func healthcheck(args []string) int {
+	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
+	ready := fs.Bool("ready", false, "ask /readyz (Redis reachable) instead of /healthz (the process answers)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := server.LoadConfig(nil, os.Getenv) // LISTEN_ADDR and its default
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if err := server.Healthcheck(context.Background(), cfg.ListenAddr, *ready, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "unhealthy:", err)
+		return 1
+	}
+	return 0
 }
 
 func newLogger(cfg server.Config, w io.Writer) *slog.Logger {

@@ -27,6 +27,7 @@ type Config struct {
 	DemoSettings      demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
 	Introspection     bool        // INTROSPECTION, -introspection: default true
 	LogLevel          slog.Level
+	ShowVersion       bool   // -version: print the build (see Build) and exit
 	LogFormat         string // LOG_FORMAT: "text" (default) or "json"
 
 	MaxBodyBytes            int64         // MAX_BODY_BYTES: request body size; default 1 MiB
@@ -135,6 +136,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.BoolVar(&c.Demo, "demo", envBool("DEMO", false), "run the demo: a simulated game feeding a demo board (DEMO)")
 	fs.BoolVar(&c.Introspection, "introspection", envBool("INTROSPECTION", true), "allow GraphQL introspection (INTROSPECTION)")
 	level := fs.String("log-level", env("LOG_LEVEL", "info"), "debug, info, warn or error (LOG_LEVEL)")
+	fs.BoolVar(&c.ShowVersion, "version", false, "print the version and revision of this build, and exit")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}

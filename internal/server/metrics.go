@@ -102,6 +102,11 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	m.topQueryDuration = m.opDuration.WithLabelValues(string(ast.Query), "top")
 	m.redisErrors.WithLabelValues("dial")
 	m.redisErrors.WithLabelValues("command")
+	b := Build()
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lb_build_info",
+		Help: "Always 1; the labels say which build this is."}, []string{"version", "revision", "go"})
+	m.reg.MustRegister(buildInfo)
+	buildInfo.WithLabelValues(b.Version, b.Revision, b.Go).Set(1)
 	return m
 }
 
