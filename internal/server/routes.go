@@ -35,8 +35,9 @@ func (a *App) routes() *http.ServeMux {
 	gql = a.withTimeout(gql)
 	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)
 	gql = a.Keys.middleware(gql)
-	gql = limitBody(a.cfg.MaxBodyBytes, gql)
 	gql = codeErrors(gql)
+	gql = batches(a.cfg.MaxBatch, a.cfg.RequestTimeout, gql) // each operation of a batch goes through all of the above
+	gql = limitBody(a.cfg.MaxBodyBytes, gql)
 	mux.Handle("/graphql", a.Metrics.timeRoute("graphql", gql))
 	// The dashboard links GraphiQL with example operations in the URL (?query=...&variables=...).
 	mux.Handle("/graphiql", playground.Handler("leaderboard GraphiQL", "/graphql",

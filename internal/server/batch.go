@@ -1,0 +1,111 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// batches answers a POST whose JSON body is an array of GraphQL requests (Apollo's BatchHttpLink, many other
+// clients' batching) with the array of their responses, in order. Each operation runs through next on its own,
+// exactly as if it had been posted alone (its own errors, limits, auth and top cache), one after another, so a
+// batch never takes more of the server at once than one request; the whole batch shares one REQUEST_TIMEOUT.
+// A batch holds 1 to max operations (MAX_BATCH; 0: batches are refused); anything else is a BAD_USER_INPUT 400.
+// Everything that is not a batch goes to next untouched.
+func batches(max int, timeout time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, ok := batchBody(r)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		var ops []json.RawMessage
+		if err := json.Unmarshal(body, &ops); err != nil {
+			writeError(w, http.StatusBadRequest, codeInvalid, "the batch is not a JSON array of requests")
+			return
+		}
+		if max <= 0 {
+			writeError(w, http.StatusBadRequest, codeInvalid, "batched requests are not accepted here: send one request per POST")
+			return
+		}
+		if len(ops) == 0 || len(ops) > max {
+			writeError(w, http.StatusBadRequest, codeInvalid,
+				"a batch holds 1 to "+strconv.Itoa(max)+" requests, this one "+strconv.Itoa(len(ops)))
+			return
+		}
+		ctx := r.Context()
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		out := []byte{'['}
+		contentType := ""
+		for i, op := range ops {
+			sub := r.Clone(ctx)
+			sub.Body = io.NopCloser(bytes.NewReader(op))
+			sub.ContentLength = int64(len(op))
+			rec := &batchRecorder{header: http.Header{}}
+			next.ServeHTTP(rec, sub)
+			if contentType == "" {
+				contentType = rec.header.Get("Content-Type")
+			}
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, bytes.TrimSpace(rec.body.Bytes())...)
+		}
+		out = append(out, ']')
+		if contentType == "" {
+			contentType = "application/json"
+		}
+		w.Header().Set("Content-Type", contentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+		w.Write(out)
+	})
+}
+
+// batchBody returns the body of a JSON POST that starts with '[' (a batch), leaving r readable either way.
+func batchBody(r *http.Request) ([]byte, bool) {
+	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Upgrade") != "" {
+		return nil, false
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, false
+	}
+	body, err := io.ReadAll(r.Body) // already read and bounded by limitBody
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return nil, false
+	}
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	return body, len(trimmed) > 0 && trimmed[0] == '['
+}
+
+// batchRecorder keeps one operation's response. Its body is what gqlgen (or the top cache, or a middleware's
+// error) wrote, of at most MAX_BODY_BYTES-sized requests' answers.
+type batchRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *batchRecorder) Header() http.Header { return b.header }
+
+func (b *batchRecorder) WriteHeader(status int) {
+	if b.status == 0 {
+		b.status = status
+	}
+}
+
+func (b *batchRecorder) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
