@@ -116,13 +116,20 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 
 func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv := handler.New(schema)
+	var protocolPings time.Duration
+	if a.cfg.WSProtocolPings {
+		protocolPings = a.cfg.WSPingInterval
+	}
 	srv.AddTransport(transport.Websocket{
 		Implementation:        a.ws,
 		InitFunc:              a.websocketInit,
 		InitTimeout:           2 * wsInitTimeout,    // a backstop: a.ws closes first (4408; 1002 on graphql-ws)
 		KeepAlivePingInterval: a.cfg.WSPingInterval, // graphql-ws: "ka" messages
-		PingPongInterval:      a.cfg.WSPingInterval, // graphql-transport-ws: ping, and drop peers that miss the pong
-		PayloadReadLimit:      &a.cfg.MaxWSMessageBytes,
+		// graphql-transport-ws ping messages only with WS_PROTOCOL_PINGS, and never a reason to drop a peer:
+		// liveness is the websocket pings of wsConn.pingLoop, which every client answers.
+		PingPongInterval: protocolPings,
+		MissingPongOk:    true,
+		PayloadReadLimit: &a.cfg.MaxWSMessageBytes,
 		ErrorFunc: func(ctx context.Context, err error) {
 			a.log.Debug("websocket error", "err", err)
 		},

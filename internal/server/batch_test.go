@@ -34,8 +34,8 @@ func TestBatchedRequests(t *testing.T) {
 	ops := []string{
 		`{"query":"{ top(board: \"batch\") { playerId rank score } }"}`,
 		`{"query":"query R($p: ID!) { rank(board: \"batch\", playerId: $p) { rank score } }","variables":{"p":"a"}}`,
-		`{"query":"{ nosuchfield }"}`,                         // a validation error
-		`{"query":"{ top(board: \"batch\", first: -1) { rank } }"}`, // a resolver error
+		`{"query":"{ nosuchfield }"}`,                                              // a validation error
+		`{"query":"{ top(board: \"batch\", first: -1) { rank } }"}`,                // a resolver error
 		`{"query":"mutation { createLeaderboard(input: {id: \"nope\"}) { id } }"}`, // needs the admin role
 		`"not a request"`,
 	}

@@ -37,7 +37,8 @@ type Config struct {
 	MaxWSMessageBytes       int64         // MAX_WS_MESSAGE_BYTES: one websocket message from a client; default 64 KiB
 	MaxSubscriptionsPerConn int           // MAX_SUBSCRIPTIONS_PER_CONN: default 100
 	MaxConnsPerAddr         int           // MAX_CONNS_PER_ADDR: websocket connections per client IP; default 200
-	WSPingInterval          time.Duration // WS_PING_INTERVAL: ping period; a peer silent for two is dropped; default 20s
+	WSPingInterval          time.Duration // WS_PING_INTERVAL: websocket ping period; a peer that answers none for two is dropped; default 20s
+	WSProtocolPings         bool          // WS_PROTOCOL_PINGS: also send graphql-transport-ws ping messages (never required); default false
 	RequestTimeout          time.Duration // REQUEST_TIMEOUT: per HTTP GraphQL request; default 10s
 	ReadTimeout             time.Duration // READ_TIMEOUT: to read a whole request, body included; default 15s
 	WriteTimeout            time.Duration // WRITE_TIMEOUT: to answer a request; default REQUEST_TIMEOUT + 5s
@@ -110,6 +111,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		MaxSubscriptionsPerConn: int(envInt("MAX_SUBSCRIPTIONS_PER_CONN", 100)),
 		MaxConnsPerAddr:         int(envInt("MAX_CONNS_PER_ADDR", 200)),
 		WSPingInterval:          envDur("WS_PING_INTERVAL", 20*time.Second),
+		WSProtocolPings:         envBool("WS_PROTOCOL_PINGS", false),
 		RequestTimeout:          envDur("REQUEST_TIMEOUT", 10*time.Second),
 		ShutdownTimeout:         envDur("SHUTDOWN_TIMEOUT", 8*time.Second),
 		ReadTimeout:             envDur("READ_TIMEOUT", 15*time.Second),

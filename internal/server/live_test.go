@@ -210,8 +210,9 @@ func TestLiveTwoServers(t *testing.T) {
 // server's heap stays bounded while updates keep coming, and the server drops that client in bounded time.
 func TestLiveSlowClient(t *testing.T) {
 	cfg := testConfig(t)
-	// What drops a peer that never reads is the graphql-transport-ws ping: the server closes a connection that
-	// has not answered a ping within 2 * WS_PING_INTERVAL (gqlgen's PingPongInterval). The hub's own stuck-
+	// What drops a peer that never reads is the websocket ping: the server closes a connection that has not
+	// answered a ping within 2 * WS_PING_INTERVAL (a peer that never reads never answers one; this one reads its
+	// backlog at the end, so it is made not to answer them, see SetPingHandler below). The hub's own stuck-
 	// subscriber timeout (pubsub Config.StuckAfter, 30 s) is not configurable through Config, and neither is the
 	// websocket write timeout (wsWriteTimeout, 10 s), so a short ping interval is what keeps this test quick. It
 	// is long enough for the stuck client to stay connected through the writes below.
@@ -225,6 +226,7 @@ func TestLiveSlowClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ws.Close()
+	ws.SetPingHandler(func(string) error { return nil }) // stuck: no pong, even when it reads
 	connected := time.Now()
 	if err := ws.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ const (
 // client address.
 type websockets struct {
 	origins      *originPolicy
-	pingInterval time.Duration // for graphql-ws peers, which have no protocol-level ping: websocket pings
+	pingInterval time.Duration // websocket (RFC 6455) pings to every peer; one silent for two intervals is dropped
 	metrics      *Metrics
 	clientAddr   func(*http.Request) string // the address MAX_CONNS_PER_ADDR counts (see proxies)
 
@@ -94,7 +94,7 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 	s.conns[c] = struct{}{} // closeAll may close c from now on
 	s.mu.Unlock()
 	s.metrics.wsConns.Inc()
-	if c.tws == nil && s.pingInterval > 0 {
+	if s.pingInterval > 0 {
 		go c.pingLoop(s.pingInterval)
 	}
 	return c, nil

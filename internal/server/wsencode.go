@@ -98,7 +98,7 @@ func (c *wsConn) writeClose(code int, message string, deadline time.Time) error 
 func (c *wsConn) Subprotocol() string      { return c.ws.Subprotocol() }
 func (c *wsConn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
 
-// SetReadDeadline is gqlgen's pong deadline; while we close, the linger deadline stands.
+// SetReadDeadline is gqlgen's pong deadline (unused: MissingPongOk); while we close, the linger deadline stands.
 func (c *wsConn) SetReadDeadline(t time.Time) error {
 	if c.closeSent.Load() {
 		return nil
@@ -120,8 +120,9 @@ func (c *wsConn) Close() error {
 	return err
 }
 
-// pingLoop sends websocket pings to a graphql-ws peer and drops it when it has been silent (no pong, no message)
-// for two intervals. graphql-transport-ws peers get protocol pings from gqlgen instead.
+// pingLoop sends websocket (RFC 6455 control frame) pings and drops the peer when it has not answered one for two
+// intervals. Every websocket library answers them by itself, whatever its GraphQL protocol, unlike
+// graphql-transport-ws's own ping message, which some clients (genqlient) never answer.
 func (c *wsConn) pingLoop(every time.Duration) {
 	extend := func(string) error {
 		if c.closeSent.Load() {
