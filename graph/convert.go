@@ -56,6 +56,13 @@ func (r *Resolver) startSubscription(ctx context.Context, field string) error {
 	if r.Hub == nil {
 		return newError(leaderboard.Unavailable, "live updates are not available")
 	}
+	if r.ReadKeyRequired {
+		// Also here, not only in ReadGuard: the shared topUpdates path (live.go) does not pass through the root
+		// field middleware, and over server-sent events no connection_init checks the key first.
+		if err := require(ctx, RoleRead); err != nil {
+			return err
+		}
+	}
 	if err := acquire(ctx); err != nil {
 		return err
 	}

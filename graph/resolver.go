@@ -22,6 +22,8 @@ type Resolver struct {
 	// Hub serves top lists from its cache and runs subscriptions.
 	Hub *pubsub.Hub
 	Log *slog.Logger
+	// ReadKeyRequired: subscriptions need a key with the read role (see ReadGuard for queries).
+	ReadKeyRequired bool
 	// OnSubscription, if set, is called with +1 when a subscription starts and -1 when it ends (metrics).
 	OnSubscription func(field string, delta int)
 }

@@ -92,7 +92,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish})
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 
-	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log}
+	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired}
 	schema := graph.NewSchema(resolver)
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
@@ -101,6 +101,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
 	a.ws.clientAddr = px.clientAddr
+	a.ws.maxQueryTokens = cfg.MaxQueryTokens
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())
@@ -135,6 +136,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 		},
 	})
 	srv.AddTransport(transport.Options{})
+	srv.AddTransport(transport.SSE{KeepAlivePingInterval: a.cfg.WSPingInterval}) // before GET and POST (sse.go)
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(newDocCache(a.cfg.QueryCacheSize, a.cfg.QueryCacheBytes))

@@ -72,7 +72,7 @@ func batches(max int, timeout time.Duration, next http.Handler) http.Handler {
 
 // batchBody returns the body of a JSON POST that starts with '[' (a batch), leaving r readable either way.
 func batchBody(r *http.Request) ([]byte, bool) {
-	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Upgrade") != "" {
+	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Upgrade") != "" || isSSE(r) {
 		return nil, false
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {

@@ -138,8 +138,8 @@ func (s topCacheStats) Uncached() { s.m.topCacheUncached.Inc() }
 func (m *Metrics) timeRoute(route string, next http.Handler) http.Handler {
 	h := m.httpDur.WithLabelValues(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "" {
-			next.ServeHTTP(w, r) // a websocket lives for hours; its connection gauge tells more
+		if r.Header.Get("Upgrade") != "" || isSSE(r) {
+			next.ServeHTTP(w, r) // a websocket or an event stream lives for hours; the gauges tell more
 			return
 		}
 		start := time.Now()

@@ -129,6 +129,8 @@ func (c *codingWriter) Flush() {
 	}
 }
 
+func (c *codingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
 func (c *codingWriter) finish() {
 	if c.buf == nil {
 		return
@@ -188,6 +190,8 @@ func (s *statusWriter) Flush() {
 		f.Flush()
 	}
 }
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	h, ok := s.ResponseWriter.(http.Hijacker)

@@ -51,10 +51,10 @@ func (a *App) routes() *http.ServeMux {
 	return mux
 }
 
-// withTimeout bounds HTTP GraphQL requests by REQUEST_TIMEOUT (not websockets, which live long).
+// withTimeout bounds HTTP GraphQL requests by REQUEST_TIMEOUT (not websockets and event streams, which live long).
 func (a *App) withTimeout(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") == "" && a.cfg.RequestTimeout > 0 {
+		if r.Header.Get("Upgrade") == "" && !isSSE(r) && a.cfg.RequestTimeout > 0 {
 			ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
 			defer cancel()
 			r = r.WithContext(ctx)

@@ -33,8 +33,11 @@ type websockets struct {
 	metrics      *Metrics
 	clientAddr   func(*http.Request) string // the address MAX_CONNS_PER_ADDR counts (see proxies)
 
+	maxQueryTokens int // MAX_QUERY_TOKENS, for the mutation check of event streams over GET
+
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
+	streams map[*context.CancelFunc]struct{} // running event streams (sse.go): closeAll ends them
 	perAddr map[string]int
 	closing bool
 	closeBy time.Time // set with closing: when closeAll closes the connections whose peers have not answered
@@ -48,7 +51,7 @@ type websockets struct {
 // (MAX_SUBSCRIPTIONS_PER_CONN); initTimeout is how long a peer has to send connection_init.
 func newWebsockets(origins *originPolicy, pingInterval, initTimeout time.Duration, maxOps int, m *Metrics) *websockets {
 	return &websockets{origins: origins, pingInterval: pingInterval, metrics: m, clientAddr: proxies{}.clientAddr,
-		conns: map[*wsConn]struct{}{}, perAddr: map[string]int{},
+		conns: map[*wsConn]struct{}{}, perAddr: map[string]int{}, streams: map[*context.CancelFunc]struct{}{},
 		initTimeout: initTimeout, writeTimeout: wsWriteTimeout, maxOps: maxOps}
 }
 
@@ -105,6 +108,10 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 // gqlgen's websocket transport is the life of the connection.
 func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isSSE(r) {
+			s.stream(maxPerAddr, w, r, next)
+			return
+		}
 		if r.Header.Get("Upgrade") == "" {
 			next.ServeHTTP(w, r)
 			return
@@ -129,6 +136,7 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		}
 		s.perAddr[addr]++
 		s.mu.Unlock()
+		defer s.release(addr)
 		holder := &connHolder{}
 		r = r.WithContext(context.WithValue(r.Context(), connHolderKey{}, holder))
 		defer func() {
@@ -136,14 +144,55 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 			if holder.c != nil {
 				holder.c.Close()
 			}
-			s.mu.Lock()
-			if s.perAddr[addr]--; s.perAddr[addr] <= 0 {
-				delete(s.perAddr, addr)
-			}
-			s.mu.Unlock()
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// release gives back a connection's share of its address.
+func (s *websockets) release(addr string) {
+	s.mu.Lock()
+	if s.perAddr[addr]--; s.perAddr[addr] <= 0 {
+		delete(s.perAddr, addr)
+	}
+	s.mu.Unlock()
+}
+
+// stream runs a server-sent-events request (see sse.go) like a websocket: counted against its address, without
+// a write deadline, and ended by closeAll.
+func (s *websockets) stream(maxPerAddr int, w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if r.Method == http.MethodGet {
+		var ok bool
+		if r, ok = sseGETAsPOST(w, r, s.maxQueryTokens); !ok {
+			return
+		}
+	}
+	addr := s.clientAddr(r)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "server shutting down")
+		return
+	}
+	if maxPerAddr > 0 && s.perAddr[addr] >= maxPerAddr {
+		s.mu.Unlock()
+		s.metrics.wsRejected.WithLabelValues("per_address_limit").Inc()
+		writeError(w, http.StatusTooManyRequests, codeRateLimited, "too many streams and websockets from this address")
+		return
+	}
+	s.perAddr[addr]++
+	s.streams[&cancel] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.streams, &cancel)
+		s.mu.Unlock()
+		s.release(addr)
+	}()
+	sseStream(w)
+	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // connHolder lets guard close the connection that Accept made for its request.
@@ -165,6 +214,9 @@ func (s *websockets) closeAll() {
 		s.closeBy = time.Now().Add(wsCloseLinger)
 	}
 	deadline := s.closeBy
+	for cancel := range s.streams {
+		(*cancel)() // the stream sends its complete event and ends
+	}
 	conns := make([]*wsConn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler/transport"
 )
 
 // preparedRequest is a decoded top-only request: the lists it reads and the request part of its response key.
@@ -54,6 +55,9 @@ func requestBytes(r *http.Request) (string, bool) {
 	}
 	switch r.Method {
 	case http.MethodPost:
+		if (transport.SSE{}).Supports(r) {
+			return "", false // an event stream: gqlgen's SSE transport answers it
+		}
 		mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mediaType != "application/json" || r.Body == nil {
 			return "", false
@@ -70,6 +74,9 @@ func requestBytes(r *http.Request) (string, bool) {
 		}
 		return r.Method + "\x00" + string(body), true
 	case http.MethodGet:
+		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+			return "", false // an event stream (the server turns it into a POST for gqlgen's SSE transport)
+		}
 		if len(r.URL.RawQuery) > 2*maxQuery || !strings.Contains(r.URL.RawQuery, "top") {
 			return "", false
 		}
