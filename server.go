@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // board time zones resolve on hosts and images without a zoneinfo database (the scratch image)
 
 	"github.com/leaderboard/leaderboard/internal/server"
 )

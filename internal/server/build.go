@@ -16,6 +16,10 @@ import (
 // (a `go install ...@v1.2.3`), else "dev".
 var version = ""
 
+// revision is the git commit, when the build says so (-X ...server.revision=<sha>, as the Dockerfile does: an
+// image is built without .git); otherwise the VCS stamp of `go build -buildvcs=true`.
+var revision = ""
+
 // BuildInfo is what a binary knows of its build: the lb_build_info metric and `-version` show it.
 type BuildInfo struct {
 	Version  string // see version
@@ -26,6 +30,9 @@ type BuildInfo struct {
 // Build returns this binary's build information.
 func Build() BuildInfo {
 	b := BuildInfo{Version: version, Revision: "unknown", Go: runtime.Version()}
+	if revision != "" {
+		b.Revision = revision
+	}
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return b.orDev()
@@ -37,9 +44,11 @@ func Build() BuildInfo {
 	for _, s := range info.Settings {
 		switch s.Key {
 		case "vcs.revision":
-			b.Revision = s.Value
+			if revision == "" {
+				b.Revision = s.Value
+			}
 		case "vcs.modified":
-			dirty = s.Value == "true"
+			dirty = s.Value == "true" && revision == ""
 		}
 	}
 	if dirty && b.Revision != "unknown" {
