@@ -5,7 +5,7 @@ GO ?= $(or $(shell command -v go 2>/dev/null),/usr/local/go/bin/go)
 GOFMT ?= $(or $(shell command -v gofmt 2>/dev/null),/usr/local/go/bin/gofmt)
 PKGS := ./...
 
-.PHONY: run test test-deps tidy bench generate lint fuzz
+.PHONY: run test test-deps tidy bench generate lint fuzz graphiql-assets
 
 run:
 	$(GO) run . -demo
@@ -45,3 +45,7 @@ fuzz:
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzCheckScoreText -fuzztime $(FUZZTIME)
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzRecordEncoding -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzClientAddr -fuzztime $(FUZZTIME)
+
+# Fetch GraphiQL's vendored assets from npm again and check them against web/graphiql/vendor.txt.
+graphiql-assets:
+	scripts/graphiql-assets.sh

@@ -5,9 +5,9 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/web"
+	"github.com/leaderboard/leaderboard/web/graphiql"
 	"github.com/redis/go-redis/v9"
 	"github.com/rs/cors"
 )
@@ -39,9 +39,10 @@ func (a *App) routes() *http.ServeMux {
 	gql = batches(a.cfg.MaxBatch, a.cfg.RequestTimeout, gql) // each operation of a batch goes through all of the above
 	gql = limitBody(a.cfg.MaxBodyBytes, gql)
 	mux.Handle("/graphql", a.Metrics.timeRoute("graphql", gql))
-	// The dashboard links GraphiQL with example operations in the URL (?query=...&variables=...).
-	mux.Handle("/graphiql", playground.Handler("leaderboard GraphiQL", "/graphql",
-		playground.WithGraphiqlPersistStateInURL(true)))
+	// GraphiQL from the binary's own assets; the dashboard links it with operations in the URL (?query=...).
+	gi := graphiql.Handler()
+	mux.Handle("/graphiql", gi)
+	mux.Handle("/graphiql/", gi)
 	mux.Handle("/", web.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/readyz", a.Metrics.timeRoute("readyz", http.HandlerFunc(a.ready)))
