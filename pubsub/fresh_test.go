@@ -94,6 +94,9 @@ func TestNameOnlyChangesArePublished(t *testing.T) {
 			if *e.DisplayName != "Annie" || string(e.Metadata) != `{"team":"blue"}` || e.Rank != 1 {
 				t.Fatalf("rank update after a rename: %+v", e)
 			}
+			if hs := h.Stats(); hs.RankUpdates < 2 || hs.Snapshots < 1 || hs.Diffs < 1 || hs.StuckDropped != 0 {
+				t.Fatalf("hub stats %+v: want the two rank updates, a snapshot and a diff counted", hs)
+			}
 			waitFor(t, 2*time.Second, "cached top shows the new name", func() bool {
 				ok, _ := topMatchesStore(t, h, st, v, 10)
 				return ok

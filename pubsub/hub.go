@@ -37,6 +37,26 @@ type Hub struct {
 	conns    map[int]*listenConn
 
 	running atomic.Bool
+
+	snapshots, diffs, rankUpdates, replaced, stuckDropped atomic.Uint64 // see Stats
+}
+
+// Stats are counts since the hub started, for metrics: the health of the fan-out.
+type Stats struct {
+	Snapshots   uint64 // top-list updates sent as a whole list (first updates, rollovers, subscribers far behind)
+	Diffs       uint64 // top-list updates sent as diffs (merged ones included)
+	RankUpdates uint64 // rank-subscription updates sent
+	// Replaced counts unread updates taken back from subscribers that fell behind, replaced by a merged diff or a
+	// snapshot (top lists) or by the newer entry (ranks).
+	Replaced uint64
+	// StuckDropped counts subscribers dropped for reading nothing for Config.StuckAfter.
+	StuckDropped uint64
+}
+
+// Stats returns the hub's counts so far.
+func (h *Hub) Stats() Stats {
+	return Stats{Snapshots: h.snapshots.Load(), Diffs: h.diffs.Load(), RankUpdates: h.rankUpdates.Load(),
+		Replaced: h.replaced.Load(), StuckDropped: h.stuckDropped.Load()}
 }
 
 type viewKey struct {

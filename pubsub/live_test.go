@@ -248,6 +248,12 @@ func TestSlowConsumer(t *testing.T) {
 	if merged.Load() == 0 || slowVer*2 > fastVer {
 		t.Fatalf("slow reader: %d updates (%d merged) for the fast readers' %d", slowVer, merged.Load(), fastVer)
 	}
+	// The hub's counts say so: the stuck one dropped, updates taken back from both, one snapshot per subscriber
+	// at least, and at least the fast readers' diffs.
+	st2 := h.Stats()
+	if st2.StuckDropped != 1 || st2.Replaced == 0 || st2.Snapshots < 22 || st2.Diffs < uint64(20*(fastVer-1)) {
+		t.Fatalf("hub stats %+v (fast readers at version %d)", st2, fastVer)
+	}
 }
 
 // TestNoGoroutineLeak: 1,000 subscribe/unsubscribe cycles leave the goroutine count at its baseline.

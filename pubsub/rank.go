@@ -116,10 +116,12 @@ func (b *board) offerRank(s *rankSub, e *leaderboard.Entry, now time.Time) {
 	}
 	if len(s.ch) == cap(s.ch) {
 		k := drain(s.ch)
+		b.h.replaced.Add(uint64(k))
 		s.queued -= k
 		if s.stuckSince.IsZero() {
 			s.stuckSince = now
 		} else if now.Sub(s.stuckSince) > b.h.cfg.StuckAfter {
+			b.h.stuckDropped.Add(1)
 			b.closeRank(s, "it stopped reading")
 			return
 		}
@@ -127,4 +129,5 @@ func (b *board) offerRank(s *rankSub, e *leaderboard.Entry, now time.Time) {
 	c := *e
 	s.ch <- &c
 	s.queued++
+	b.h.rankUpdates.Add(1)
 }

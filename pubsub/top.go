@@ -193,12 +193,14 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 	}
 	if len(s.ch) == cap(s.ch) {
 		k := drain(s.ch)
+		b.h.replaced.Add(uint64(k))
 		if taken := len(s.queued) - k; taken > 0 {
 			s.base = s.queued[taken-1]
 			s.stuckSince = time.Time{}
 		} else if s.stuckSince.IsZero() {
 			s.stuckSince = now
 		} else if now.Sub(s.stuckSince) > b.h.cfg.StuckAfter {
+			b.h.stuckDropped.Add(1)
 			b.closeTop(s, "it stopped reading")
 			return
 		}
@@ -211,6 +213,11 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 		Snapshot: p.snapshot, Entries: p.entries, Removed: p.removed, Size: p.size, shared: p}
 	s.sent++
 	s.queued = append(s.queued, f.ver)
+	if p.snapshot {
+		b.h.snapshots.Add(1)
+	} else {
+		b.h.diffs.Add(1)
+	}
 }
 
 // resetSub takes back what a subscriber has not read and makes its next update a snapshot. b.mu is held.

@@ -97,6 +97,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
 	resolver.OnSubscription = a.Metrics.OnSubscription
+	a.Metrics.WatchHub(a.Hub, a.rdb)
 	a.rdb.AddHook(redisHook{a.Metrics, log})
 	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
 		cfg.MaxSubscriptionsPerConn, a.Metrics)

@@ -12,6 +12,7 @@ import (
 	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/leaderboard/leaderboard/pubsub"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -108,6 +109,42 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	m.reg.MustRegister(buildInfo)
 	buildInfo.WithLabelValues(b.Version, b.Revision, b.Go).Set(1)
 	return m
+}
+
+// WatchHub exports the live hub's fan-out counts (pubsub.Hub.Stats) and the Redis client's pool statistics.
+func (m *Metrics) WatchHub(h *pubsub.Hub, rdb redis.UniversalClient) {
+	counter := func(name, help string, f func(pubsub.Stats) uint64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(h.Stats())) }))
+	}
+	counter("lb_live_snapshots_total", "topUpdates messages sent as a whole list (first, rollover, far behind).",
+		func(s pubsub.Stats) uint64 { return s.Snapshots })
+	counter("lb_live_diffs_total", "topUpdates messages sent as diffs.", func(s pubsub.Stats) uint64 { return s.Diffs })
+	counter("lb_live_rank_updates_total", "rankUpdates messages sent.",
+		func(s pubsub.Stats) uint64 { return s.RankUpdates })
+	counter("lb_live_replaced_total", "Unread updates taken back from subscribers that fell behind and replaced "+
+		"by one merged update.", func(s pubsub.Stats) uint64 { return s.Replaced })
+	counter("lb_live_stuck_dropped_total", "Subscribers dropped for reading nothing for 30 s (pubsub.Config.StuckAfter).",
+		func(s pubsub.Stats) uint64 { return s.StuckDropped })
+
+	pool := func(name, help string, gauge bool, f func(*redis.PoolStats) uint32) {
+		v := func() float64 { return float64(f(rdb.PoolStats())) }
+		if gauge {
+			m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, v))
+		} else {
+			m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, v))
+		}
+	}
+	pool("lb_redis_pool_connections", "Connections in the Redis pool (all nodes).", true,
+		func(p *redis.PoolStats) uint32 { return p.TotalConns })
+	pool("lb_redis_pool_idle_connections", "Idle connections in the Redis pool.", true,
+		func(p *redis.PoolStats) uint32 { return p.IdleConns })
+	pool("lb_redis_pool_hits_total", "Connections taken from the pool without dialing.", false,
+		func(p *redis.PoolStats) uint32 { return p.Hits })
+	pool("lb_redis_pool_misses_total", "Connections the pool had to dial.", false,
+		func(p *redis.PoolStats) uint32 { return p.Misses })
+	pool("lb_redis_pool_timeouts_total", "Waits for a pool connection that timed out.", false,
+		func(p *redis.PoolStats) uint32 { return p.Timeouts })
 }
 
 // Handler serves the metrics in the Prometheus text format.

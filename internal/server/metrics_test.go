@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/internal/wstest"
 )
 
 func TestMetricsAndPersistedQueries(t *testing.T) {
@@ -51,4 +55,54 @@ func TestMetricsAndPersistedQueries(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+}
+
+// The fan-out's health and the Redis pool are on /metrics: a subscriber that got a snapshot and a diff shows in
+// the live counters, and the pool that served the requests has connections and hits.
+func TestLiveAndPoolMetrics(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "lm"})
+	ctx := ctxT(t, 20*time.Second)
+	c := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+	c.Subscribe("1", `subscription { topUpdates(board: "lm") { version snapshot } }`, nil)
+	var first, second struct{ TopUpdates struct{ Snapshot bool } }
+	c.NextData(t, ctx, "1", &first)
+	s.submit(t, map[string]any{"board": "lm", "playerId": "p", "score": 1})
+	c.NextData(t, ctx, "1", &second)
+	if !first.TopUpdates.Snapshot || second.TopUpdates.Snapshot {
+		t.Fatalf("updates %+v %+v, want a snapshot then a diff", first, second)
+	}
+	metric := func(text, name string) float64 {
+		for _, line := range strings.Split(text, "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, _ := strconv.ParseFloat(v, 64)
+				return f
+			}
+		}
+		t.Fatalf("/metrics lacks %s", name)
+		return 0
+	}
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(data)
+	for name, min := range map[string]float64{"lb_live_snapshots_total": 1, "lb_live_diffs_total": 1,
+		"lb_redis_pool_connections": 1, "lb_redis_pool_hits_total": 1} {
+		if got := metric(text, name); got < min {
+			t.Errorf("%s %v, want at least %v", name, got, min)
+		}
+	}
+	for _, name := range []string{"lb_live_stuck_dropped_total", "lb_live_rank_updates_total",
+		"lb_redis_pool_timeouts_total"} {
+		if got := metric(text, name); got != 0 {
+			t.Errorf("%s %v, want 0", name, got)
+		}
+	}
+	metric(text, "lb_live_replaced_total")
+	metric(text, "lb_redis_pool_idle_connections")
+	metric(text, "lb_redis_pool_misses_total")
 }
