@@ -25,6 +25,7 @@ import (
 	"github.com/leaderboard/leaderboard/pubsub"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // App is the wired server: Redis, the store, the live hub, the GraphQL handler and the HTTP routes.
@@ -44,6 +45,7 @@ type App struct {
 	ws           *websockets
 	gql          *handler.Server
 	schema       *ast.Schema
+	tracing      *sdktrace.TracerProvider // nil: tracing off
 
 	hubCtx    context.Context
 	hubCancel context.CancelFunc
@@ -85,6 +87,14 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	// hub's reads and subscriptions, the demo and the metrics hook. /readyz pings on two connections of its own.
 	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, redisTimeout)
 	a.probe = newRedisClient(opts, 2, readyTimeout)
+	if a.tracing, err = startTracing(context.Background(), cfg); err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	if a.tracing != nil {
+		if err := traceRedis(a.rdb, a.tracing); err != nil {
+			return nil, fmt.Errorf("tracing Redis: %w", err)
+		}
+	}
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
@@ -141,6 +151,9 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.AddTransport(transport.GET{})
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(newDocCache(a.cfg.QueryCacheSize, a.cfg.QueryCacheBytes))
+	if a.tracing != nil {
+		srv.Use(graphQLTracing{a.tracing.Tracer(tracerName)})
+	}
 	if a.cfg.MaxQueryTokens > 0 {
 		srv.SetParserTokenLimit(a.cfg.MaxQueryTokens)
 	}
@@ -215,5 +228,12 @@ func (a *App) Close() {
 	a.probe.Close()
 	if a.embedded != nil {
 		a.embedded.Close()
+	}
+	if a.tracing != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second) // the last spans go out
+		defer cancel()
+		if err := a.tracing.Shutdown(ctx); err != nil {
+			a.log.Warn("tracing shutdown", "err", err)
+		}
 	}
 }

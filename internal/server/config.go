@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/demo"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Config is the server's configuration: environment variables, overridden by flags for the common ones. Every
@@ -54,6 +55,10 @@ type Config struct {
 	QueryCacheSize          int           // QUERY_CACHE_SIZE: parsed queries kept (LRU); default 1000
 	QueryCacheBytes         int64         // QUERY_CACHE_BYTES: memory the kept documents may hold (estimate); default 64 MiB
 	APQCacheSize            int           // APQ_CACHE_SIZE: automatic persisted queries kept (LRU); default 1000
+
+	// TraceExporter receives the traces when set (programs embedding the server, tests); otherwise they go over
+	// OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, and tracing is off without it (see tracing.go).
+	TraceExporter sdktrace.SpanExporter
 }
 
 // LoadConfig reads the configuration from getenv, then args (flags win).
