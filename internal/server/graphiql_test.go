@@ -58,6 +58,15 @@ func TestGraphiQLOffline(t *testing.T) {
 	open(`{ top(board: "gq") { playerId score } }`)
 	p.waitFor(10*time.Second, "the query's result", func() bool { return strings.Contains(response(), `"ann"`) })
 
+	// A query typed into the editor (GraphiQL closes brackets and quotes as they are typed, and types over them).
+	p.run(chromedp.Navigate(s.URL + "/graphiql#key=" + testReadKey))
+	p.run(chromedp.WaitVisible(chromedp.CSS(".graphiql-query-editor .CodeMirror")))
+	p.run(chromedp.Click(chromedp.CSS(".graphiql-query-editor .CodeMirror-lines")))
+	p.eval(`document.querySelector(".graphiql-query-editor .CodeMirror").CodeMirror.setValue(""); true`, nil)
+	p.run(chromedp.KeyEvent(`{ leaderboards { id size } }`))
+	p.run(chromedp.Click(chromedp.CSS(".graphiql-execute-button")))
+	p.waitFor(10*time.Second, "the typed query's result", func() bool { return strings.Contains(response(), `"gq"`) })
+
 	open(`subscription { topUpdates(board: "gq") { version entries { playerId score } } }`)
 	p.waitFor(10*time.Second, "the subscription's snapshot", func() bool { return strings.Contains(response(), `"version": 1`) })
 	s.submit(t, map[string]any{"board": "gq", "playerId": "bob", "score": 20})
