@@ -115,10 +115,15 @@ func TestScriptsRunAsFunctions(t *testing.T) {
 }
 
 // A Redis that lost the library (FUNCTION FLUSH, a restart without persistence, a new cluster primary) gets it
-// again on every primary at the next call, which then runs once, alone or in a pipeline of the batcher.
+// again on every primary at the next call, which then runs once, alone or in a pipeline of the batcher. Private
+// servers: a FUNCTION FLUSH on the shared ones would pull the functions from under the other tests.
 func TestFunctionsLoadAgain(t *testing.T) {
 	t.Parallel()
-	for _, tg := range redistest.Targets(t) {
+	targets := []redistest.Target{{Name: "standalone", Client: redistest.Standalone(t).Client(t)}}
+	if len(redistest.Targets(t)) > 1 {
+		targets = append(targets, redistest.Target{Name: "cluster", Client: redistest.Cluster(t).Client(t), Cluster: true})
+	}
+	for _, tg := range targets {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			for _, lanes := range []int{0, 2} {
