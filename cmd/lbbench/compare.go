@@ -4,10 +4,9 @@ import "fmt"
 
 // side is one way of doing a step's work, measured once in every run of the step.
 type side struct {
-	label  string // row label
-	short  string // name in ratio columns ("raw", "script", "plain")
-	runs   []Sample
-	server bool // went through a server under test: its CPU has a server share
+	label string // row label
+	short string // name in ratio columns ("raw", "script", "plain")
+	runs  []Sample
 }
 
 // cmpTable is a -baseline comparison table: per step, one row for the new server, one for the baseline, one
