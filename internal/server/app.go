@@ -138,7 +138,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 		InitTimeout:           2 * wsInitTimeout,    // a backstop: a.ws closes first (4408; 1002 on graphql-ws)
 		KeepAlivePingInterval: a.cfg.WSPingInterval, // graphql-ws: "ka" messages
 		// graphql-transport-ws ping messages only with WS_PROTOCOL_PINGS, and never a reason to drop a peer:
-		// liveness is the websocket pings of wsConn.pingLoop, which every client answers.
+		// liveness is the websocket pings of websockets.pingAll, which every client answers.
 		PingPongInterval: protocolPings,
 		MissingPongOk:    true,
 		PayloadReadLimit: &a.cfg.MaxWSMessageBytes,

@@ -77,6 +77,26 @@ func (l *connLimit) connState(c net.Conn, s http.ConnState) {
 	if s == http.StateHijacked || s == http.StateClosed {
 		delete(l.plain, c)
 	}
+	if cc, ok := c.(*countedConn); ok {
+		cc.unused.Store(s == http.StateNew)
+	}
+}
+
+// closeUnused closes the connections on which no request has started yet. At shutdown http.Server would wait up
+// to 5 seconds for each of them (it counts them as idle only then); no request of theirs is lost that a client
+// would not have lost anyway.
+func (l *connLimit) closeUnused() {
+	l.mu.Lock()
+	var unused []net.Conn
+	for c := range l.plain {
+		if cc, ok := c.(*countedConn); ok && cc.unused.Load() {
+			unused = append(unused, c)
+		}
+	}
+	l.mu.Unlock()
+	for _, c := range unused {
+		c.Close()
+	}
 }
 
 // interruptUploads makes the reads of requests whose body is still arriving (slow uploads) fail now: at
@@ -118,6 +138,7 @@ type countedConn struct {
 	l         *connLimit
 	once      sync.Once
 	uploading atomic.Bool // its current request is reading the body (limitBody)
+	unused    atomic.Bool // accepted, and no request has started on it yet (http.StateNew)
 }
 
 func (c *countedConn) Close() error {

@@ -163,6 +163,33 @@ func TestShutdownDoesNotWaitForSlowUploads(t *testing.T) {
 	within(t, 2*time.Second, "shutdown with 20 slow uploads", func() { s.Shutdown(t) })
 }
 
+// Connections on which no request has started (opened and silent, or a client's spare connection) are closed
+// at shutdown: http.Server alone would wait 5 seconds for them.
+func TestShutdownDoesNotWaitForUnusedConnections(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	addr := strings.TrimPrefix(s.URL, "http://")
+	var conns []net.Conn
+	for range 5 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	if code := getStatus(t, s.URL+"/healthz"); code != http.StatusOK { // the server has accepted them by now
+		t.Fatalf("healthz %d", code)
+	}
+	within(t, 2*time.Second, "shutdown with 5 unused connections", func() { s.Shutdown(t) })
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Error("an unused connection got data instead of being closed")
+		}
+	}
+}
+
 // Without CORS_ORIGINS no origin may call cross-origin; with it, only the listed ones.
 func TestCORSDefaultsToSameOrigin(t *testing.T) {
 	t.Parallel()

@@ -28,6 +28,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
 	srv.RegisterOnShutdown(a.ws.closeAll)
+	srv.RegisterOnShutdown(limit.closeUnused) // the listener is closed by then: no new ones come
 	a.log.Info("listening", "addr", ln.Addr().String(), "graphql", "/graphql", "graphiql", "/graphiql",
 		"embedded_redis", a.embedded != nil)
 	errc := make(chan error, 2)

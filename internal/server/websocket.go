@@ -35,6 +35,10 @@ type websockets struct {
 
 	maxQueryTokens int // MAX_QUERY_TOKENS, for the mutation check of event streams over GET
 
+	pingOnce sync.Once     // starts pingAll with the first connection
+	pingStop chan struct{} // closed by closeAll: pingAll returns
+	stopOnce sync.Once
+
 	mu      sync.Mutex
 	conns   map[*wsConn]struct{}
 	streams map[*context.CancelFunc]struct{} // running event streams (sse.go): closeAll ends them
@@ -52,6 +56,7 @@ type websockets struct {
 func newWebsockets(origins *originPolicy, pingInterval, initTimeout time.Duration, maxOps int, m *Metrics) *websockets {
 	return &websockets{origins: origins, pingInterval: pingInterval, metrics: m, clientAddr: proxies{}.clientAddr,
 		conns: map[*wsConn]struct{}{}, perAddr: map[string]int{}, streams: map[*context.CancelFunc]struct{}{},
+		pingStop:    make(chan struct{}),
 		initTimeout: initTimeout, writeTimeout: wsWriteTimeout, maxOps: maxOps}
 }
 
@@ -98,7 +103,8 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 	s.mu.Unlock()
 	s.metrics.wsConns.Inc()
 	if s.pingInterval > 0 {
-		go c.pingLoop(s.pingInterval)
+		c.watchPongs(s.pingInterval)
+		s.pingOnce.Do(func() { go s.pingAll() })
 	}
 	return c, nil
 }
@@ -147,6 +153,46 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// pingWorkers bounds the goroutines of one ping round: a peer whose socket is full holds one of them up to the
+// write timeout, and must not hold up the pings of the others.
+const pingWorkers = 16
+
+// pingAll pings every connection each pingInterval, from this goroutine and pingWorkers short-lived ones per
+// round, so that an idle connection costs no goroutine of its own for its liveness (see watchPongs).
+func (s *websockets) pingAll() {
+	t := time.NewTicker(s.pingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.pingStop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		conns := make([]*wsConn, 0, len(s.conns))
+		for c := range s.conns {
+			conns = append(conns, c)
+		}
+		s.mu.Unlock()
+		work := make(chan *wsConn)
+		var wg sync.WaitGroup
+		for range min(pingWorkers, len(conns)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for c := range work {
+					c.ping()
+				}
+			}()
+		}
+		for _, c := range conns {
+			work <- c
+		}
+		close(work)
+		wg.Wait()
+	}
 }
 
 // release gives back a connection's share of its address.
@@ -214,6 +260,7 @@ func (s *websockets) closeAll() {
 		s.closeBy = time.Now().Add(wsCloseLinger)
 	}
 	deadline := s.closeBy
+	s.stopOnce.Do(func() { close(s.pingStop) })
 	for cancel := range s.streams {
 		(*cancel)() // the stream sends its complete event and ends
 	}

@@ -120,10 +120,11 @@ func (c *wsConn) Close() error {
 	return err
 }
 
-// pingLoop sends websocket (RFC 6455 control frame) pings and drops the peer when it has not answered one for two
-// intervals. Every websocket library answers them by itself, whatever its GraphQL protocol, unlike
-// graphql-transport-ws's own ping message, which some clients (genqlient) never answer.
-func (c *wsConn) pingLoop(every time.Duration) {
+// watchPongs makes the peer's answers to websocket (RFC 6455 control frame) pings keep the connection: it is
+// dropped when it has answered none for two intervals. Every websocket library answers them by itself, whatever
+// its GraphQL protocol, unlike graphql-transport-ws's own ping message, which some clients (genqlient) never
+// answer. The pings come from websockets.pingAll.
+func (c *wsConn) watchPongs(every time.Duration) {
 	extend := func(string) error {
 		if c.closeSent.Load() {
 			return nil // closing: the linger deadline stands
@@ -132,20 +133,14 @@ func (c *wsConn) pingLoop(every time.Duration) {
 	}
 	c.ws.SetPongHandler(extend)
 	_ = extend("")
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.done:
-			return
-		case <-t.C:
-			if c.closeSent.Load() {
-				continue // closing: gorilla fails writes after the close frame, and the linger must run its course
-			}
-			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
-				c.Close()
-				return
-			}
-		}
+}
+
+// ping sends one websocket ping; a peer that does not take it within the write timeout is closed.
+func (c *wsConn) ping() {
+	if c.closeSent.Load() {
+		return // closing: gorilla fails writes after the close frame, and the linger must run its course
+	}
+	if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
+		c.Close()
 	}
 }
