@@ -82,7 +82,11 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 			fmtRate(last.Rate), fmtDur(submitP99), converged, x["gaps"]+x["sub_errors"]),
 		last.P99 <= fanoutP99 && last.Rate >= fanoutAchieved*float64(sz.SubmitRate) &&
 			submitP99 <= fanoutSubmitP99 && converged && noGaps)
-	return []*table{t}, nil
+	ct, err := e.churnStep(ctx)
+	if err != nil {
+		return []*table{t}, err
+	}
+	return []*table{t, ct}, nil
 }
 
 // fanoutStep connects n subscribers, runs e.o.Runs submission phases and returns the medians.
