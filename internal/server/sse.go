@@ -1,7 +1,9 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -62,17 +64,10 @@ func sseGETAsPOST(w http.ResponseWriter, r *http.Request, maxTokens int) (*http.
 	post := r.Clone(r.Context())
 	post.Method = http.MethodPost
 	post.Header.Set("Content-Type", "application/json")
-	post.Body = http.NoBody
-	if len(b) > 0 {
-		post.Body = readerCloser{strings.NewReader(string(b))}
-		post.ContentLength = int64(len(b))
-	}
+	post.Body = io.NopCloser(bytes.NewReader(b))
+	post.ContentLength = int64(len(b))
 	return post, true
 }
-
-type readerCloser struct{ *strings.Reader }
-
-func (readerCloser) Close() error { return nil }
 
 // isMutation reports whether the operation a GET would run is a mutation (picked like gqlgen: by name, or the
 // only one). A document that does not parse is left to gqlgen, which reports it.
