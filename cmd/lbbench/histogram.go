@@ -24,6 +24,17 @@ func (h *histogram) add(d time.Duration) {
 
 func (h *histogram) count() int64 { return h.n.Load() }
 
+// merge adds o's counts to h.
+func (h *histogram) merge(o *histogram) {
+	for i := range o.fine {
+		h.fine[i].Add(o.fine[i].Load())
+	}
+	for i := range o.coarse {
+		h.coarse[i].Add(o.coarse[i].Load())
+	}
+	h.n.Add(o.n.Load())
+}
+
 func (h *histogram) reset() {
 	for i := range h.fine {
 		h.fine[i].Store(0)

@@ -23,6 +23,8 @@ const (
 	convergeWait    = 10 * time.Second // after the last submission, how long subscribers get to converge
 	sampleEvery     = 10               // latency is recorded for every 10th submission (per subscriber)
 
+	fanoutBoards = 100 // the largest subscriber count is also measured spread over this many boards
+
 	// Targets of the live-at-scale issue for the largest subscriber count.
 	fanoutP99       = 250 * time.Millisecond // mutation -> subscriber
 	fanoutAchieved  = 0.95                   // share of the planned submissions/s achieved
@@ -55,33 +57,53 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	if e.baseline() {
 		t.notes = append(t.notes, "The new server only: the fan-out scenario does not support -baseline.")
 	}
-	var last Sample // the largest subscriber count's step: the live-at-scale issue's target
+	// One board per subscriber count, then the largest count spread over fanoutBoards boards.
+	type step struct{ n, boards int }
+	var steps []step
 	for _, n := range sz.Subscribers {
-		s, err := e.fanoutStep(ctx, n, sz.SubmitRate)
+		steps = append(steps, step{n, 1})
+	}
+	top := sz.Subscribers[len(sz.Subscribers)-1]
+	spread := min(fanoutBoards, top)
+	steps = append(steps, step{top, spread})
+	results := map[step]Sample{}
+	for _, st := range steps {
+		s, err := e.fanoutStep(ctx, st.n, st.boards, sz.SubmitRate)
 		if err != nil {
 			return []*table{t}, err
 		}
+		results[st] = s
 		x := s.Extra
-		t.add(fmt.Sprint(n), fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99),
+		label := fmt.Sprint(st.n)
+		if st.boards > 1 {
+			label = fmt.Sprintf("%d over %d boards", st.n, st.boards)
+		}
+		t.add(label, fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99),
 			fmtDur(time.Duration(x["newest_p50"])), fmtDur(time.Duration(x["newest_p99"])),
-			fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], n),
+			fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], st.n),
 			fmtDur(time.Duration(x["converge_ns"])), fmtRate(x["msgs_per_s"]),
 			fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]),
 			fmtCores(s.CPU)+" / "+fmtCores(x["redis_cpu"])+" / "+fmtCores(x["gen_cpu"]),
 			fmtBytes(int64(x["rss_idle"]))+" → "+fmtBytes(s.RSS), fmtDur(time.Duration(x["submit_p99"])))
-		last = s
 	}
-	n, x := sz.Subscribers[len(sz.Subscribers)-1], last.Extra
-	converged := int(x["converged"]) == n
-	noGaps := x["gaps"]+x["sub_errors"] == 0
-	submitP99 := time.Duration(x["submit_p99"])
-	e.check(fmt.Sprintf("fan-out, %d subscribers, %d submissions/s", n, sz.SubmitRate),
-		fmt.Sprintf("p99 ≤ %s, ≥ %s submissions/s, submit p99 ≤ %s, all converge, no gaps", fmtDur(fanoutP99),
-			fmtRate(fanoutAchieved*float64(sz.SubmitRate)), fmtDur(fanoutSubmitP99)),
-		fmt.Sprintf("p99 %s, %s/s, submit p99 %s, converged %v, gaps+errors %.0f", fmtDur(last.P99),
-			fmtRate(last.Rate), fmtDur(submitP99), converged, x["gaps"]+x["sub_errors"]),
-		last.P99 <= fanoutP99 && last.Rate >= fanoutAchieved*float64(sz.SubmitRate) &&
-			submitP99 <= fanoutSubmitP99 && converged && noGaps)
+	for _, st := range []step{{top, 1}, {top, spread}} {
+		last := results[st]
+		x := last.Extra
+		converged := int(x["converged"]) == st.n
+		noGaps := x["gaps"]+x["sub_errors"] == 0
+		submitP99 := time.Duration(x["submit_p99"])
+		name := fmt.Sprintf("fan-out, %d subscribers, %d submissions/s", st.n, sz.SubmitRate)
+		if st.boards > 1 {
+			name = fmt.Sprintf("fan-out, %d subscribers over %d boards, %d submissions/s", st.n, st.boards, sz.SubmitRate)
+		}
+		e.check(name,
+			fmt.Sprintf("p99 ≤ %s, ≥ %s submissions/s, submit p99 ≤ %s, all converge, no gaps", fmtDur(fanoutP99),
+				fmtRate(fanoutAchieved*float64(sz.SubmitRate)), fmtDur(fanoutSubmitP99)),
+			fmt.Sprintf("p99 %s, %s/s, submit p99 %s, converged %v, gaps+errors %.0f", fmtDur(last.P99),
+				fmtRate(last.Rate), fmtDur(submitP99), converged, x["gaps"]+x["sub_errors"]),
+			x["seen"] > 0 && last.P99 <= fanoutP99 && last.Rate >= fanoutAchieved*float64(sz.SubmitRate) &&
+				submitP99 <= fanoutSubmitP99 && converged && noGaps) // seen 0: no latency was sampled
+	}
 	ct, err := e.churnStep(ctx)
 	if err != nil {
 		return []*table{t}, err
@@ -90,31 +112,44 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 }
 
 // fanoutStep connects n subscribers, runs e.o.Runs submission phases and returns the medians.
-func (e *env) fanoutStep(ctx context.Context, n, rate int) (Sample, error) {
-	board := fmt.Sprintf("fanout-%d", n)
-	if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: board}); err != nil {
-		return Sample{}, err
-	}
-	seed := make([]leaderboard.Submission, 100)
-	for i := range seed {
-		seed[i] = leaderboard.Submission{Board: board, Player: "seed-" + strconv.Itoa(i), Score: float64(i + 1)}
-	}
-	if _, err := e.store.SubmitMany(ctx, seed); err != nil {
-		return Sample{}, err
-	}
+func (e *env) fanoutStep(ctx context.Context, n, boards, rate int) (Sample, error) {
 	idle := e.serverUsage().RSS
-	perRun := int(math.Ceil(e.o.Duration.Seconds() * float64(rate)))
-	f := &fanout{board: board, resp: make([]atomic.Int64, perRun*e.o.Runs+2), decoded: newDecodeCache()}
+	perBoard := int(math.Ceil(e.o.Duration.Seconds() * float64(rate) / float64(boards))) // submissions per board and run
+	fs := make([]*fanout, boards)
+	defer func() {
+		for _, f := range fs {
+			if f != nil {
+				f.close()
+			}
+		}
+	}()
 	start := time.Now()
-	if err := f.connect(ctx, "ws://"+e.newSvc().addr+"/graphql", n); err != nil {
-		f.close()
-		return Sample{}, err
+	for b := range fs {
+		board := fmt.Sprintf("fanout-%d-%d-%d", n, boards, b)
+		if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: board}); err != nil {
+			return Sample{}, err
+		}
+		seed := make([]leaderboard.Submission, 100)
+		for i := range seed {
+			seed[i] = leaderboard.Submission{Board: board, Player: "seed-" + strconv.Itoa(i), Score: float64(i + 1)}
+		}
+		if _, err := e.store.SubmitMany(ctx, seed); err != nil {
+			return Sample{}, err
+		}
+		fs[b] = &fanout{board: board, resp: make([]atomic.Int64, perBoard*e.o.Runs+2), decoded: newDecodeCache()}
+		// Subscribers split as evenly as they go: the first n % boards boards get one more.
+		m := n / boards
+		if b < n%boards {
+			m++
+		}
+		if err := fs[b].connect(ctx, "ws://"+e.newSvc().addr+"/graphql", m); err != nil {
+			return Sample{}, err
+		}
 	}
-	e.logf("fan-out: %d subscribers connected in %s", n, time.Since(start).Round(time.Millisecond))
-	defer f.close()
+	e.logf("fan-out: %d subscribers on %d board(s) connected in %s", n, boards, time.Since(start).Round(time.Millisecond))
 	var runs []Sample
 	for r := 0; r < e.o.Runs; r++ {
-		s, err := e.fanoutRun(ctx, f, int64(r*perRun+1), int64((r+1)*perRun), rate)
+		s, err := e.fanoutRun(ctx, fs, int64(r*perBoard+1), int64((r+1)*perBoard), rate)
 		if err != nil {
 			return Sample{}, err
 		}
@@ -124,53 +159,91 @@ func (e *env) fanoutStep(ctx context.Context, n, rate int) (Sample, error) {
 	return medianSample(runs), nil
 }
 
-// fanoutRun submits submissions first..last at rate per second, then waits for the subscribers to converge.
-func (e *env) fanoutRun(ctx context.Context, f *fanout, first, last int64, rate int) (Sample, error) {
-	f.lat.reset()
-	f.newest.reset()
-	f.window.Store(&[2]int64{first, last})
-	msgs0, gaps0, errs0 := f.msgs.Load(), f.gaps.Load(), f.errs.Load()
-	if first == 1 {
-		e.profileNext(fmt.Sprintf("fanout-%d", len(f.subs)))
+// fanoutRun submits submissions first..last to every board of fs (rate per second in all, the boards taking
+// turns), then waits for the subscribers to converge; figures are over all boards' subscribers.
+func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, rate int) (Sample, error) {
+	var msgs0, gaps0, errs0 int64
+	subs := 0
+	for _, f := range fs {
+		f.lat.reset()
+		f.newest.reset()
+		f.window.Store(&[2]int64{first, last})
+		msgs0, gaps0, errs0 = msgs0+f.msgs.Load(), gaps0+f.gaps.Load(), errs0+f.errs.Load()
+		subs += len(f.subs)
 	}
-	wait := e.startProfiles(ctx, time.Duration(float64(last-first+1)/float64(rate)*float64(time.Second)))
+	total := (last - first + 1) * int64(len(fs))
+	if first == 1 && len(fs) == 1 {
+		e.profileNext(fmt.Sprintf("fanout-%d", subs))
+	}
+	wait := e.startProfiles(ctx, time.Duration(float64(total)/float64(rate)*float64(time.Second)))
 	u0, g0, r0, t0 := e.serverUsage(), selfUsage(), e.redisUsage(), time.Now()
 	// The pacer stops at twice the planned time (plus slack) even when the server cannot keep up: the step is
 	// bounded by time as well as by count.
-	budget := 2*time.Duration(float64(last-first+1)/float64(rate)*float64(time.Second)) + 5*time.Second
-	submits, last := f.submit(ctx, e, first, last, rate, budget)
+	budget := 2*time.Duration(float64(total)/float64(rate)*float64(time.Second)) + 5*time.Second
+	submits, last := submitTo(ctx, e, fs, first, last, rate, budget)
 	u1, g1, r1, el := e.serverUsage(), selfUsage(), e.redisUsage(), time.Since(t0).Seconds()
 	if submits.Errs > 0 {
 		return Sample{}, fmt.Errorf("fan-out submissions failed: %s", fmtErrs(submits))
 	}
-	top, err := e.store.Top(ctx, leaderboard.View{Board: f.board}, 0, fanoutFirst)
-	if err != nil {
-		return Sample{}, err
+	var (
+		mu        sync.Mutex
+		converged int
+		after     time.Duration
+		firstErr  error
+		wg        sync.WaitGroup
+	)
+	for _, f := range fs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			top, err := e.store.Top(ctx, leaderboard.View{Board: f.board}, 0, fanoutFirst)
+			if err != nil {
+				mu.Lock()
+				firstErr = err
+				mu.Unlock()
+				return
+			}
+			want := make([]row, len(top.Entries))
+			for i, en := range top.Entries {
+				want[i] = row{id: en.PlayerID, rank: en.Rank, score: en.Score}
+			}
+			n, d := f.waitConverged(ctx, want, convergeWait)
+			mu.Lock()
+			converged += n
+			after = max(after, d)
+			mu.Unlock()
+		}()
 	}
-	want := make([]row, len(top.Entries))
-	for i, en := range top.Entries {
-		want[i] = row{id: en.PlayerID, rank: en.Rank, score: en.Score}
+	wg.Wait()
+	if firstErr != nil {
+		return Sample{}, firstErr
 	}
-	converged, after := f.waitConverged(ctx, want, convergeWait)
-	msgs := f.msgs.Load() - msgs0
-	sampled := (last/sampleEvery - (first-1)/sampleEvery) * int64(len(f.subs))
-	s := Sample{Ops: submits.Ops, Rate: float64(submits.Ops) / el, P50: f.lat.quantile(0.5), P99: f.lat.quantile(0.99),
-		P999: f.lat.quantile(0.999), CPU: (u1.CPU - u0.CPU).Seconds() / el, RSS: e.serverUsage().RSS,
+	lat, newest := &histogram{}, &histogram{}
+	var msgs, gaps, errs int64
+	for _, f := range fs {
+		lat.merge(&f.lat)
+		newest.merge(&f.newest)
+		msgs, gaps, errs = msgs+f.msgs.Load(), gaps+f.gaps.Load(), errs+f.errs.Load()
+	}
+	msgs, gaps, errs = msgs-msgs0, gaps-gaps0, errs-errs0
+	sampled := (last/sampleEvery - (first-1)/sampleEvery) * int64(subs)
+	s := Sample{Ops: submits.Ops, Rate: float64(submits.Ops) / el, P50: lat.quantile(0.5), P99: lat.quantile(0.99),
+		P999: lat.quantile(0.999), CPU: (u1.CPU - u0.CPU).Seconds() / el, RSS: e.serverUsage().RSS,
 		Extra: map[string]float64{
-			"newest_p50":  float64(f.newest.quantile(0.5)),
-			"newest_p99":  float64(f.newest.quantile(0.99)),
-			"seen":        float64(f.lat.count()) / float64(max(sampled, 1)),
+			"newest_p50":  float64(newest.quantile(0.5)),
+			"newest_p99":  float64(newest.quantile(0.99)),
+			"seen":        float64(lat.count()) / float64(max(sampled, 1)),
 			"converged":   float64(converged),
 			"converge_ns": float64(after),
 			"msgs_per_s":  float64(msgs) / time.Since(t0).Seconds(),
-			"gaps":        float64(f.gaps.Load() - gaps0),
-			"sub_errors":  float64(f.errs.Load() - errs0),
+			"gaps":        float64(gaps),
+			"sub_errors":  float64(errs),
 			"submit_p99":  float64(submits.P99),
 			"gen_cpu":     (g1.CPU - g0.CPU).Seconds() / el,
 			"redis_cpu":   (r1.CPU - r0.CPU).Seconds() / el,
 		}}
-	e.logf("fan-out run: %d subscribers, %d submissions in %.1fs, p99 %s, converged %d after %s", len(f.subs),
-		submits.Ops, el, fmtDur(s.P99), converged, fmtDur(after))
+	e.logf("fan-out run: %d subscribers on %d board(s), %d submissions in %.1fs, p99 %s, converged %d after %s",
+		subs, len(fs), submits.Ops, el, fmtDur(s.P99), converged, fmtDur(after))
 	wait()
 	return s, nil
 }
@@ -181,20 +254,25 @@ var (
 	typePing     = []byte(`"type":"ping"`)
 )
 
-// submit sends submissions first..last at rate per second from fanoutSubmitter clients (open loop: a pacer hands
-// out due submissions; when every client is busy the pacer falls behind and the achieved rate shows it).
-// It stops handing out submissions after budget and returns the last one handed out.
-func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int, budget time.Duration) (Sample, int64) {
-	due := make(chan int64, 1024)
-	var issued atomic.Int64
-	issued.Store(first - 1)
+// submitTo sends submissions first..last of every board of fs at rate per second in all, the boards taking turns,
+// from fanoutSubmitter clients (open loop: a pacer hands out due submissions; when every client is busy the pacer
+// falls behind and the achieved rate shows it). It stops handing out submissions after budget and returns the
+// last one every board got.
+func submitTo(ctx context.Context, e *env, fs []*fanout, first, last int64, rate int, budget time.Duration) (Sample, int64) {
+	type job struct {
+		f *fanout
+		k int64
+	}
+	due := make(chan job, 1024)
+	var issued atomic.Int64 // jobs handed out
 	pctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
+	total := (last - first + 1) * int64(len(fs))
 	go func() {
 		defer close(due)
 		start := time.Now()
-		for k := first; k <= last; k++ {
-			at := start.Add(time.Duration(float64(k-first) / float64(rate) * float64(time.Second)))
+		for j := int64(0); j < total; j++ {
+			at := start.Add(time.Duration(float64(j) / float64(rate) * float64(time.Second)))
 			if d := time.Until(at); d > 0 {
 				select {
 				case <-time.After(d):
@@ -203,8 +281,8 @@ func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int
 				}
 			}
 			select {
-			case due <- k:
-				issued.Store(k)
+			case due <- job{fs[j%int64(len(fs))], first + j/int64(len(fs))}:
+				issued.Store(j + 1)
 			case <-pctx.Done():
 				return
 			}
@@ -222,15 +300,15 @@ func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := range due {
-				player := "f" + strconv.FormatInt(k%fanoutPlayers, 10)
-				body := request(submitMutation, append(scoreInput([]byte(`{"in":`), f.board, player,
-					float64(fanoutBase+k)), '}'))
+			for jb := range due {
+				player := "f" + strconv.FormatInt(jb.k%fanoutPlayers, 10)
+				body := request(submitMutation, append(scoreInput([]byte(`{"in":`), jb.f.board, player,
+					float64(fanoutBase+jb.k)), '}'))
 				s := time.Now()
 				_, err := e.newSvc().hot.post(ctx, w, submitKey, body)
 				end := time.Now()
 				if err == nil {
-					f.resp[k].Store(end.UnixNano())
+					jb.f.resp[jb.k].Store(end.UnixNano())
 				}
 				mu.Lock()
 				lat = append(lat, end.Sub(s))
@@ -247,7 +325,7 @@ func (f *fanout) submit(ctx context.Context, e *env, first, last int64, rate int
 	wg.Wait()
 	s := summarize(lat, time.Since(t0))
 	s.Errs, s.FirstErr = errs, firstErr
-	return s, issued.Load()
+	return s, first + issued.Load()/int64(len(fs)) - 1
 }
 
 const decodeCacheSize = 4096
