@@ -57,6 +57,10 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	if e.baseline() {
 		t.notes = append(t.notes, "The new server only: the fan-out scenario does not support -baseline.")
 	}
+	ct, err := e.churnStep(ctx) // first: its baseline is a server holding nothing else
+	if err != nil {
+		return nil, err
+	}
 	// One board per subscriber count, then the largest count spread over fanoutBoards boards.
 	type step struct{ n, boards int }
 	var steps []step
@@ -103,10 +107,6 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 				fmtRate(last.Rate), fmtDur(submitP99), converged, x["gaps"]+x["sub_errors"]),
 			x["seen"] > 0 && last.P99 <= fanoutP99 && last.Rate >= fanoutAchieved*float64(sz.SubmitRate) &&
 				submitP99 <= fanoutSubmitP99 && converged && noGaps) // seen 0: no latency was sampled
-	}
-	ct, err := e.churnStep(ctx)
-	if err != nil {
-		return []*table{t}, err
 	}
 	return []*table{t, ct}, nil
 }
