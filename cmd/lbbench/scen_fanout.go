@@ -69,6 +69,9 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	}
 	top := sz.Subscribers[len(sz.Subscribers)-1]
 	spread := min(fanoutBoards, top)
+	if e.o.Quick {
+		spread = min(10, top) // a board must get 10 submissions a run for latency to be sampled
+	}
 	steps = append(steps, step{top, spread})
 	results := map[step]Sample{}
 	for _, st := range steps {
@@ -108,7 +111,11 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 			x["seen"] > 0 && last.P99 <= fanoutP99 && last.Rate >= fanoutAchieved*float64(sz.SubmitRate) &&
 				submitP99 <= fanoutSubmitP99 && converged && noGaps) // seen 0: no latency was sampled
 	}
-	return []*table{t, ct}, nil
+	rt, err := e.rankWatchStep(ctx)
+	if err != nil {
+		return []*table{t, ct}, err
+	}
+	return []*table{t, ct, rt}, nil
 }
 
 // fanoutStep connects n subscribers, runs e.o.Runs submission phases and returns the medians.
