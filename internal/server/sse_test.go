@@ -186,3 +186,34 @@ func TestServerSentEvents(t *testing.T) {
 		t.Error("a stream ended at shutdown without a complete event")
 	}
 }
+
+// An event stream carries ": ping" comments every WS_PING_INTERVAL while nothing else is sent, so proxies keep it.
+func TestServerSentEventsKeepAlive(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.WSPingInterval = 200 * time.Millisecond
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "ssealive"})
+	body, _ := json.Marshal(map[string]any{"query": `subscription { topUpdates(board: "ssealive") { version } }`})
+	req, _ := http.NewRequestWithContext(ctxT(t, 10*time.Second), http.MethodPost, s.URL+"/graphql", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	pings, start := 0, time.Now()
+	for pings < 3 && sc.Scan() {
+		if sc.Text() == ": ping" {
+			pings++
+		}
+	}
+	if pings < 3 {
+		t.Fatalf("%d pings, stream ended: %v", pings, sc.Err())
+	}
+	if d := time.Since(start); d < 2*cfg.WSPingInterval {
+		t.Errorf("3 pings within %v: more often than every %v", d, cfg.WSPingInterval)
+	}
+}

@@ -45,6 +45,12 @@ func TestTracing(t *testing.T) {
 		t.Fatal(err)
 	}
 	spans := exp.GetSpans()
+	if len(spans) > 0 {
+		name, ok := spans[0].Resource.Set().Value("service.name")
+		if !ok || name.AsString() != "leaderboard" {
+			t.Errorf("service.name %q, want leaderboard", name.AsString())
+		}
+	}
 	byName := map[string]int{}
 	ops := map[string]string{} // trace id -> operation span name
 	for _, sp := range spans {
