@@ -104,6 +104,9 @@ func startServerLog(t testing.TB, cfg Config, log *slog.Logger) *testServer {
 	t.Cleanup(func() {
 		s.Shutdown(t)
 		app.Close()
+		// The shared client must not keep connections to this server: a later test server may get the same
+		// port, and a POST on a dead pooled connection fails with EOF.
+		http.DefaultClient.CloseIdleConnections()
 	})
 	return s
 }
