@@ -55,12 +55,14 @@ type ComplexityRoot struct {
 	Leaderboard struct {
 		CurrentPeriod func(childComplexity int, window *model.Window) int
 		ExactTop      func(childComplexity int) int
+		GraceSeconds  func(childComplexity int) int
 		ID            func(childComplexity int) int
 		MaxScore      func(childComplexity int) int
 		MinScore      func(childComplexity int) int
 		Mode          func(childComplexity int) int
 		NextReset     func(childComplexity int, window *model.Window) int
 		Order         func(childComplexity int) int
+		Retention     func(childComplexity int) int
 		Size          func(childComplexity int, window *model.Window, period *string) int
 		TimeZone      func(childComplexity int) int
 		Title         func(childComplexity int) int
@@ -119,6 +121,8 @@ type LeaderboardResolver interface {
 	Windows(ctx context.Context, obj *leaderboard.Board) ([]model.Window, error)
 
 	ExactTop(ctx context.Context, obj *leaderboard.Board) (*int, error)
+	GraceSeconds(ctx context.Context, obj *leaderboard.Board) (int, error)
+	Retention(ctx context.Context, obj *leaderboard.Board) (int, error)
 	CurrentPeriod(ctx context.Context, obj *leaderboard.Board, window *model.Window) (string, error)
 	NextReset(ctx context.Context, obj *leaderboard.Board, window *model.Window) (*time.Time, error)
 	Size(ctx context.Context, obj *leaderboard.Board, window *model.Window, period *string) (int, error)
@@ -226,6 +230,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Leaderboard.ExactTop(childComplexity), true
+	case "Leaderboard.graceSeconds":
+		if e.ComplexityRoot.Leaderboard.GraceSeconds == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.GraceSeconds(childComplexity), true
 	case "Leaderboard.id":
 		if e.ComplexityRoot.Leaderboard.ID == nil {
 			break
@@ -267,6 +277,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Leaderboard.Order(childComplexity), true
+	case "Leaderboard.retention":
+		if e.ComplexityRoot.Leaderboard.Retention == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.Retention(childComplexity), true
 	case "Leaderboard.size":
 		if e.ComplexityRoot.Leaderboard.Size == nil {
 			break
@@ -657,6 +673,10 @@ type Leaderboard {
   timezone: String!
   "Ranks 1..exactTop are exact; beyond it ranks are estimated from a score histogram. Null: every rank is exact."
   exactTop: Int
+  "How late, in seconds, a score for a period that has ended still counts for it."
+  graceSeconds: Int!
+  "How many closed periods of each window stay readable."
+  retention: Int!
   "The current period key of a window: 'all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY. Default window: the board's first."
   currentPeriod(window: Window): String!
   "When the current period of a window ends (null for ALL_TIME). Default window: the board's first."
@@ -750,6 +770,10 @@ input LeaderboardInput {
   "Scores outside [minScore, maxScore] are rejected with BAD_USER_INPUT."
   minScore: Float
   maxScore: Float
+  "How late, in seconds, a score for a period that has ended still counts for it (0 to 604800; 0: not at all). Default 300."
+  graceSeconds: Int
+  "How many closed periods of each window stay readable (1 to 1000). Default 3."
+  retention: Int
 }
 
 """
@@ -844,6 +868,10 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_timezone(ctx, field)
 	case "exactTop":
 		return ec.fieldContext_Leaderboard_exactTop(ctx, field)
+	case "graceSeconds":
+		return ec.fieldContext_Leaderboard_graceSeconds(ctx, field)
+	case "retention":
+		return ec.fieldContext_Leaderboard_retention(ctx, field)
 	case "currentPeriod":
 		return ec.fieldContext_Leaderboard_currentPeriod(ctx, field)
 	case "nextReset":
@@ -1814,6 +1842,52 @@ func (ec *executionContext) _Leaderboard_exactTop(ctx context.Context, field gra
 	)
 }
 func (ec *executionContext) fieldContext_Leaderboard_exactTop(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Leaderboard_graceSeconds(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_graceSeconds(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Leaderboard().GraceSeconds(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_graceSeconds(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Leaderboard_retention(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_retention(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Leaderboard().Retention(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_retention(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
 }
 
@@ -4001,7 +4075,7 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 		asMap["timezone"] = "UTC"
 	}
 
-	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore"}
+	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore", "graceSeconds", "retention"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -4071,6 +4145,20 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 				return it, err
 			}
 			it.MaxScore = data
+		case "graceSeconds":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("graceSeconds"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.GraceSeconds = data
+		case "retention":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("retention"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Retention = data
 		}
 	}
 	return it, nil
@@ -4298,6 +4386,18 @@ func (ec *executionContext) _Leaderboard(ctx context.Context, sel ast.SelectionS
 				true, false,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Leaderboard_exactTop(ctx, field, obj)
+				})
+		case "graceSeconds":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_graceSeconds(ctx, field, obj)
+				})
+		case "retention":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_retention(ctx, field, obj)
 				})
 		case "currentPeriod":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,

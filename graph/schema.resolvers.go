@@ -7,6 +7,7 @@ package graph
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -49,6 +50,16 @@ func (r *leaderboardResolver) ExactTop(ctx context.Context, obj *leaderboard.Boa
 		return nil, nil
 	}
 	return &obj.ExactTop, nil
+}
+
+// GraceSeconds is the resolver for the graceSeconds field.
+func (r *leaderboardResolver) GraceSeconds(ctx context.Context, obj *leaderboard.Board) (int, error) {
+	return int(obj.Grace / time.Second), nil
+}
+
+// Retention is the resolver for the retention field.
+func (r *leaderboardResolver) Retention(ctx context.Context, obj *leaderboard.Board) (int, error) {
+	return obj.Retention, nil
 }
 
 // CurrentPeriod is the resolver for the currentPeriod field.
@@ -154,6 +165,23 @@ func (r *mutationResolver) CreateLeaderboard(ctx context.Context, input model.Le
 			return nil, newError(leaderboard.Invalid, "exactTop must be between 1 and 10000000")
 		}
 		b.ExactTop = *input.ExactTop
+	}
+	if g := input.GraceSeconds; g != nil {
+		if *g < 0 || time.Duration(*g)*time.Second > leaderboard.MaxGrace {
+			return nil, newError(leaderboard.Invalid, fmt.Sprintf("graceSeconds must be between 0 and %d",
+				int(leaderboard.MaxGrace/time.Second)))
+		}
+		b.Grace = time.Duration(*g) * time.Second
+		if *g == 0 {
+			b.Grace = -1 // the store's "no grace" (0 there means the default)
+		}
+	}
+	if n := input.Retention; n != nil {
+		if *n < 1 || *n > leaderboard.MaxRetention {
+			return nil, newError(leaderboard.Invalid, fmt.Sprintf("retention must be between 1 and %d",
+				leaderboard.MaxRetention))
+		}
+		b.Retention = *n
 	}
 	created, err := r.Store.CreateBoard(ctx, b)
 	return created, internal(err)

@@ -27,6 +27,10 @@ type LeaderboardInput struct {
 	// Scores outside [minScore, maxScore] are rejected with BAD_USER_INPUT.
 	MinScore *float64 `json:"minScore,omitempty"`
 	MaxScore *float64 `json:"maxScore,omitempty"`
+	// How late, in seconds, a score for a period that has ended still counts for it (0 to 604800; 0: not at all). Default 300.
+	GraceSeconds *int `json:"graceSeconds,omitempty"`
+	// How many closed periods of each window stay readable (1 to 1000). Default 3.
+	Retention *int `json:"retention,omitempty"`
 }
 
 // Writes. Keys are sent as `Authorization: Bearer <key>`: a missing or unknown key is UNAUTHENTICATED, a key without
