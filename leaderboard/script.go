@@ -81,18 +81,18 @@ func newFunctions(rdb redis.UniversalClient, lib *scriptLibrary) *functions {
 
 // run runs one script call on its own.
 func (f *functions) run(ctx context.Context, sc *script, keys []string, args ...any) *redis.Cmd {
-	if f.mode.Load() == modeUnknown {
-		if err := f.load(ctx, 0); err != nil {
-			cmd := redis.NewCmd(ctx)
-			cmd.SetErr(err)
-			return cmd
-		}
-	}
-	if f.mode.Load() == modeEval {
+	mode := f.mode.Load()
+	if mode == modeEval {
 		return sc.eval.Run(ctx, f.rdb, keys, args...)
 	}
+	// Until a first answer says otherwise, the library is assumed loaded: another process of this version may
+	// have loaded it, and FUNCTION LOAD blocks Redis while it compiles the library.
 	loads := f.loads.Load()
 	cmd := f.rdb.FCall(ctx, f.lib.fn[sc], keys, args...)
+	if mode == modeUnknown && cmd.Err() != nil && noFunctions(cmd.Err()) {
+		f.mode.Store(modeEval) // no FCALL here (the embedded store, Redis before 7): nothing ran
+		return sc.eval.Run(ctx, f.rdb, keys, args...)
+	}
 	if functionMissing(cmd.Err()) {
 		// FUNCTION FLUSH, a Redis that restarted empty, or a new cluster master: load where missing and call
 		// again (a missing function ran nothing).
@@ -108,16 +108,17 @@ func (f *functions) run(ctx context.Context, sc *script, keys []string, args ...
 // queue adds a call to a pipeline the way run would make it. A call whose reply then says that the function or
 // script is missing must be made again with run.
 func (f *functions) queue(ctx context.Context, pipe redis.Pipeliner, sc *script, keys []string, args ...any) *redis.Cmd {
-	if f.mode.Load() == modeFunctions {
-		return pipe.FCall(ctx, f.lib.fn[sc], keys, args...)
+	if f.mode.Load() == modeEval {
+		return sc.eval.EvalSha(ctx, pipe, keys, args...)
 	}
-	return sc.eval.EvalSha(ctx, pipe, keys, args...)
+	return pipe.FCall(ctx, f.lib.fn[sc], keys, args...)
 }
 
-// ScriptMissing reports whether err is Redis saying that a function or script is not loaded: run loads it and calls
-// again, and a pipelined call is made again with run, so it is not a failure of the call.
+// ScriptMissing reports whether err is Redis saying that a function or script is not loaded (or that it has no
+// functions at all): run loads it, or switches to EVALSHA, and calls again, and a pipelined call is made again with
+// run, so it is not a failure of the call.
 func ScriptMissing(err error) bool {
-	return err != nil && (functionMissing(err) || strings.HasPrefix(err.Error(), "NOSCRIPT"))
+	return err != nil && (functionMissing(err) || strings.HasPrefix(err.Error(), "NOSCRIPT") || noFunctions(err))
 }
 
 func functionMissing(err error) bool {

@@ -62,7 +62,8 @@ func commandCalls(t *testing.T, c *redis.Client) map[string]int {
 	return out
 }
 
-// The scripts run as functions of one library (FCALL, never EVAL or EVALSHA), loaded at the first call; reads
+// The scripts run as functions of one library (FCALL, never EVAL or EVALSHA), loaded when a call finds it missing
+// (not before: another process may have loaded it); reads
 // are no-writes functions, so they still answer while Redis is over maxmemory and writes are refused as
 // Unavailable, known not to have been applied.
 func TestScriptsRunAsFunctions(t *testing.T) {
@@ -88,12 +89,21 @@ func TestScriptsRunAsFunctions(t *testing.T) {
 		t.Fatalf("around a: %+v %v", es, err)
 	}
 	calls := commandCalls(t, c)
-	// create, 3 submits, top, rank, around.
-	if calls["fcall"] != 7 || calls["eval"]+calls["evalsha"] != 0 {
-		t.Fatalf("script commands %v, want 7 FCALL and no EVAL/EVALSHA", calls)
+	// create (twice: the first call finds the library missing, which is then loaded once), 3 submits, top, rank,
+	// around.
+	if calls["fcall"] != 8 || calls["function|load"] != 1 || calls["eval"]+calls["evalsha"] != 0 {
+		t.Fatalf("script commands %v, want 8 FCALL, one FUNCTION LOAD and no EVAL/EVALSHA", calls)
 	}
 	if libs, err := libraries(c); err != nil || len(libs) != 1 {
 		t.Fatalf("libraries %v %v", libs, err)
+	}
+	// Another process of the same version uses the loaded library without loading it again.
+	other := lb.New(c, lb.Config{})
+	if _, err := other.Rank(ctx, v, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if calls := commandCalls(t, c); calls["function|load"] != 1 || calls["fcall"] != 9 {
+		t.Fatalf("a second store: %v, want no new FUNCTION LOAD and one FCALL", calls)
 	}
 
 	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {

@@ -103,7 +103,7 @@ func TestStalledRedisAnswersHonestly(t *testing.T) {
 		return 1`, nil)
 	time.Sleep(200 * time.Millisecond)
 	var ready int
-	within(t, 1500*time.Millisecond, "/readyz while Redis stalls", func() { ready = getStatus(t, s.URL+"/readyz") })
+	within(t, 2500*time.Millisecond, "/readyz while Redis stalls", func() { ready = getStatus(t, s.URL+"/readyz") })
 	if ready != http.StatusServiceUnavailable {
 		t.Fatalf("/readyz %d while Redis stalls", ready)
 	}
