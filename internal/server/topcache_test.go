@@ -67,7 +67,7 @@ const topHits = `lb_top_cache_requests_total{result="hit"}`
 // first read and then needs a moment to load it), and returns that answer.
 func (s *testServer) cachedRaw(t testing.TB, key, query string, vars map[string]any) rawResponse {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(10 * time.Second) // generous: under load the hub may re-read the list a few times first
 	for {
 		before := s.metric(t, topHits)
 		r := s.raw(t, key, query, vars)
