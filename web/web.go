@@ -19,44 +19,33 @@ import (
 //go:embed static
 var static embed.FS
 
-// file is one embedded file, ready to serve.
-type file struct {
+// Asset is one embedded file, ready to serve (see ServeAssets).
+type Asset struct {
 	name        string
 	body        []byte
 	etag        string
 	contentType string
 }
 
-// Handler returns the handler that serves the dashboard: "/" and "/index.html" give the page, "/<name>" the
-// page's assets. Unknown paths are 404, methods other than GET and HEAD 405. Responses carry an ETag and
-// "Cache-Control: no-cache" (browsers revalidate, so a new binary's assets are picked up at once) and a
-// Content-Security-Policy that allows only same-origin scripts, styles and connections.
-func Handler() http.Handler {
-	files := map[string]*file{}
-	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		body, err := static.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(body)
-		ct := mime.TypeByExtension(path.Ext(p))
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		name := strings.TrimPrefix(p, "static")
-		files[name] = &file{name: name, body: body, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`,
-			contentType: ct}
-		return nil
-	})
-	if err != nil {
-		panic("web: reading the embedded files: " + err.Error()) // cannot happen: the files are compiled in
+// NewAsset prepares name's body to be served; its content type comes from the name's extension unless given.
+func NewAsset(name string, body []byte, contentType string) *Asset {
+	if contentType == "" {
+		contentType = mime.TypeByExtension(path.Ext(name))
 	}
-	files["/"] = files["/index.html"]
+	if contentType == "" {
+		contentType = "application/octet-stream"
+	}
+	sum := sha256.Sum256(body)
+	return &Asset{name: name, body: body, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`,
+		contentType: contentType}
+}
+
+// ServeAssets serves the assets by URL path: unknown paths are 404, methods other than GET and HEAD 405.
+// Responses carry an ETag and "Cache-Control: no-cache" (browsers revalidate, so a new binary's assets are
+// picked up at once) and the Content-Security-Policy csp gives for the request.
+func ServeAssets(assets map[string]*Asset, csp func(*http.Request) string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f, ok := files[r.URL.Path]
+		f, ok := assets[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
 			return
@@ -72,10 +61,36 @@ func Handler() http.Handler {
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; "+
-			"img-src 'self' data:; connect-src 'self'"+socketOrigins(r.Host)+"; base-uri 'none'; "+
-			"form-action 'self'; object-src 'none'")
+		h.Set("Content-Security-Policy", csp(r))
 		http.ServeContent(w, r, f.name, time.Time{}, bytes.NewReader(f.body))
+	})
+}
+
+// Handler returns the handler that serves the dashboard: "/" and "/index.html" give the page, "/<name>" the
+// page's assets (see ServeAssets), with a Content-Security-Policy that allows only same-origin scripts, styles
+// and connections.
+func Handler() http.Handler {
+	files := map[string]*Asset{}
+	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		body, err := static.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		name := strings.TrimPrefix(p, "static")
+		files[name] = NewAsset(name, body, "")
+		return nil
+	})
+	if err != nil {
+		panic("web: reading the embedded files: " + err.Error()) // cannot happen: the files are compiled in
+	}
+	files["/"] = files["/index.html"]
+	return ServeAssets(files, func(r *http.Request) string {
+		return "default-src 'self'; script-src 'self'; style-src 'self'; " +
+			"img-src 'self' data:; connect-src 'self'" + socketOrigins(r.Host) + "; base-uri 'none'; " +
+			"form-action 'self'; object-src 'none'"
 	})
 }
 

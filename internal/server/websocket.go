@@ -128,20 +128,9 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 			return
 		}
 		addr := s.clientAddr(r)
-		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
-			writeError(w, http.StatusServiceUnavailable, codeUnavailable, "server shutting down")
+		if !s.reserve(w, addr, maxPerAddr, nil) {
 			return
 		}
-		if maxPerAddr > 0 && s.perAddr[addr] >= maxPerAddr {
-			s.mu.Unlock()
-			s.metrics.wsRejected.WithLabelValues("per_address_limit").Inc()
-			writeError(w, http.StatusTooManyRequests, codeRateLimited, "too many websocket connections from this address")
-			return
-		}
-		s.perAddr[addr]++
-		s.mu.Unlock()
 		defer s.release(addr)
 		holder := &connHolder{}
 		r = r.WithContext(context.WithValue(r.Context(), connHolderKey{}, holder))
@@ -195,6 +184,30 @@ func (s *websockets) pingAll() {
 	}
 }
 
+// reserve takes one of addr's maxPerAddr connections (websockets and event streams count alike) and registers
+// stream (nil for a websocket) for closeAll; when it cannot, it answers the request (503 while shutting down,
+// 429 RATE_LIMITED over the limit) and returns false.
+func (s *websockets) reserve(w http.ResponseWriter, addr string, maxPerAddr int, stream *context.CancelFunc) bool {
+	s.mu.Lock()
+	closing, full := s.closing, maxPerAddr > 0 && s.perAddr[addr] >= maxPerAddr
+	if !closing && !full {
+		s.perAddr[addr]++
+		if stream != nil {
+			s.streams[stream] = struct{}{}
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case closing:
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "server shutting down")
+	case full:
+		s.metrics.wsRejected.WithLabelValues("per_address_limit").Inc()
+		writeError(w, http.StatusTooManyRequests, codeRateLimited,
+			"too many websocket connections and event streams from this address")
+	}
+	return !closing && !full
+}
+
 // release gives back a connection's share of its address.
 func (s *websockets) release(addr string) {
 	s.mu.Lock()
@@ -216,21 +229,9 @@ func (s *websockets) stream(maxPerAddr int, w http.ResponseWriter, r *http.Reque
 	addr := s.clientAddr(r)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "server shutting down")
+	if !s.reserve(w, addr, maxPerAddr, &cancel) {
 		return
 	}
-	if maxPerAddr > 0 && s.perAddr[addr] >= maxPerAddr {
-		s.mu.Unlock()
-		s.metrics.wsRejected.WithLabelValues("per_address_limit").Inc()
-		writeError(w, http.StatusTooManyRequests, codeRateLimited, "too many streams and websockets from this address")
-		return
-	}
-	s.perAddr[addr]++
-	s.streams[&cancel] = struct{}{}
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.streams, &cancel)
