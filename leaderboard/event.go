@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,6 +88,24 @@ func (s *Store) NewSubscription(ctx context.Context) *redis.PubSub {
 	return s.rdb.Subscribe(ctx)
 }
 
+// SubscriptionNode says which subscription connection serves channel. For a sharded store on Redis Cluster it
+// is the primary that serves the channel's hash slot: node is its address and open returns a connection to that
+// primary alone, which may carry the channels of every slot the primary serves (one SSUBSCRIBE per slot: Redis
+// refuses one command across slots). Elsewhere node is "" and open is NewSubscription: one connection serves
+// every channel. When the cluster's slot map cannot be read, node names the slot and open returns a cluster
+// subscription that picks the slot's node itself.
+func (s *Store) SubscriptionNode(ctx context.Context, channel string) (node string, open func(context.Context) *redis.PubSub) {
+	cc, ok := s.rdb.(*redis.ClusterClient)
+	if !ok || s.cfg.PublishCommand != PublishSharded {
+		return "", s.NewSubscription
+	}
+	primary, err := cc.MasterForKey(ctx, channel)
+	if err != nil {
+		return "slot " + strconv.Itoa(HashSlot(channel)), s.NewSubscription
+	}
+	return primary.Options().Addr, func(ctx context.Context) *redis.PubSub { return primary.SSubscribe(ctx) }
+}
+
 // Listen subscribes ps to a board's channel (Channel), with the store's publish command.
 func (s *Store) Listen(ctx context.Context, ps *redis.PubSub, channel string) error {
 	if s.cfg.PublishCommand == PublishSharded {
@@ -104,7 +123,7 @@ func (s *Store) Unlisten(ctx context.Context, ps *redis.PubSub, channel string) 
 }
 
 // Sharded reports whether the store's channels are sharded (SPUBLISH) on a Redis Cluster, where a subscription
-// connection serves one hash slot (HashSlot of the channel).
+// connection serves the slots of one primary (SubscriptionNode).
 func (s *Store) Sharded() bool {
 	_, cluster := s.rdb.(*redis.ClusterClient)
 	return cluster && s.cfg.PublishCommand == PublishSharded

@@ -33,8 +33,10 @@ type Hub struct {
 	views     map[viewKey]*view
 	cachedN   int // views with cached set
 
-	listenMu sync.Mutex // serializes (un)subscribing; guards conns
-	conns    map[int]*listenConn
+	listenMu sync.Mutex               // serializes (un)subscribing; guards conns, chanConn and retry
+	conns    map[string]*listenConn   // by node (listenConn.key)
+	chanConn map[string]*listenConn   // the connection each listened channel is on
+	retry    map[string]time.Duration // node -> how long its next reopen waits (Hub.reopenLocked)
 
 	running atomic.Bool
 
@@ -76,7 +78,8 @@ func New(store *leaderboard.Store, cfg Config) *Hub {
 		pollOnly: store.PublishCommand() == leaderboard.PublishNone,
 		interval: time.Duration(float64(time.Second) / cfg.MaxUpdateRate),
 		done:     make(chan struct{}), boards: map[string]*board{}, byChannel: map[string]*board{},
-		views: map[viewKey]*view{}, conns: map[int]*listenConn{}}
+		views: map[viewKey]*view{}, conns: map[string]*listenConn{},
+		chanConn: map[string]*listenConn{}, retry: map[string]time.Duration{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }

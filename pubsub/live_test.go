@@ -348,7 +348,7 @@ func TestClusterShards(t *testing.T) {
 	n := len(h.conns)
 	h.listenMu.Unlock()
 	if n != 3 {
-		t.Fatalf("%d subscription connections, want one per slot in use (3)", n)
+		t.Fatalf("%d subscription connections, want one per primary (3)", n)
 	}
 }
 
