@@ -271,7 +271,7 @@ func (e *env) startServers(ctx context.Context) error {
 			logName = "server-" + sv.name + ".log"
 		}
 		var err error
-		sv.proc, sv.addr, err = startServer(ctx, sv.bin, e.dir, logName, e.redisAddr, extra...)
+		sv.proc, sv.addr, err = startServer(ctx, sv.bin, e.dir, logName, "REDIS_URL=redis://"+e.redisAddr, extra...)
 		if err != nil {
 			return fmt.Errorf("%s server: %w", sv.name, err)
 		}

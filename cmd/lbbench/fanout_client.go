@@ -53,7 +53,8 @@ type subscriber struct {
 	seen    int64 // newest submission seen
 }
 
-func (f *fanout) connect(ctx context.Context, url string, n int) error {
+// connect opens n subscribers, subscriber i on urls[i % len(urls)].
+func (f *fanout) connect(ctx context.Context, urls []string, n int) error {
 	f.subs = make([]*subscriber, n)
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 30 * time.Second,
 		ReadBufferSize: 2048, WriteBufferSize: 512}
@@ -72,7 +73,7 @@ func (f *fanout) connect(ctx context.Context, url string, n int) error {
 				if i >= n {
 					return
 				}
-				s, err := f.dial(ctx, d, url, sub)
+				s, err := f.dial(ctx, d, urls[i%len(urls)], sub)
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {

@@ -203,7 +203,7 @@ const (
 
 // startServer runs the server binary against redisAddr on a free loopback port, its output going to logName in
 // dir, and waits for /readyz.
-func startServer(ctx context.Context, bin, dir, logName, redisAddr string, extraEnv ...string) (*child, string, error) {
+func startServer(ctx context.Context, bin, dir, logName, redisEnv string, extraEnv ...string) (*child, string, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, "", err
@@ -211,7 +211,7 @@ func startServer(ctx context.Context, bin, dir, logName, redisAddr string, extra
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	env := append([]string{
 		"LISTEN_ADDR=" + addr,
-		"REDIS_URL=redis://" + redisAddr,
+		redisEnv, // REDIS_URL=... or REDIS_CLUSTER_ADDRS=...
 		"API_KEYS=submit:" + submitKey + ",admin:" + adminKey,
 		"LOG_LEVEL=warn",
 		"DEMO=false",

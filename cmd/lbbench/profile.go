@@ -49,7 +49,7 @@ func (e *env) profileNext(name string) {
 	}
 }
 
-// startProfiles fetches the profiles for d in the background; the returned function waits for them.
+// startProfiles fetches the profiles for d (and the goroutines' stacks halfway) in the background; the returned function waits for them.
 func (e *env) startProfiles(ctx context.Context, d time.Duration) func() {
 	name := e.profileName
 	e.profileName = ""
@@ -57,7 +57,19 @@ func (e *env) startProfiles(ctx context.Context, d time.Duration) func() {
 		return func() {}
 	}
 	secs := max(int(d.Round(time.Second)/time.Second), 1)
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
+	go func() { // where the goroutines wait, halfway through (stacks with counts)
+		defer func() { done <- struct{}{} }()
+		select {
+		case <-time.After(d / 2):
+		case <-ctx.Done():
+			return
+		}
+		file := filepath.Join(e.dir, name+".goroutines.txt")
+		if err := fetch(ctx, "http://"+e.pprofAddr+"/debug/pprof/goroutine?debug=1", file); err != nil {
+			e.logf("profile %s: %v", file, err)
+		}
+	}()
 	for _, kind := range []string{"profile", "allocs"} {
 		go func() {
 			defer func() { done <- struct{}{} }()
@@ -69,7 +81,7 @@ func (e *env) startProfiles(ctx context.Context, d time.Duration) func() {
 			e.logf("saved %s", file)
 		}()
 	}
-	return func() { <-done; <-done }
+	return func() { <-done; <-done; <-done }
 }
 
 func fetch(ctx context.Context, url, file string) error {

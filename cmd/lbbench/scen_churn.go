@@ -1,13 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,28 +22,6 @@ const (
 	churnHeap       = 16 << 20         // bytes of heap in use it may hold above it (or a quarter more, if larger)
 	churnFor        = 10 * time.Second // how long the churn lasts (-quick: the step duration)
 )
-
-// serverGauges reads go_goroutines and go_memstats_heap_inuse_bytes from the new server's /metrics.
-func (e *env) serverGauges(ctx context.Context) (goroutines, heap float64, err error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.newSvc().addr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-			goroutines, _ = strconv.ParseFloat(v, 64)
-		}
-		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
-			heap, _ = strconv.ParseFloat(v, 64)
-		}
-	}
-	return goroutines, heap, sc.Err()
-}
 
 // churnStep runs the churn and reports it as a table.
 func (e *env) churnStep(ctx context.Context) (*table, error) {

@@ -48,12 +48,14 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 		fanoutFirst, sz.SubmitRate),
 		head: []string{"subscribers", "submits/s", "latency p50", "latency p99", "newest p50", "newest p99",
 			"seen/expected", "converged", "converged after", "msgs/s", "gaps+errors", "CPU server/redis/loadgen",
-			"server RSS (idle → end)", "submit p99"}}
+			"server RSS (idle → end)", "submit p99 (in the server)"}}
 	t.notes = append(t.notes, "latency: a submission's HTTP response → a subscriber receives an update that reflects it "+
 		"(every 10th submission, every subscriber). newest: the same for the newest submission each update carries. "+
 		"seen/expected: (subscriber, submission) pairs observed / pairs expected. converged: subscribers whose list "+
 		"rebuilt from snapshot + diffs equals Store.Top after the last write; after: time from the last response "+
-		"until all of them did. CPU in cores over the submission phase.")
+		"until all of them did. CPU in cores over the submission phase. submit p99: as the submitters saw it; in the "+
+		"server: the bucket of the server's lb_http_request_duration_seconds{route=\"graphql\"} that holds the p99 of "+
+		"the phase's requests (from reading the request to the response written).")
 	if e.baseline() {
 		t.notes = append(t.notes, "The new server only: the fan-out scenario does not support -baseline.")
 	}
@@ -91,7 +93,36 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 			fmtDur(time.Duration(x["converge_ns"])), fmtRate(x["msgs_per_s"]),
 			fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]),
 			fmtCores(s.CPU)+" / "+fmtCores(x["redis_cpu"])+" / "+fmtCores(x["gen_cpu"]),
-			fmtBytes(int64(x["rss_idle"]))+" → "+fmtBytes(s.RSS), fmtDur(time.Duration(x["submit_p99"])))
+			fmtBytes(int64(x["rss_idle"]))+" → "+fmtBytes(s.RSS),
+			fmtDur(time.Duration(x["submit_p99"]))+" ("+fmtBucket(time.Duration(x["server_submit_p99"]))+")")
+	}
+	cs, err := e.clusterFanoutStep(ctx, top, sz.SubmitRate)
+	if err != nil {
+		return []*table{t}, fmt.Errorf("cluster fan-out: %w", err)
+	}
+	{
+		x := cs.Extra
+		t.add(fmt.Sprintf("%d over %.0f boards, %d-primary cluster, %d servers", top, x["boards"], clusterPrimaries,
+			clusterServers), fmtRate(cs.Rate), fmtDur(cs.P50), fmtDur(cs.P99),
+			fmtDur(time.Duration(x["newest_p50"])), fmtDur(time.Duration(x["newest_p99"])),
+			fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], top),
+			fmtDur(time.Duration(x["converge_ns"])), fmtRate(x["msgs_per_s"]),
+			fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]),
+			fmtCores(cs.CPU)+" / "+fmtCores(x["redis_cpu"])+" / "+fmtCores(x["gen_cpu"]),
+			"- → "+fmtBytes(cs.RSS),
+			fmtDur(time.Duration(x["submit_p99"]))+" ("+fmtBucket(time.Duration(x["server_submit_p99"]))+")")
+		t.notes = append(t.notes, fmt.Sprintf("The cluster row: %d redis-servers in cluster mode (no replicas), %d "+
+			"server processes on it, the subscribers alternating between them, the boards with the same number on "+
+			"each primary, submissions alternating between the servers; CPU and RSS summed over the servers and "+
+			"over the Redis nodes.", clusterPrimaries, clusterServers))
+		converged := int(x["converged"]) == top
+		e.check(fmt.Sprintf("cluster fan-out, %d primaries, %d servers, %d subscribers, %d submissions/s",
+			clusterPrimaries, clusterServers, top, sz.SubmitRate),
+			fmt.Sprintf("p99 ≤ %s, ≥ %s submissions/s, all converge", fmtDur(fanoutP99),
+				fmtRate(fanoutAchieved*float64(sz.SubmitRate))),
+			fmt.Sprintf("p99 %s, %s/s, converged %v, gaps+errors %.0f", fmtDur(cs.P99), fmtRate(cs.Rate),
+				converged, x["gaps"]+x["sub_errors"]),
+			x["seen"] > 0 && cs.P99 <= fanoutP99 && cs.Rate >= fanoutAchieved*float64(sz.SubmitRate) && converged)
 	}
 	for _, st := range []step{{top, 1}, {top, spread}} {
 		last := results[st]
@@ -149,14 +180,14 @@ func (e *env) fanoutStep(ctx context.Context, n, boards, rate int) (Sample, erro
 		if b < n%boards {
 			m++
 		}
-		if err := fs[b].connect(ctx, "ws://"+e.newSvc().addr+"/graphql", m); err != nil {
+		if err := fs[b].connect(ctx, []string{"ws://" + e.newSvc().addr + "/graphql"}, m); err != nil {
 			return Sample{}, err
 		}
 	}
 	e.logf("fan-out: %d subscribers on %d board(s) connected in %s", n, boards, time.Since(start).Round(time.Millisecond))
 	var runs []Sample
 	for r := 0; r < e.o.Runs; r++ {
-		s, err := e.fanoutRun(ctx, fs, int64(r*perBoard+1), int64((r+1)*perBoard), rate)
+		s, err := e.fanoutRun(ctx, fs, int64(r*perBoard+1), int64((r+1)*perBoard), rate, e.standaloneTarget())
 		if err != nil {
 			return Sample{}, err
 		}
@@ -166,9 +197,32 @@ func (e *env) fanoutStep(ctx context.Context, n, boards, rate int) (Sample, erro
 	return medianSample(runs), nil
 }
 
+// fanTarget is what a fan-out run submits to and measures: the servers (submissions take turns over them), the
+// store that tells the final top lists, and the CPU and memory of the servers and of Redis.
+type fanTarget struct {
+	servers []*service
+	store   *leaderboard.Store
+	redis   func() procUsage // summed over Redis processes
+}
+
+// standaloneTarget is the new server on the tool's Redis.
+func (e *env) standaloneTarget() fanTarget {
+	return fanTarget{servers: []*service{e.newSvc()}, store: e.store, redis: e.redisUsage}
+}
+
+// usage sums the servers' CPU and memory.
+func (t fanTarget) usage() procUsage {
+	var u procUsage
+	for _, sv := range t.servers {
+		su := sv.usage()
+		u.CPU, u.RSS, u.MaxRSS = u.CPU+su.CPU, u.RSS+su.RSS, u.MaxRSS+su.MaxRSS
+	}
+	return u
+}
+
 // fanoutRun submits submissions first..last to every board of fs (rate per second in all, the boards taking
 // turns), then waits for the subscribers to converge; figures are over all boards' subscribers.
-func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, rate int) (Sample, error) {
+func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, rate int, tg fanTarget) (Sample, error) {
 	var msgs0, gaps0, errs0 int64
 	subs := 0
 	for _, f := range fs {
@@ -183,12 +237,18 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 		e.profileNext(fmt.Sprintf("fanout-%d", subs))
 	}
 	wait := e.startProfiles(ctx, time.Duration(float64(total)/float64(rate)*float64(time.Second)))
-	u0, g0, r0, t0 := e.serverUsage(), selfUsage(), e.redisUsage(), time.Now()
+	u0, g0, r0, t0 := tg.usage(), selfUsage(), tg.redis(), time.Now()
 	// The pacer stops at twice the planned time (plus slack) even when the server cannot keep up: the step is
 	// bounded by time as well as by count.
 	budget := 2*time.Duration(float64(total)/float64(rate)*float64(time.Second)) + 5*time.Second
-	submits, last := submitTo(ctx, e, fs, first, last, rate, budget)
-	u1, g1, r1, el := e.serverUsage(), selfUsage(), e.redisUsage(), time.Since(t0).Seconds()
+	h0, herr0 := serverBuckets(ctx, tg.servers, "lb_http_request_duration_seconds", `route="graphql"`)
+	submits, last := submitTo(ctx, fs, first, last, rate, budget, tg.servers)
+	h1, herr1 := serverBuckets(ctx, tg.servers, "lb_http_request_duration_seconds", `route="graphql"`)
+	serverP99 := bucketQuantile(h0, h1, 0.99)
+	if herr0 != nil || herr1 != nil {
+		serverP99 = 0
+	}
+	u1, g1, r1, el := tg.usage(), selfUsage(), tg.redis(), time.Since(t0).Seconds()
 	if submits.Errs > 0 {
 		return Sample{}, fmt.Errorf("fan-out submissions failed: %s", fmtErrs(submits))
 	}
@@ -203,7 +263,7 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			top, err := e.store.Top(ctx, leaderboard.View{Board: f.board}, 0, fanoutFirst)
+			top, err := tg.store.Top(ctx, leaderboard.View{Board: f.board}, 0, fanoutFirst)
 			if err != nil {
 				mu.Lock()
 				firstErr = err
@@ -235,24 +295,36 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 	msgs, gaps, errs = msgs-msgs0, gaps-gaps0, errs-errs0
 	sampled := (last/sampleEvery - (first-1)/sampleEvery) * int64(subs)
 	s := Sample{Ops: submits.Ops, Rate: float64(submits.Ops) / el, P50: lat.quantile(0.5), P99: lat.quantile(0.99),
-		P999: lat.quantile(0.999), CPU: (u1.CPU - u0.CPU).Seconds() / el, RSS: e.serverUsage().RSS,
+		P999: lat.quantile(0.999), CPU: (u1.CPU - u0.CPU).Seconds() / el, RSS: tg.usage().RSS,
 		Extra: map[string]float64{
-			"newest_p50":  float64(newest.quantile(0.5)),
-			"newest_p99":  float64(newest.quantile(0.99)),
-			"seen":        float64(lat.count()) / float64(max(sampled, 1)),
-			"converged":   float64(converged),
-			"converge_ns": float64(after),
-			"msgs_per_s":  float64(msgs) / time.Since(t0).Seconds(),
-			"gaps":        float64(gaps),
-			"sub_errors":  float64(errs),
-			"submit_p99":  float64(submits.P99),
-			"gen_cpu":     (g1.CPU - g0.CPU).Seconds() / el,
-			"redis_cpu":   (r1.CPU - r0.CPU).Seconds() / el,
+			"newest_p50":        float64(newest.quantile(0.5)),
+			"newest_p99":        float64(newest.quantile(0.99)),
+			"seen":              float64(lat.count()) / float64(max(sampled, 1)),
+			"converged":         float64(converged),
+			"converge_ns":       float64(after),
+			"msgs_per_s":        float64(msgs) / time.Since(t0).Seconds(),
+			"gaps":              float64(gaps),
+			"sub_errors":        float64(errs),
+			"submit_p99":        float64(submits.P99),
+			"server_submit_p99": float64(serverP99),
+			"gen_cpu":           (g1.CPU - g0.CPU).Seconds() / el,
+			"redis_cpu":         (r1.CPU - r0.CPU).Seconds() / el,
 		}}
 	e.logf("fan-out run: %d subscribers on %d board(s), %d submissions in %.1fs, p99 %s, converged %d after %s",
 		subs, len(fs), submits.Ops, el, fmtDur(s.P99), converged, fmtDur(after))
 	wait()
 	return s, nil
+}
+
+// fmtBucket shows a histogram bucket's upper bound ("≤ 25ms"), "> 10s" past the largest, "-" when unknown.
+func fmtBucket(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "> 10s"
+	case d == 0:
+		return "-"
+	}
+	return "≤ " + fmtDur(d)
 }
 
 var (
@@ -263,12 +335,14 @@ var (
 
 // submitTo sends submissions first..last of every board of fs at rate per second in all, the boards taking turns,
 // from fanoutSubmitter clients (open loop: a pacer hands out due submissions; when every client is busy the pacer
-// falls behind and the achieved rate shows it). It stops handing out submissions after budget and returns the
-// last one every board got.
-func submitTo(ctx context.Context, e *env, fs []*fanout, first, last int64, rate int, budget time.Duration) (Sample, int64) {
+// falls behind and the achieved rate shows it), submission j to servers[j % len(servers)]. It stops handing out
+// submissions after budget and returns the last one every board got.
+func submitTo(ctx context.Context, fs []*fanout, first, last int64, rate int, budget time.Duration,
+	servers []*service) (Sample, int64) {
 	type job struct {
-		f *fanout
-		k int64
+		f  *fanout
+		k  int64
+		sv *service
 	}
 	due := make(chan job, 1024)
 	var issued atomic.Int64 // jobs handed out
@@ -288,7 +362,7 @@ func submitTo(ctx context.Context, e *env, fs []*fanout, first, last int64, rate
 				}
 			}
 			select {
-			case due <- job{fs[j%int64(len(fs))], first + j/int64(len(fs))}:
+			case due <- job{fs[j%int64(len(fs))], first + j/int64(len(fs)), servers[j%int64(len(servers))]}:
 				issued.Store(j + 1)
 			case <-pctx.Done():
 				return
@@ -312,7 +386,7 @@ func submitTo(ctx context.Context, e *env, fs []*fanout, first, last int64, rate
 				body := request(submitMutation, append(scoreInput([]byte(`{"in":`), jb.f.board, player,
 					float64(fanoutBase+jb.k)), '}'))
 				s := time.Now()
-				_, err := e.newSvc().hot.post(ctx, w, submitKey, body)
+				_, err := jb.sv.hot.post(ctx, w, submitKey, body)
 				end := time.Now()
 				if err == nil {
 					jb.f.resp[jb.k].Store(end.UnixNano())
