@@ -193,7 +193,8 @@ func (e *env) clusterFanoutStep(ctx context.Context, n, rate int) (Sample, error
 	}
 	e.logf("cluster fan-out: %d subscribers on %d servers, %d boards (%v per primary), connected in %s", n,
 		len(servers), len(boards), perPrimary, time.Since(start).Round(time.Millisecond))
-	tg := fanTarget{servers: servers, store: cl.store, redis: cl.usage}
+	tg := fanTarget{servers: servers, redis: cl.usage,
+		top: func(ctx context.Context, board string) ([]row, error) { return storeTop(ctx, cl.store, board) }}
 	var runs []Sample
 	for r := 0; r < e.o.Runs; r++ {
 		s, err := e.fanoutRun(ctx, fs, int64(r*perBoard+1), int64((r+1)*perBoard), rate, tg)

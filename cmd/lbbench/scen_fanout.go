@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -57,7 +58,9 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 		"server: the bucket of the server's lb_http_request_duration_seconds{route=\"graphql\"} that holds the p99 of "+
 		"the phase's requests (from reading the request to the response written).")
 	if e.baseline() {
-		t.notes = append(t.notes, "The new server only: the fan-out scenario does not support -baseline.")
+		t.notes = append(t.notes, "With -baseline every subscriber step runs on the new server, then on the baseline "+
+			"(rows marked base; its boards are made and read through its API); the churn, rank-watch and cluster steps "+
+			"run on the new server only.")
 	}
 	ct, err := e.churnStep(ctx) // first: its baseline is a server holding nothing else
 	if err != nil {
@@ -77,24 +80,22 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	steps = append(steps, step{top, spread})
 	results := map[step]Sample{}
 	for _, st := range steps {
-		s, err := e.fanoutStep(ctx, st.n, st.boards, sz.SubmitRate)
-		if err != nil {
-			return []*table{t}, err
+		for _, sv := range e.svcs {
+			s, err := e.fanoutStep(ctx, sv, st.n, st.boards, sz.SubmitRate)
+			if err != nil {
+				return []*table{t}, err
+			}
+			label := fmt.Sprint(st.n)
+			if st.boards > 1 {
+				label = fmt.Sprintf("%d over %d boards", st.n, st.boards)
+			}
+			if sv == e.newSvc() {
+				results[st] = s
+			} else {
+				label += " (" + sv.name + ")"
+			}
+			e.fanoutRow(t, label, st.n, s)
 		}
-		results[st] = s
-		x := s.Extra
-		label := fmt.Sprint(st.n)
-		if st.boards > 1 {
-			label = fmt.Sprintf("%d over %d boards", st.n, st.boards)
-		}
-		t.add(label, fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99),
-			fmtDur(time.Duration(x["newest_p50"])), fmtDur(time.Duration(x["newest_p99"])),
-			fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], st.n),
-			fmtDur(time.Duration(x["converge_ns"])), fmtRate(x["msgs_per_s"]),
-			fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]),
-			fmtCores(s.CPU)+" / "+fmtCores(x["redis_cpu"])+" / "+fmtCores(x["gen_cpu"]),
-			fmtBytes(int64(x["rss_idle"]))+" → "+fmtBytes(s.RSS),
-			fmtDur(time.Duration(x["submit_p99"]))+" ("+fmtBucket(time.Duration(x["server_submit_p99"]))+")")
 	}
 	cs, err := e.clusterFanoutStep(ctx, top, sz.SubmitRate)
 	if err != nil {
@@ -102,15 +103,8 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	}
 	{
 		x := cs.Extra
-		t.add(fmt.Sprintf("%d over %.0f boards, %d-primary cluster, %d servers", top, x["boards"], clusterPrimaries,
-			clusterServers), fmtRate(cs.Rate), fmtDur(cs.P50), fmtDur(cs.P99),
-			fmtDur(time.Duration(x["newest_p50"])), fmtDur(time.Duration(x["newest_p99"])),
-			fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], top),
-			fmtDur(time.Duration(x["converge_ns"])), fmtRate(x["msgs_per_s"]),
-			fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]),
-			fmtCores(cs.CPU)+" / "+fmtCores(x["redis_cpu"])+" / "+fmtCores(x["gen_cpu"]),
-			"- → "+fmtBytes(cs.RSS),
-			fmtDur(time.Duration(x["submit_p99"]))+" ("+fmtBucket(time.Duration(x["server_submit_p99"]))+")")
+		e.fanoutRow(t, fmt.Sprintf("%d over %.0f boards, %d-primary cluster, %d servers", top, x["boards"],
+			clusterPrimaries, clusterServers), top, cs)
 		t.notes = append(t.notes, fmt.Sprintf("The cluster row: %d redis-servers in cluster mode (no replicas), %d "+
 			"server processes on it, the subscribers alternating between them, the boards with the same number on "+
 			"each primary, submissions alternating between the servers; CPU and RSS summed over the servers and "+
@@ -149,9 +143,9 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	return []*table{t, ct, rt}, nil
 }
 
-// fanoutStep connects n subscribers, runs e.o.Runs submission phases and returns the medians.
-func (e *env) fanoutStep(ctx context.Context, n, boards, rate int) (Sample, error) {
-	idle := e.serverUsage().RSS
+// fanoutStep connects n subscribers to sv, runs e.o.Runs submission phases and returns the medians.
+func (e *env) fanoutStep(ctx context.Context, sv *service, n, boards, rate int) (Sample, error) {
+	idle := sv.usage().RSS
 	perBoard := int(math.Ceil(e.o.Duration.Seconds() * float64(rate) / float64(boards))) // submissions per board and run
 	fs := make([]*fanout, boards)
 	defer func() {
@@ -164,14 +158,7 @@ func (e *env) fanoutStep(ctx context.Context, n, boards, rate int) (Sample, erro
 	start := time.Now()
 	for b := range fs {
 		board := fmt.Sprintf("fanout-%d-%d-%d", n, boards, b)
-		if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: board}); err != nil {
-			return Sample{}, err
-		}
-		seed := make([]leaderboard.Submission, 100)
-		for i := range seed {
-			seed[i] = leaderboard.Submission{Board: board, Player: "seed-" + strconv.Itoa(i), Score: float64(i + 1)}
-		}
-		if _, err := e.store.SubmitMany(ctx, seed); err != nil {
+		if err := e.seedFanoutBoard(ctx, sv, board); err != nil {
 			return Sample{}, err
 		}
 		fs[b] = &fanout{board: board, resp: make([]atomic.Int64, perBoard*e.o.Runs+2), decoded: newDecodeCache()}
@@ -180,14 +167,14 @@ func (e *env) fanoutStep(ctx context.Context, n, boards, rate int) (Sample, erro
 		if b < n%boards {
 			m++
 		}
-		if err := fs[b].connect(ctx, []string{"ws://" + e.newSvc().addr + "/graphql"}, m); err != nil {
+		if err := fs[b].connect(ctx, []string{"ws://" + sv.addr + "/graphql"}, m); err != nil {
 			return Sample{}, err
 		}
 	}
 	e.logf("fan-out: %d subscribers on %d board(s) connected in %s", n, boards, time.Since(start).Round(time.Millisecond))
 	var runs []Sample
 	for r := 0; r < e.o.Runs; r++ {
-		s, err := e.fanoutRun(ctx, fs, int64(r*perBoard+1), int64((r+1)*perBoard), rate, e.standaloneTarget())
+		s, err := e.fanoutRun(ctx, fs, int64(r*perBoard+1), int64((r+1)*perBoard), rate, e.standaloneTarget(sv))
 		if err != nil {
 			return Sample{}, err
 		}
@@ -197,17 +184,106 @@ func (e *env) fanoutStep(ctx context.Context, n, boards, rate int) (Sample, erro
 	return medianSample(runs), nil
 }
 
-// fanTarget is what a fan-out run submits to and measures: the servers (submissions take turns over them), the
-// store that tells the final top lists, and the CPU and memory of the servers and of Redis.
-type fanTarget struct {
-	servers []*service
-	store   *leaderboard.Store
-	redis   func() procUsage // summed over Redis processes
+// fanoutRow adds a step's row to the fan-out table: n subscribers, s its sample.
+func (e *env) fanoutRow(t *table, label string, n int, s Sample) {
+	x := s.Extra
+	idle := "-"
+	if v, ok := x["rss_idle"]; ok {
+		idle = fmtBytes(int64(v))
+	}
+	t.add(label, fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99),
+		fmtDur(time.Duration(x["newest_p50"])), fmtDur(time.Duration(x["newest_p99"])),
+		fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], n),
+		fmtDur(time.Duration(x["converge_ns"])), fmtRate(x["msgs_per_s"]),
+		fmt.Sprintf("%.0f", x["gaps"]+x["sub_errors"]),
+		fmtCores(s.CPU)+" / "+fmtCores(x["redis_cpu"])+" / "+fmtCores(x["gen_cpu"]),
+		idle+" → "+fmtBytes(s.RSS),
+		fmtDur(time.Duration(x["submit_p99"]))+" ("+fmtBucket(time.Duration(x["server_submit_p99"]))+")")
 }
 
-// standaloneTarget is the new server on the tool's Redis.
-func (e *env) standaloneTarget() fanTarget {
-	return fanTarget{servers: []*service{e.newSvc()}, store: e.store, redis: e.redisUsage}
+// fanTarget is what a fan-out run submits to and measures: the servers (submissions take turns over them), what
+// tells the final top lists, and the CPU and memory of the servers and of Redis.
+type fanTarget struct {
+	servers []*service
+	top     func(ctx context.Context, board string) ([]row, error) // the board's top fanoutFirst
+	redis   func() procUsage                                       // summed over Redis processes
+}
+
+// standaloneTarget is sv on the tool's Redis: the new server's lists are read through env.store, the baseline's
+// through its own API (its key format may differ).
+func (e *env) standaloneTarget(sv *service) fanTarget {
+	top := func(ctx context.Context, board string) ([]row, error) { return storeTop(ctx, e.store, board) }
+	if sv.viaAPI {
+		top = sv.apiTop
+	}
+	return fanTarget{servers: []*service{sv}, top: top, redis: e.redisUsage}
+}
+
+// storeTop reads a board's top fanoutFirst through a Store.
+func storeTop(ctx context.Context, st *leaderboard.Store, board string) ([]row, error) {
+	top, err := st.Top(ctx, leaderboard.View{Board: board}, 0, fanoutFirst)
+	if err != nil {
+		return nil, err
+	}
+	want := make([]row, len(top.Entries))
+	for i, en := range top.Entries {
+		want[i] = row{id: en.PlayerID, rank: en.Rank, score: en.Score}
+	}
+	return want, nil
+}
+
+// apiTop reads a board's top fanoutFirst through sv's API.
+func (sv *service) apiTop(ctx context.Context, board string) ([]row, error) {
+	data, err := sv.call(ctx, "", `query($b: ID!, $n: Int!) { top(board: $b, first: $n) { playerId rank score } }`,
+		map[string]any{"b": board, "n": fanoutFirst})
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Data struct {
+			Top []struct {
+				PlayerID string
+				Rank     int64
+				Score    float64
+			}
+		}
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s server: top of %q: %w", sv.name, board, err)
+	}
+	out := make([]row, len(r.Data.Top))
+	for i, t := range r.Data.Top {
+		out[i] = row{id: t.PlayerID, rank: t.Rank, score: t.Score}
+	}
+	return out, nil
+}
+
+// seedFanoutBoard creates a fan-out board for sv with 100 seed players (through env.store for the new server,
+// through its API for the baseline).
+func (e *env) seedFanoutBoard(ctx context.Context, sv *service, board string) error {
+	if err := e.createBoardOn(ctx, sv, board, 0); err != nil {
+		return err
+	}
+	if sv.viaAPI {
+		vars := []byte(`{"in":[`)
+		for i := range 100 {
+			if i > 0 {
+				vars = append(vars, ',')
+			}
+			vars = scoreInput(vars, board, "seed-"+strconv.Itoa(i), float64(i+1))
+		}
+		vars = append(vars, "]}"...)
+		h := newRawHTTP(sv.addr, "/graphql")
+		defer h.closeAll()
+		_, err := h.post(ctx, 0, submitKey, request(`mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`, vars))
+		return err
+	}
+	seed := make([]leaderboard.Submission, 100)
+	for i := range seed {
+		seed[i] = leaderboard.Submission{Board: board, Player: "seed-" + strconv.Itoa(i), Score: float64(i + 1)}
+	}
+	_, err := e.store.SubmitMany(ctx, seed)
+	return err
 }
 
 // usage sums the servers' CPU and memory.
@@ -233,7 +309,7 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 		subs += len(f.subs)
 	}
 	total := (last - first + 1) * int64(len(fs))
-	if first == 1 && len(fs) == 1 {
+	if first == 1 && len(fs) == 1 && tg.servers[0] == e.newSvc() {
 		e.profileNext(fmt.Sprintf("fanout-%d", subs))
 	}
 	wait := e.startProfiles(ctx, time.Duration(float64(total)/float64(rate)*float64(time.Second)))
@@ -263,16 +339,12 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			top, err := tg.store.Top(ctx, leaderboard.View{Board: f.board}, 0, fanoutFirst)
+			want, err := tg.top(ctx, f.board)
 			if err != nil {
 				mu.Lock()
 				firstErr = err
 				mu.Unlock()
 				return
-			}
-			want := make([]row, len(top.Entries))
-			for i, en := range top.Entries {
-				want[i] = row{id: en.PlayerID, rank: en.Rank, score: en.Score}
 			}
 			n, d := f.waitConverged(ctx, want, convergeWait)
 			mu.Lock()
