@@ -263,3 +263,31 @@ func TestSubmitLimitGraphQL(t *testing.T) {
 		}
 	}
 }
+
+// README, GraphQL tour step 7, verbatim, on the tour's board (steps 1 and 2).
+func TestReadmeRankingTour(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t))
+	s.must(t, testAdminKey, `mutation {
+		createLeaderboard(input: {id: "arena", title: "Arena", order: DESC, mode: BEST, windows: [ALL_TIME, DAILY]}) { id } }`,
+		nil, nil)
+	for _, in := range []map[string]any{{"board": "arena", "playerId": "ann", "score": 4200},
+		{"board": "arena", "playerId": "bob", "score": 3900}, {"board": "arena", "playerId": "cid", "score": 4200},
+		{"board": "arena", "playerId": "dee", "score": 1500}} {
+		s.submit(t, in)
+	}
+	r := s.do(t, "", `{
+		top(board: "arena") { playerId rank tieRank score }
+		rankForScore(board: "arena", score: 4200) { rank tieRank topPercent approximate size }
+	}`, nil)
+	want := `{"top":[{"playerId":"ann","rank":1,"tieRank":1,"score":4200},{"playerId":"cid","rank":2,"tieRank":1,"score":4200},` +
+		`{"playerId":"bob","rank":3,"tieRank":3,"score":3900},{"playerId":"dee","rank":4,"tieRank":4,"score":1500}],` +
+		`"rankForScore":{"rank":3,"tieRank":1,"topPercent":60,"approximate":false,"size":4}}`
+	if len(r.Errors) > 0 || string(r.Data) != want {
+		t.Fatalf("got %s %+v\nwant %s", r.Data, r.Errors, want)
+	}
+	r = s.do(t, testAdminKey, `mutation { createLeaderboard(input: {id: "arena-limited", maxSubmitsPerMinute: 30}) { id maxSubmitsPerMinute } }`, nil)
+	if want := `{"createLeaderboard":{"id":"arena-limited","maxSubmitsPerMinute":30}}`; len(r.Errors) > 0 || string(r.Data) != want {
+		t.Fatalf("got %s %+v, want %s", r.Data, r.Errors, want)
+	}
+}
