@@ -2,6 +2,7 @@ package leaderboard
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 )
 
@@ -54,7 +55,8 @@ func (s *Store) RankForScore(ctx context.Context, v View, score float64) (*RankE
 			return redisError(err)
 		}
 		if len(reply) != 4 {
-			return redisError(errorf(Internal, "rank for score: %d fields in the reply", len(reply)))
+			return &Error{Code: Internal, Message: "internal error",
+				Err: fmt.Errorf("rankscore script returned %d fields, want 4", len(reply))}
 		}
 		e := &RankEstimate{Board: b.ID, Window: r.Window, Period: r.Period, Score: score, Size: toInt(reply[0]),
 			Rank: toInt(reply[1]), TieRank: toInt(reply[2]), Approximate: toInt(reply[3]) == 1}
