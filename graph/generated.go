@@ -34,6 +34,7 @@ type ResolverRoot interface {
 	Leaderboard() LeaderboardResolver
 	Mutation() MutationResolver
 	Query() QueryResolver
+	RankEstimate() RankEstimateResolver
 	Subscription() SubscriptionResolver
 }
 
@@ -48,25 +49,27 @@ type ComplexityRoot struct {
 		PlayerID    func(childComplexity int) int
 		Rank        func(childComplexity int) int
 		Score       func(childComplexity int) int
+		TieRank     func(childComplexity int) int
 		TopPercent  func(childComplexity int) int
 		UpdatedAt   func(childComplexity int) int
 	}
 
 	Leaderboard struct {
-		CurrentPeriod func(childComplexity int, window *model.Window) int
-		ExactTop      func(childComplexity int) int
-		GraceSeconds  func(childComplexity int) int
-		ID            func(childComplexity int) int
-		MaxScore      func(childComplexity int) int
-		MinScore      func(childComplexity int) int
-		Mode          func(childComplexity int) int
-		NextReset     func(childComplexity int, window *model.Window) int
-		Order         func(childComplexity int) int
-		Retention     func(childComplexity int) int
-		Size          func(childComplexity int, window *model.Window, period *string) int
-		TimeZone      func(childComplexity int) int
-		Title         func(childComplexity int) int
-		Windows       func(childComplexity int) int
+		CurrentPeriod       func(childComplexity int, window *model.Window) int
+		ExactTop            func(childComplexity int) int
+		GraceSeconds        func(childComplexity int) int
+		ID                  func(childComplexity int) int
+		MaxScore            func(childComplexity int) int
+		MaxSubmitsPerMinute func(childComplexity int) int
+		MinScore            func(childComplexity int) int
+		Mode                func(childComplexity int) int
+		NextReset           func(childComplexity int, window *model.Window) int
+		Order               func(childComplexity int) int
+		Retention           func(childComplexity int) int
+		Size                func(childComplexity int, window *model.Window, period *string) int
+		TimeZone            func(childComplexity int) int
+		Title               func(childComplexity int) int
+		Windows             func(childComplexity int) int
 	}
 
 	Mutation struct {
@@ -82,7 +85,19 @@ type ComplexityRoot struct {
 		Leaderboard  func(childComplexity int, id string) int
 		Leaderboards func(childComplexity int) int
 		Rank         func(childComplexity int, board string, playerID string, window *model.Window, period *string) int
+		RankForScore func(childComplexity int, board string, score float64, window *model.Window, period *string) int
 		Top          func(childComplexity int, board string, first *int, offset *int, window *model.Window, period *string) int
+	}
+
+	RankEstimate struct {
+		Approximate func(childComplexity int) int
+		Period      func(childComplexity int) int
+		Rank        func(childComplexity int) int
+		Score       func(childComplexity int) int
+		Size        func(childComplexity int) int
+		TieRank     func(childComplexity int) int
+		TopPercent  func(childComplexity int) int
+		Window      func(childComplexity int) int
 	}
 
 	ScoreResult struct {
@@ -123,6 +138,7 @@ type LeaderboardResolver interface {
 	ExactTop(ctx context.Context, obj *leaderboard.Board) (*int, error)
 	GraceSeconds(ctx context.Context, obj *leaderboard.Board) (int, error)
 	Retention(ctx context.Context, obj *leaderboard.Board) (int, error)
+	MaxSubmitsPerMinute(ctx context.Context, obj *leaderboard.Board) (*int, error)
 	CurrentPeriod(ctx context.Context, obj *leaderboard.Board, window *model.Window) (string, error)
 	NextReset(ctx context.Context, obj *leaderboard.Board, window *model.Window) (*time.Time, error)
 	Size(ctx context.Context, obj *leaderboard.Board, window *model.Window, period *string) (int, error)
@@ -140,6 +156,10 @@ type QueryResolver interface {
 	Rank(ctx context.Context, board string, playerID string, window *model.Window, period *string) (*leaderboard.Entry, error)
 	AroundMe(ctx context.Context, board string, playerID string, radius *int, window *model.Window, period *string) ([]leaderboard.Entry, error)
 	Friends(ctx context.Context, board string, playerID string, friendIds []string, window *model.Window, period *string) ([]leaderboard.Entry, error)
+	RankForScore(ctx context.Context, board string, score float64, window *model.Window, period *string) (*leaderboard.RankEstimate, error)
+}
+type RankEstimateResolver interface {
+	Window(ctx context.Context, obj *leaderboard.RankEstimate) (model.Window, error)
 }
 type SubscriptionResolver interface {
 	TopUpdates(ctx context.Context, board string, first *int, window *model.Window, period *string) (<-chan *model.TopUpdate, error)
@@ -200,6 +220,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Entry.Score(childComplexity), true
+	case "Entry.tieRank":
+		if e.ComplexityRoot.Entry.TieRank == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Entry.TieRank(childComplexity), true
 	case "Entry.topPercent":
 		if e.ComplexityRoot.Entry.TopPercent == nil {
 			break
@@ -248,6 +274,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Leaderboard.MaxScore(childComplexity), true
+	case "Leaderboard.maxSubmitsPerMinute":
+		if e.ComplexityRoot.Leaderboard.MaxSubmitsPerMinute == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.MaxSubmitsPerMinute(childComplexity), true
 	case "Leaderboard.minScore":
 		if e.ComplexityRoot.Leaderboard.MinScore == nil {
 			break
@@ -409,6 +441,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Rank(childComplexity, args["board"].(string), args["playerId"].(string), args["window"].(*model.Window), args["period"].(*string)), true
+	case "Query.rankForScore":
+		if e.ComplexityRoot.Query.RankForScore == nil {
+			break
+		}
+
+		args, err := ec.field_Query_rankForScore_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.RankForScore(childComplexity, args["board"].(string), args["score"].(float64), args["window"].(*model.Window), args["period"].(*string)), true
 	case "Query.top":
 		if e.ComplexityRoot.Query.Top == nil {
 			break
@@ -420,6 +463,55 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.Top(childComplexity, args["board"].(string), args["first"].(*int), args["offset"].(*int), args["window"].(*model.Window), args["period"].(*string)), true
+
+	case "RankEstimate.approximate":
+		if e.ComplexityRoot.RankEstimate.Approximate == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.Approximate(childComplexity), true
+	case "RankEstimate.period":
+		if e.ComplexityRoot.RankEstimate.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.Period(childComplexity), true
+	case "RankEstimate.rank":
+		if e.ComplexityRoot.RankEstimate.Rank == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.Rank(childComplexity), true
+	case "RankEstimate.score":
+		if e.ComplexityRoot.RankEstimate.Score == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.Score(childComplexity), true
+	case "RankEstimate.size":
+		if e.ComplexityRoot.RankEstimate.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.Size(childComplexity), true
+	case "RankEstimate.tieRank":
+		if e.ComplexityRoot.RankEstimate.TieRank == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.TieRank(childComplexity), true
+	case "RankEstimate.topPercent":
+		if e.ComplexityRoot.RankEstimate.TopPercent == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.TopPercent(childComplexity), true
+	case "RankEstimate.window":
+		if e.ComplexityRoot.RankEstimate.Window == nil {
+			break
+		}
+
+		return e.ComplexityRoot.RankEstimate.Window(childComplexity), true
 
 	case "ScoreResult.duplicate":
 		if e.ComplexityRoot.ScoreResult.Duplicate == nil {
@@ -677,6 +769,8 @@ type Leaderboard {
   graceSeconds: Int!
   "How many closed periods of each window stay readable."
   retention: Int!
+  "How many scores one player may submit to this board per minute (RATE_LIMITED beyond). Null: no limit."
+  maxSubmitsPerMinute: Int
   "The current period key of a window: 'all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY. Default window: the board's first."
   currentPeriod(window: Window): String!
   "When the current period of a window ends (null for ALL_TIME). Default window: the board's first."
@@ -696,6 +790,8 @@ type Entry {
   displayName: String
   "1-based rank. Equal scores: whoever reached that score first ranks higher."
   rank: Int!
+  "Competition rank: 1 + the number of players with a strictly better score, so equal scores share it (1, 2, 2, 4). Estimated like rank when approximate."
+  tieRank: Int!
   "True when rank is estimated (player beyond exactTop)."
   approximate: Boolean!
   score: Float!
@@ -725,6 +821,25 @@ type Query {
   aroundMe(board: ID!, playerId: ID!, radius: Int = 5, window: Window, period: String): [Entry!]!
   "The player and the given friends who have a score, in rank order, with their board ranks (at most 1000 ids)."
   friends(board: ID!, playerId: ID!, friendIds: [ID!]!, window: Window, period: String): [Entry!]!
+  "Where a score would place a new player now (after everyone with an equal or better score), without writing anything. The score is checked like a submitted one."
+  rankForScore(board: ID!, score: Float!, window: Window, period: String): RankEstimate!
+}
+
+"""Where a score would place a new player in a window period right now."""
+type RankEstimate {
+  score: Float!
+  "The rank a new player submitting this score now would get: after every player with an equal or better score."
+  rank: Int!
+  "1 + the number of players with a strictly better score."
+  tieRank: Int!
+  "100 * rank / (size + 1): the topPercent of the new player's entry once it is in."
+  topPercent: Float!
+  "True when the score would land beyond exactTop, where ranks are estimated."
+  approximate: Boolean!
+  "Number of players with a score now."
+  size: Int!
+  window: Window!
+  period: String!
 }
 
 """One score for one player on one board."""
@@ -774,6 +889,8 @@ input LeaderboardInput {
   graceSeconds: Int
   "How many closed periods of each window stay readable (1 to 1000). Default 3."
   retention: Int
+  "How many scores one player may submit per minute of the server's clock (1 to 100000); further ones that minute are RATE_LIMITED and change nothing. Null: no limit."
+  maxSubmitsPerMinute: Int
 }
 
 """
@@ -838,6 +955,8 @@ func (ec *executionContext) childFields_Entry(ctx context.Context, field graphql
 		return ec.fieldContext_Entry_displayName(ctx, field)
 	case "rank":
 		return ec.fieldContext_Entry_rank(ctx, field)
+	case "tieRank":
+		return ec.fieldContext_Entry_tieRank(ctx, field)
 	case "approximate":
 		return ec.fieldContext_Entry_approximate(ctx, field)
 	case "score":
@@ -872,6 +991,8 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_graceSeconds(ctx, field)
 	case "retention":
 		return ec.fieldContext_Leaderboard_retention(ctx, field)
+	case "maxSubmitsPerMinute":
+		return ec.fieldContext_Leaderboard_maxSubmitsPerMinute(ctx, field)
 	case "currentPeriod":
 		return ec.fieldContext_Leaderboard_currentPeriod(ctx, field)
 	case "nextReset":
@@ -884,6 +1005,28 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_maxScore(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Leaderboard", field.Name)
+}
+
+func (ec *executionContext) childFields_RankEstimate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "score":
+		return ec.fieldContext_RankEstimate_score(ctx, field)
+	case "rank":
+		return ec.fieldContext_RankEstimate_rank(ctx, field)
+	case "tieRank":
+		return ec.fieldContext_RankEstimate_tieRank(ctx, field)
+	case "topPercent":
+		return ec.fieldContext_RankEstimate_topPercent(ctx, field)
+	case "approximate":
+		return ec.fieldContext_RankEstimate_approximate(ctx, field)
+	case "size":
+		return ec.fieldContext_RankEstimate_size(ctx, field)
+	case "window":
+		return ec.fieldContext_RankEstimate_window(ctx, field)
+	case "period":
+		return ec.fieldContext_RankEstimate_period(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type RankEstimate", field.Name)
 }
 
 func (ec *executionContext) childFields_ScoreResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1274,6 +1417,44 @@ func (ec *executionContext) field_Query_leaderboard_args(ctx context.Context, ra
 	return args, nil
 }
 
+func (ec *executionContext) field_Query_rankForScore_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "board",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["board"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "score",
+		func(ctx context.Context, v any) (float64, error) {
+			return ec.unmarshalNFloat2float64(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["score"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "window",
+		func(ctx context.Context, v any) (*model.Window, error) {
+			return ec.unmarshalOWindow2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐWindow(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["window"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "period",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["period"] = arg3
+	return args, nil
+}
+
 func (ec *executionContext) field_Query_rank_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1566,6 +1747,29 @@ func (ec *executionContext) _Entry_rank(ctx context.Context, field graphql.Colle
 	)
 }
 func (ec *executionContext) fieldContext_Entry_rank(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Entry", field, false, false, "Int")
+}
+
+func (ec *executionContext) _Entry_tieRank(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Entry) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Entry_tieRank(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TieRank, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Entry_tieRank(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Entry", field, false, false, "Int")
 }
 
@@ -1888,6 +2092,29 @@ func (ec *executionContext) _Leaderboard_retention(ctx context.Context, field gr
 	)
 }
 func (ec *executionContext) fieldContext_Leaderboard_retention(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Leaderboard_maxSubmitsPerMinute(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_maxSubmitsPerMinute(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Leaderboard().MaxSubmitsPerMinute(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *int) graphql.Marshaler {
+			return ec.marshalOInt2ᚖint(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_maxSubmitsPerMinute(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
 }
 
@@ -2497,6 +2724,50 @@ func (ec *executionContext) fieldContext_Query_friends(ctx context.Context, fiel
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_rankForScore(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_rankForScore(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().RankForScore(ctx, fc.Args["board"].(string), fc.Args["score"].(float64), fc.Args["window"].(*model.Window), fc.Args["period"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *leaderboard.RankEstimate) graphql.Marshaler {
+			return ec.marshalNRankEstimate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐRankEstimate(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_rankForScore(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_RankEstimate(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_rankForScore_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2571,6 +2842,190 @@ func (ec *executionContext) fieldContext_Query___schema(_ context.Context, field
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _RankEstimate_score(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_score(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Score, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_score(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "Float")
+}
+
+func (ec *executionContext) _RankEstimate_rank(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_rank(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Rank, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_rank(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RankEstimate_tieRank(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_tieRank(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TieRank, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_tieRank(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RankEstimate_topPercent(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_topPercent(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.TopPercent, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_topPercent(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "Float")
+}
+
+func (ec *executionContext) _RankEstimate_approximate(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_approximate(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Approximate, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_approximate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _RankEstimate_size(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "Int")
+}
+
+func (ec *executionContext) _RankEstimate_window(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_window(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.RankEstimate().Window(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Window) graphql.Marshaler {
+			return ec.marshalNWindow2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐWindow(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_window(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, true, true, "Window")
+}
+
+func (ec *executionContext) _RankEstimate_period(ctx context.Context, field graphql.CollectedField, obj *leaderboard.RankEstimate) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_RankEstimate_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_RankEstimate_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "String")
 }
 
 func (ec *executionContext) _ScoreResult_entry(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Result) (ret graphql.Marshaler) {
@@ -4075,7 +4530,7 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 		asMap["timezone"] = "UTC"
 	}
 
-	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore", "graceSeconds", "retention"}
+	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore", "graceSeconds", "retention", "maxSubmitsPerMinute"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -4159,6 +4614,13 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 				return it, err
 			}
 			it.Retention = data
+		case "maxSubmitsPerMinute":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("maxSubmitsPerMinute"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.MaxSubmitsPerMinute = data
 		}
 	}
 	return it, nil
@@ -4294,6 +4756,11 @@ func (ec *executionContext) _Entry(ctx context.Context, sel ast.SelectionSet, ob
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "tieRank":
+			out.Values[i] = ec._Entry_tieRank(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		case "approximate":
 			out.Values[i] = ec._Entry_approximate(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
@@ -4398,6 +4865,12 @@ func (ec *executionContext) _Leaderboard(ctx context.Context, sel ast.SelectionS
 				true, true,
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Leaderboard_retention(ctx, field, obj)
+				})
+		case "maxSubmitsPerMinute":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_maxSubmitsPerMinute(ctx, field, obj)
 				})
 		case "currentPeriod":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
@@ -4563,6 +5036,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_friends(ctx, field)
 				})
+		case "rankForScore":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_rankForScore(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -4574,6 +5053,75 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___schema(ctx, field)
 			})
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var rankEstimateImplementors = []string{"RankEstimate"}
+
+func (ec *executionContext) _RankEstimate(ctx context.Context, sel ast.SelectionSet, obj *leaderboard.RankEstimate) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, rankEstimateImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("RankEstimate")
+		case "score":
+			out.Values[i] = ec._RankEstimate_score(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "rank":
+			out.Values[i] = ec._RankEstimate_rank(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "tieRank":
+			out.Values[i] = ec._RankEstimate_tieRank(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "topPercent":
+			out.Values[i] = ec._RankEstimate_topPercent(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "approximate":
+			out.Values[i] = ec._RankEstimate_approximate(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "size":
+			out.Values[i] = ec._RankEstimate_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "window":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._RankEstimate_window(ctx, field, obj)
+				})
+		case "period":
+			out.Values[i] = ec._RankEstimate_period(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
@@ -5257,6 +5805,14 @@ func (ec *executionContext) marshalNLeaderboard2ᚖgithubᚗcomᚋleaderboardᚋ
 func (ec *executionContext) unmarshalNLeaderboardInput2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐLeaderboardInput(ctx context.Context, v any) (model.LeaderboardInput, error) {
 	res, err := ec.unmarshalInputLeaderboardInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNRankEstimate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐRankEstimate(ctx context.Context, sel ast.SelectionSet, v *leaderboard.RankEstimate) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "RankEstimate!")
+		return graphql.Null
+	}
+	return ec._RankEstimate(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNScoreInput2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreInput(ctx context.Context, v any) (model.ScoreInput, error) {

@@ -19,17 +19,17 @@ import (
 func TestSharedRenderingMatchesGqlgen(t *testing.T) {
 	s := NewSchema(&Resolver{}).(liveSchema)
 	queries := []string{
-		`subscription { topUpdates(board: "b") { board window period version snapshot size removed entries { playerId displayName rank approximate score topPercent updatedAt metadata } } }`,
+		`subscription { topUpdates(board: "b") { board window period version snapshot size removed entries { playerId displayName rank tieRank approximate score topPercent updatedAt metadata } } }`,
 		`subscription($inc: Boolean!) { t: topUpdates(board: "b") { v1: version ...F entries { __typename p: playerId score rank } removed size board @include(if: $inc) window @skip(if: $inc) } }
 		 fragment F on TopUpdate { version snapshot __typename ... on TopUpdate { period } }`,
-		`subscription { topUpdates(board: "b") { entries { rank } } }`,
+		`subscription { topUpdates(board: "b") { entries { rank tieRank t2: tieRank } } }`,
 	}
 	name := "Ada \"the\" 1st"
 	updates := []*pubsub.TopUpdate{
 		{Board: "b", Window: leaderboard.AllTime, Period: "all", Version: 1, Snapshot: true, Size: 2, Entries: []leaderboard.Entry{
-			{PlayerID: "a", DisplayName: &name, Rank: 1, Score: 1.5, TopPercent: 50, UpdatedAt: time.Unix(1764450000, 0).UTC(),
+			{PlayerID: "a", DisplayName: &name, Rank: 1, TieRank: 1, Score: 1.5, TopPercent: 50, UpdatedAt: time.Unix(1764450000, 0).UTC(),
 				Metadata: json.RawMessage(`{"k":[1,2]}`)},
-			{PlayerID: "b", Rank: 2, Score: -3e-7, TopPercent: 100, Approximate: true, UpdatedAt: time.Unix(1764450001, 0).UTC()},
+			{PlayerID: "b", Rank: 2, TieRank: 2, Score: -3e-7, TopPercent: 100, Approximate: true, UpdatedAt: time.Unix(1764450001, 0).UTC()},
 		}},
 		{Board: "b", Window: leaderboard.Daily, Period: "2026-11-29", Version: 123456, Removed: []string{"x", "y"}, Size: 12},
 	}

@@ -62,6 +62,14 @@ func (r *leaderboardResolver) Retention(ctx context.Context, obj *leaderboard.Bo
 	return obj.Retention, nil
 }
 
+// MaxSubmitsPerMinute is the resolver for the maxSubmitsPerMinute field.
+func (r *leaderboardResolver) MaxSubmitsPerMinute(ctx context.Context, obj *leaderboard.Board) (*int, error) {
+	if obj.MaxSubmitsPerMinute <= 0 {
+		return nil, nil
+	}
+	return &obj.MaxSubmitsPerMinute, nil
+}
+
 // CurrentPeriod is the resolver for the currentPeriod field.
 func (r *leaderboardResolver) CurrentPeriod(ctx context.Context, obj *leaderboard.Board, window *model.Window) (string, error) {
 	w, err := boardWindow(obj, window)
@@ -183,6 +191,13 @@ func (r *mutationResolver) CreateLeaderboard(ctx context.Context, input model.Le
 		}
 		b.Retention = *n
 	}
+	if n := input.MaxSubmitsPerMinute; n != nil {
+		if *n < 1 || *n > leaderboard.MaxSubmitsPerMinute {
+			return nil, newError(leaderboard.Invalid, fmt.Sprintf("maxSubmitsPerMinute must be between 1 and %d",
+				leaderboard.MaxSubmitsPerMinute))
+		}
+		b.MaxSubmitsPerMinute = *n
+	}
 	created, err := r.Store.CreateBoard(ctx, b)
 	return created, internal(err)
 }
@@ -258,6 +273,17 @@ func (r *queryResolver) Friends(ctx context.Context, board string, playerID stri
 	return es, internal(err)
 }
 
+// RankForScore is the resolver for the rankForScore field.
+func (r *queryResolver) RankForScore(ctx context.Context, board string, score float64, window *model.Window, period *string) (*leaderboard.RankEstimate, error) {
+	e, err := r.Store.RankForScore(ctx, view(board, window, period), score)
+	return e, internal(err)
+}
+
+// Window is the resolver for the window field.
+func (r *rankEstimateResolver) Window(ctx context.Context, obj *leaderboard.RankEstimate) (model.Window, error) {
+	return model.Window(obj.Window), nil
+}
+
 // TopUpdates is the resolver for the topUpdates field. Served over websockets, topUpdates normally takes the
 // shared-encoding path in live.go instead; this one serves any other executor path.
 func (r *subscriptionResolver) TopUpdates(ctx context.Context, board string, first *int, window *model.Window, period *string) (<-chan *model.TopUpdate, error) {
@@ -319,6 +345,9 @@ func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
 
+// RankEstimate returns RankEstimateResolver implementation.
+func (r *Resolver) RankEstimate() RankEstimateResolver { return &rankEstimateResolver{r} }
+
 // Subscription returns SubscriptionResolver implementation.
 func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionResolver{r} }
 
@@ -326,5 +355,6 @@ type (
 	leaderboardResolver  struct{ *Resolver }
 	mutationResolver     struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
+	rankEstimateResolver struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }
 )

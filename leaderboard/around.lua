@@ -12,7 +12,7 @@ local z = zkey(st.w, st.p)
 local r0 = exact and redis.call('ZRANK', z, tok .. player)
 if not r0 then
   local r = rank_of(st, player, tok, x, false)
-  out[2] = { player, r, 1, fmt(x), ts, meta_of(player) }
+  out[2] = { player, r, 1, fmt(x), ts, meta_of(player), tie_of(st, x, r, false) }
   return out
 end
 local n = redis.call('ZCARD', z)

@@ -66,6 +66,9 @@ const (
 	DefaultRetention = 3               // closed periods of each window kept readable
 )
 
+// MaxSubmitsPerMinute is the largest per-player submission limit of a board (Board.MaxSubmitsPerMinute).
+const MaxSubmitsPerMinute = 100_000
+
 // MinAchievedAt and MaxAchievedAt bound when a score may have been achieved (BAD_USER_INPUT outside; the records
 // keep updatedAt in ten decimal digits). Besides, achievedAt may lie at most Config.ClockSkew after the store's
 // clock.
@@ -91,6 +94,10 @@ type Board struct {
 	// means no grace at all.
 	Grace     time.Duration
 	Retention int // default DefaultRetention; closed periods of each window kept readable
+	// MaxSubmitsPerMinute, when above 0, is how many submissions one player may make on this board per minute of
+	// the store's clock (1 to MaxSubmitsPerMinute); past it a submission is RateLimited and changes nothing.
+	// 0: no limit.
+	MaxSubmitsPerMinute int
 
 	loc *time.Location
 	sum string // SHA-1 of the stored definition: the scripts check it (check_def in common.lua)
@@ -186,6 +193,9 @@ func (b *Board) normalize() error {
 	if b.Retention < 0 || b.Retention > MaxRetention {
 		return errorf(Invalid, "retention must be between 1 and %d periods", MaxRetention)
 	}
+	if b.MaxSubmitsPerMinute < 0 || b.MaxSubmitsPerMinute > MaxSubmitsPerMinute {
+		return errorf(Invalid, "maxSubmitsPerMinute must be between 1 and %d", MaxSubmitsPerMinute)
+	}
 	return nil
 }
 
@@ -202,11 +212,13 @@ type boardJSON struct {
 	MaxScore  *float64 `json:"max,omitempty"`
 	GraceMS   int64    `json:"graceMs"`
 	Retention int      `json:"retention"`
+	// Omitted when 0, so definitions without a limit keep their stored form (and SHA-1).
+	MaxSubmitsPerMinute int `json:"maxPerMin,omitempty"`
 }
 
 func (b *Board) encode() string {
 	data, _ := json.Marshal(boardJSON{b.ID, b.Title, b.Order, b.Mode, b.Windows, b.TimeZone, b.ExactTop,
-		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention})
+		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention, b.MaxSubmitsPerMinute})
 	return string(data)
 }
 
@@ -217,7 +229,8 @@ func decodeBoard(s string) (*Board, error) {
 	}
 	b := &Board{ID: j.ID, Title: j.Title, Order: j.Order, Mode: j.Mode, Windows: j.Windows, TimeZone: j.TimeZone,
 		ExactTop: j.ExactTop, MinScore: j.MinScore, MaxScore: j.MaxScore,
-		Grace: time.Duration(j.GraceMS) * time.Millisecond, Retention: j.Retention}
+		Grace: time.Duration(j.GraceMS) * time.Millisecond, Retention: j.Retention,
+		MaxSubmitsPerMinute: j.MaxSubmitsPerMinute}
 	loc, err := time.LoadLocation(b.TimeZone)
 	if err != nil || len(b.Windows) == 0 {
 		return nil, fmt.Errorf("decode board %q: bad stored definition", j.ID)

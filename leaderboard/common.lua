@@ -22,6 +22,8 @@
 --   c                    board counters: ver (version of published changes), ep (epoch of ver: set when ver
 --                        starts, so a counter that started again is never mistaken for the old one)
 --   e:<eventId>          first result of an eventId, with the fingerprint of its payload
+--   l:<minute>:<player>  submissions of a player in one minute of the caller's clock (unix s / 60), on boards
+--                        with a submission limit; expires after LIMIT_TTL seconds (see limit_key)
 --   watch                present while some process watches single players' ranks on this board
 -- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
 -- never written already expired, whatever Redis's own clock says.
@@ -48,6 +50,8 @@ local function hkey(w, p) return base .. 'h:' .. w .. ':' .. p end
 local function vkey(w, p, k) return base .. 'v:' .. w .. ':' .. p .. ':' .. k end
 local VMAX = 128 -- distinct scores counted one by one per histogram bucket (a hash of this size stays a listpack)
 local function rkey(w, p, n) return base .. 'r:' .. w .. ':' .. p .. ':' .. n end
+local LIMIT_TTL = 120 -- s a submission counter outlives the start of its minute (a minute, and slack for skew)
+local function limit_key(now, player) return base .. 'l:' .. math.floor(now / 60) .. ':' .. player end
 
 -- check_def returns an error reply when the board is gone or its definition is not the one the caller holds
 -- (sha: SHA-1 of the definition JSON), nil when the script may go on.
@@ -342,17 +346,28 @@ local function rank_of(st, player, tok, x, exact)
   return r, 1
 end
 
+-- tie_of returns the competition rank (1 + players with a strictly better score) of a player with internal
+-- score x whose rank_of is rank. Exact tier: one ZCOUNT. Tail (estimated): the estimated rank already counts only
+-- strictly better tail players, so it is the rank less the exact-tier players with the same score (no exact player
+-- has a worse score than a tail player); it stays between 1 + the better exact players and rank.
+local function tie_of(st, x, rank, exact)
+  local z = zkey(st.w, st.p)
+  local better = redis.call('ZCOUNT', z, '-inf', '(' .. fmt(x))
+  if exact then return better + 1 end
+  return math.max(better + 1, rank - (redis.call('ZCARD', z) - better))
+end
+
 local function meta_of(player)
   return redis.call('HGET', base .. 'm', player) or ''
 end
 
 -- entry is the reply shape of one player: id, rank, approximate (0/1), internal score, updatedAt, meta (filled in
--- by the caller, see metas).
+-- by the caller, see metas), tieRank.
 local function entry(st, player)
   local _, rec, ts, tok, x, exact = locate(st, player)
   if not rec then return nil end
   local r, approx = rank_of(st, player, tok, x, exact)
-  return { player, r, approx, fmt(x), ts, '' }
+  return { player, r, approx, fmt(x), ts, '', tie_of(st, x, r, approx == 0) }
 end
 
 -- metas returns the metadata of a list of players ('' for none), with one HMGET per 500 of them: one Redis call per
@@ -367,14 +382,24 @@ local function metas(players)
   return out
 end
 
--- append_rows adds entries for ZRANGE ... WITHSCORES rows whose first row has rank first.
+-- append_rows adds entries for ZRANGE ... WITHSCORES rows whose first row has rank first. The rows are
+-- consecutive, so a row's tieRank is the previous row's when their scores are equal and its own rank otherwise;
+-- only the first row's takes a ZCOUNT (none at rank 1).
 local function append_rows(st, rows, first, out)
   local players = {}
   for i = 1, #rows, 2 do players[#players + 1] = member_player(rows[i]) end
   local m = metas(players)
+  local tie, prev = 1, nil
   for k, p in ipairs(players) do
     local ts = rec_ts(redis.call('HGET', record_key(st, phash(p)), p)) or 0
-    out[#out + 1] = { p, first + k - 1, 0, rows[2 * k], ts, m[k] }
+    local x = tonumber(rows[2 * k])
+    if k == 1 then
+      if first > 1 then tie = redis.call('ZCOUNT', zkey(st.w, st.p), '-inf', '(' .. rows[2]) + 1 end
+    elseif x ~= prev then
+      tie = first + k - 1
+    end
+    prev = x
+    out[#out + 1] = { p, first + k - 1, 0, rows[2 * k], ts, m[k], tie }
   end
   return out
 end

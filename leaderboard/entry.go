@@ -12,7 +12,11 @@ type Entry struct {
 	PlayerID    string
 	DisplayName *string
 	Rank        int64 // 1-based; equal scores rank by first arrival
-	Approximate bool  // the rank is estimated (the player is beyond exactTop)
+	// TieRank is the competition rank: 1 + the number of players with a strictly better score (1, 2, 2, 4), so
+	// equal scores share it. Estimated with Rank when Approximate: the estimated rank less the exact-tier players
+	// with the same score.
+	TieRank     int64
+	Approximate bool // the rank is estimated (the player is beyond exactTop)
 	Score       float64
 	TopPercent  float64 // 100 * Rank / size
 	UpdatedAt   time.Time
@@ -49,7 +53,8 @@ func decodeMeta(s string, e *Entry) {
 	}
 }
 
-// parseEntry reads an entry reply of the scripts: {player, rank, approximate, internal score, updatedAt, meta}.
+// parseEntry reads an entry reply of the scripts: {player, rank, approximate, internal score, updatedAt, meta,
+// tieRank}. A reply without tieRank (a dedupe record stored by an older version) gets the rank as its tieRank.
 func parseEntry(b *Board, v any, size int64) (Entry, error) {
 	row, ok := v.([]any)
 	if !ok || len(row) < 6 {
@@ -66,6 +71,10 @@ func parseEntry(b *Board, v any, size int64) (Entry, error) {
 	e.Score = b.userScore(x)
 	e.UpdatedAt = time.Unix(toInt(row[4]), 0).UTC()
 	decodeMeta(toString(row[5]), &e)
+	e.TieRank = e.Rank
+	if len(row) > 6 && row[6] != nil {
+		e.TieRank = toInt(row[6])
+	}
 	if size > 0 {
 		e.TopPercent = 100 * float64(e.Rank) / float64(size)
 	}

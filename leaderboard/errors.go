@@ -20,7 +20,7 @@ const (
 	Conflict     Code = "CONFLICT"
 	PeriodClosed Code = "PERIOD_CLOSED"
 	Unavailable  Code = "UNAVAILABLE"
-	RateLimited  Code = "RATE_LIMITED" // this server is overloaded (not Redis): retry shortly
+	RateLimited  Code = "RATE_LIMITED" // this server is overloaded (not Redis), or a player's submission limit
 	Internal     Code = "INTERNAL"
 )
 

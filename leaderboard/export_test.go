@@ -21,3 +21,6 @@ func DefKey(s *Store, board string) string { return s.keyBase(board) + "def" }
 
 // RegistryKey returns the board list that holds board.
 func RegistryKey(s *Store, board string) string { return s.registryKey(board) }
+
+// LibraryFunctions returns how many functions the store's function library registers (one per script).
+func LibraryFunctions() int { return len(library.fn) }

@@ -128,7 +128,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	}
 	args := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
-		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0}
+		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0, b.MaxSubmitsPerMinute}
 	const nitemsArg = 12
 	var sent []int
 	var firstPeriods []string
@@ -306,7 +306,11 @@ func parseSubmitReply(b *Board, v any, period, player string) (*Result, error) {
 		return nil, fmt.Errorf("short submit reply (%d fields)", len(row))
 	}
 	size := toInt(row[9])
-	e, err := parseEntry(b, []any{player, row[1], row[2], row[3], row[4], row[5]}, size)
+	var tie any // absent from results stored by an older version
+	if len(row) > 10 {
+		tie = row[10]
+	}
+	e, err := parseEntry(b, []any{player, row[1], row[2], row[3], row[4], row[5], tie}, size)
 	if err != nil {
 		return nil, err
 	}

@@ -1,11 +1,13 @@
 -- submit applies a batch of submissions to one board, each atomically, in order.
 -- ARGV: definition SHA-1, order ('a'|'d'), mode ('best'|'latest'|'sum'), exactTop (0: none), min, max ('' when
 -- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
--- separated), now (unix s, the caller's clock), number of items, then per item: player, score, eventId, payload
--- fingerprint, hasName, name, hasMeta, meta, updatedAt (unix s), and per window: period, expireAt (unix s, 0:
--- never).
+-- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
+-- limit), then per item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
+-- (unix s), and per window: period, expireAt (unix s, 0: never).
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
--- updated, size} or {'err', code, message}.
+-- updated, size, tieRank} or {'err', code, message}.
+-- Checks in order: the eventId (a retry gets the first result back, and is not counted), the submission limit
+-- (RATE_LIMITED; only applied items count, in the minute of 'now'), then the item's own checks.
 --
 -- Each item is planned first (every read and every check, for every window) and written only after that; the
 -- writing part has no error path, so an item is either refused with nothing written or applied whole, and its
@@ -23,7 +25,8 @@ local wins = {}
 for w in string.gmatch(ARGV[11], '[^,]+') do wins[#wins + 1] = w end
 local now = tonumber(ARGV[12])
 local nitems = tonumber(ARGV[13])
-local FIRST = 14
+local maxPerMin = tonumber(ARGV[14])
+local FIRST = 15
 local stride = 9 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
@@ -169,6 +172,14 @@ local function plan(i0)
     end
   end
 
+  if maxPerMin > 0 then
+    it.lkey = limit_key(now, player)
+    if (tonumber(redis.call('GET', it.lkey)) or 0) >= maxPerMin then
+      return nil, refuse('RATE_LIMITED', 'too many submissions for this player: the board allows ' .. maxPerMin ..
+        ' a minute')
+    end
+  end
+
   local h = phash(player)
   it.h = h
   it.wins = {}
@@ -284,7 +295,8 @@ local function apply(it)
       changes[#changes + 1] = { st.w, st.p, player, rank, rank } -- same place, new name or metadata
     end
     if wi == 1 then
-      out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt }
+      out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt,
+        tie_of(st, pl.nx, rank, approx == 0) }
       if pl.rec then out[8] = fmt(pl.ox) end
     end
   end
@@ -296,6 +308,7 @@ local function apply(it)
     out[6] = it.metaCur
   end
   if wrote then keep_names(it.namesTTL) end
+  if it.lkey and redis.call('INCR', it.lkey) == 1 then redis.call('EXPIRE', it.lkey, LIMIT_TTL) end
 
   if it.ekey then redis.call('SET', it.ekey, cjson.encode({ f = it.fp, r = out }), 'EX', dedupeTTL) end
   return out

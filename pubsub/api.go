@@ -93,9 +93,9 @@ type TopUpdate struct {
 	Period string
 	// Version counts the updates of this subscription: 1 is the first snapshot, then +1 per update, no gaps.
 	Version int64
-	// Snapshot: Entries is the whole list. Otherwise Entries holds the rows that entered or changed rank, score,
-	// display name or metadata, and Removed the players who left the list. (TopPercent of rows that did not
-	// change is not resent when only the size changed; Size is current.)
+	// Snapshot: Entries is the whole list. Otherwise Entries holds the rows that entered or changed rank, tieRank,
+	// score, display name or metadata, and Removed the players who left the list. (TopPercent of rows that did
+	// not change is not resent when only the size changed; Size is current.)
 	Snapshot bool
 	Entries  []leaderboard.Entry
 	Removed  []string

@@ -8,7 +8,7 @@ import (
 )
 
 // Diff returns what turns the list prev into next (both in rank order): the rows of next that are new or whose
-// rank, score, updatedAt, display name or metadata changed, and the ids of prev's players that are not in next.
+// rank, tieRank, score, updatedAt, display name or metadata changed, and the ids of prev's players that are not in next.
 func Diff(prev, next []leaderboard.Entry) (changed []leaderboard.Entry, removed []string) {
 	old := make(map[string]*leaderboard.Entry, len(prev))
 	for i := range prev {
@@ -30,7 +30,7 @@ func Diff(prev, next []leaderboard.Entry) (changed []leaderboard.Entry, removed 
 }
 
 func sameRow(a, b *leaderboard.Entry) bool {
-	return a.Rank == b.Rank && a.Score == b.Score && a.Approximate == b.Approximate && a.UpdatedAt.Equal(b.UpdatedAt) &&
+	return a.Rank == b.Rank && a.TieRank == b.TieRank && a.Score == b.Score && a.Approximate == b.Approximate && a.UpdatedAt.Equal(b.UpdatedAt) &&
 		(a.DisplayName == nil) == (b.DisplayName == nil) && (a.DisplayName == nil || *a.DisplayName == *b.DisplayName) &&
 		bytes.Equal(a.Metadata, b.Metadata)
 }

@@ -100,8 +100,8 @@ func fullRows(es []leaderboard.Entry, size int64) []string {
 		if size > 0 {
 			pct = 100 * float64(e.Rank) / float64(size)
 		}
-		out = append(out, fmt.Sprintf("%s rank=%d score=%v approx=%v name=%q meta=%s at=%d pct=%.6f", e.PlayerID, e.Rank,
-			e.Score, e.Approximate, name, e.Metadata, e.UpdatedAt.Unix(), pct))
+		out = append(out, fmt.Sprintf("%s rank=%d tie=%d score=%v approx=%v name=%q meta=%s at=%d pct=%.6f", e.PlayerID,
+			e.Rank, e.TieRank, e.Score, e.Approximate, name, e.Metadata, e.UpdatedAt.Unix(), pct))
 	}
 	return out
 }

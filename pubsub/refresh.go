@@ -240,8 +240,10 @@ func touches(changes []change, k viewKey) (top, size, settle bool) {
 	return top, size, settle
 }
 
-// moved reports whether a change may have moved a watched player: their own change, or one whose rank range
-// (old to new rank; to the end of the list for arrivals and removals) covers the player's last known rank.
+// moved reports whether a change may have moved a watched player: their own change, one whose rank range (old
+// to new rank; to the end of the list for arrivals and removals) covers the player's last known rank, or one of
+// a player ranked between the watched player's tieRank and rank (an earlier arrival with the same score: when it
+// climbs, the watched player's tieRank changes and its rank does not).
 func moved(changes []change, w *watch) bool {
 	for _, c := range changes {
 		if c.stale || c.view.window != w.key.window || c.view.period != w.key.period {
@@ -261,6 +263,9 @@ func moved(changes []change, w *watch) bool {
 			lo, hi = max(c.prev, c.n), 1<<62
 		}
 		if w.last.Rank >= lo && w.last.Rank <= hi+1 {
+			return true
+		}
+		if c.prev >= w.last.TieRank && c.prev < w.last.Rank {
 			return true
 		}
 	}

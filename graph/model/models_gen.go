@@ -31,6 +31,8 @@ type LeaderboardInput struct {
 	GraceSeconds *int `json:"graceSeconds,omitempty"`
 	// How many closed periods of each window stay readable (1 to 1000). Default 3.
 	Retention *int `json:"retention,omitempty"`
+	// How many scores one player may submit per minute of the server's clock (1 to 100000); further ones that minute are RATE_LIMITED and change nothing. Null: no limit.
+	MaxSubmitsPerMinute *int `json:"maxSubmitsPerMinute,omitempty"`
 }
 
 // Writes. Keys are sent as `Authorization: Bearer <key>`: a missing or unknown key is UNAUTHENTICATED, a key without

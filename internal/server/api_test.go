@@ -18,6 +18,7 @@ type entry struct {
 	PlayerID    string          `json:"playerId"`
 	DisplayName *string         `json:"displayName"`
 	Rank        int             `json:"rank"`
+	TieRank     int             `json:"tieRank"`
 	Approximate bool            `json:"approximate"`
 	Score       float64         `json:"score"`
 	TopPercent  float64         `json:"topPercent"`
@@ -33,7 +34,7 @@ type scoreResult struct {
 	Duplicate     bool     `json:"duplicate"`
 }
 
-const entryFields = `playerId displayName rank approximate score topPercent updatedAt metadata`
+const entryFields = `playerId displayName rank tieRank approximate score topPercent updatedAt metadata`
 
 const createMutation = `mutation($in: LeaderboardInput!) { createLeaderboard(input: $in) {
 	id title order mode windows timezone exactTop currentPeriod nextReset size } }`

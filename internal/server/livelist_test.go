@@ -87,7 +87,7 @@ func (l *liveList) apply(payload json.RawMessage) {
 				e.TopPercent, e.Rank, u.Size, want)
 		}
 		es[i] = leaderboard.Entry{PlayerID: e.PlayerID, DisplayName: e.DisplayName, Rank: int64(e.Rank),
-			Approximate: e.Approximate, Score: e.Score, TopPercent: e.TopPercent, UpdatedAt: e.UpdatedAt,
+			TieRank: int64(e.TieRank), Approximate: e.Approximate, Score: e.Score, TopPercent: e.TopPercent, UpdatedAt: e.UpdatedAt,
 			Metadata: e.Metadata}
 	}
 	l.list = pubsub.Apply(l.list, u.Snapshot, es, u.Removed, l.first)
@@ -112,7 +112,7 @@ func (l *liveList) rows() string {
 }
 
 // liveRows renders every field a subscriber sees: the view, the size and, per row, the id, display name, rank,
-// approximate, score, updatedAt, metadata (canonical JSON) and the topPercent pct gives.
+// tieRank, approximate, score, updatedAt, metadata (canonical JSON) and the topPercent pct gives.
 func liveRows(board, window, period string, size int64, es []leaderboard.Entry,
 	pct func(leaderboard.Entry) float64) string {
 	var b strings.Builder
@@ -122,8 +122,8 @@ func liveRows(board, window, period string, size int64, es []leaderboard.Entry,
 		if e.DisplayName != nil {
 			name = strconv.Quote(*e.DisplayName)
 		}
-		fmt.Fprintf(&b, "\n  %s name=%s rank=%d approx=%v score=%v at=%s meta=%s pct=%v", e.PlayerID, name, e.Rank,
-			e.Approximate, e.Score, e.UpdatedAt.UTC().Format(time.RFC3339Nano), canonicalJSON(e.Metadata), pct(e))
+		fmt.Fprintf(&b, "\n  %s name=%s rank=%d tie=%d approx=%v score=%v at=%s meta=%s pct=%v", e.PlayerID, name,
+			e.Rank, e.TieRank, e.Approximate, e.Score, e.UpdatedAt.UTC().Format(time.RFC3339Nano), canonicalJSON(e.Metadata), pct(e))
 	}
 	return b.String()
 }

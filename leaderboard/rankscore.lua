@@ -1,0 +1,43 @@
+-- rankscore tells where a new player with a given score would rank in a window period right now, and writes
+-- nothing (it is registered no-writes). A new player ranks after every player with an equal or better score (fair
+-- ties), and lands where submit.lua's place() would put it: in the exact tier, with an exact rank, or in the tail,
+-- with a rank estimated as for tail players (tail_before), its equals counted exactly while its histogram bucket
+-- counts scores one by one.
+-- ARGV: definition SHA-1, window code, period, internal score, exactTop (0: none).
+-- Reply: {size, rank, tieRank, approximate (0/1)}.
+local bad = check_def(ARGV[1])
+if bad then return bad end
+local st = load_state(ARGV[2], ARGV[3])
+local x, exactTop = tonumber(ARGV[4]), tonumber(ARGV[5])
+local z = zkey(st.w, st.p)
+local better = redis.call('ZCOUNT', z, '-inf', '(' .. fmt(x))
+local exact = true
+if exactTop > 0 then
+  local n = redis.call('ZCARD', z)
+  if n < exactTop then
+    exact = st.tn <= 0 or st.tb == nil or x < st.tb
+  else
+    local worst = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+    local wx = tonumber(worst[2])
+    exact = wx ~= nil and x < wx
+  end
+end
+if exact then
+  -- Every tail score is worse than x here (see place()), so the exact tier holds everybody at x or better.
+  return { st.cnt, redis.call('ZCOUNT', z, '-inf', fmt(x)) + 1, better + 1, 0 }
+end
+-- The tail: the whole exact tier ranks first, then the tail players with a better score, then, fair ties, those
+-- with the same score (known while the bucket counts its scores one by one; else the linear share of
+-- tail_before stands for both).
+local before = tail_before(st, x)
+local equal = 0
+local k = hidx(x)
+if st.tn > 0 and redis.call('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
+  local vals = redis.call('HGETALL', vkey(st.w, st.p, k)) -- compared as numbers: 0 may be stored as -0
+  for i = 1, #vals, 2 do
+    if tonumber(vals[i]) == x then equal = equal + tonumber(vals[i + 1]) end
+  end
+end
+local n = redis.call('ZCARD', z)
+local rank = math.min(n + before + equal + 1, st.cnt + 1)
+return { st.cnt, rank, math.min(better + before + 1, rank), 1 }
