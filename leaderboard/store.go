@@ -31,6 +31,8 @@ var (
 	aroundLua string
 	//go:embed create.lua
 	createLua string
+	//go:embed season.lua
+	seasonLua string
 
 	// The score bound is the Go constant's, so the script and the validation in Go cannot disagree.
 	submitScript = newScript("submit", fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore)+submitLua, false)
@@ -39,7 +41,9 @@ var (
 	ranksScript  = newScript("ranks", ranksLua, true)
 	aroundScript = newScript("around", aroundLua, true)
 	createScript = newScript("create", createLua, false)
-	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript)
+	seasonScript = newScript("season", seasonLua, false)
+	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
+		seasonScript)
 )
 
 // Publish commands for Config.PublishCommand.
