@@ -344,8 +344,13 @@ func TestSeasonOnlyBoardRefusesScoresBetweenSeasons(t *testing.T) {
 			t.Fatalf("no season: %v", err)
 		}
 		sameSnapshot(t, "a refused score", before, snapshot(t, s, tg, b.ID))
-		if _, err := s.StartSeason(ctx, b.ID, "cup-1", clock.Now().Add(time.Hour)); err != nil {
+		// endsAt counts in seconds: a fraction is dropped.
+		c, err := s.StartSeason(ctx, b.ID, "cup-1", clock.Now().Add(time.Hour+999*time.Millisecond))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if want := clock.Now().Add(time.Hour).Truncate(time.Second); !c.Season.EndsAt.Equal(want) {
+			t.Fatalf("endsAt %v, want %v", c.Season.EndsAt, want)
 		}
 		// The refused eventId was not remembered: the same event now counts.
 		r := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p", Score: 1, EventID: "e1"})
@@ -483,5 +488,42 @@ func TestSeasonStartRacesSubmits(t *testing.T) {
 			t.Fatalf("no race: %+v", model) // a third of the submissions were sent before the start
 		}
 		t.Logf("landed: %+v", model)
+	})
+}
+
+// Late scores reach the latest two seasons only: a season that closed within the grace of a later start, with
+// one more season started since, no longer takes them (the SEASON window skips them; ALL_TIME takes them).
+func TestSeasonLateScoresReachTheLatestTwo(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, _ *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		s, clock := seasonStore(t, tg, 2035)
+		b := mustBoard(t, s, lb.Board{ID: "sprint", Windows: []lb.Window{lb.Season, lb.AllTime}, Grace: time.Hour})
+		t0 := clock.Now()
+		for i, id := range []string{"a", "b", "c"} {
+			clock.Set(t0.Add(time.Duration(i) * time.Minute))
+			if _, err := s.StartSeason(ctx, b.ID, id, t0.Add(24*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Set(t0.Add(3 * time.Minute))
+		for _, c := range []struct {
+			at     time.Duration
+			window lb.Window
+			period string
+		}{
+			{90 * time.Second, lb.Season, "b"},  // b ran then and is the one before the latest
+			{150 * time.Second, lb.Season, "c"}, // the latest
+			{30 * time.Second, lb.AllTime, "all"},
+		} {
+			r := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: fmt.Sprint("p", c.at), Score: 1,
+				AchievedAt: t0.Add(c.at)})
+			if r.Window != c.window || r.Period != c.period {
+				t.Fatalf("achieved at +%v: reported %s %s, want %s %s", c.at, r.Window, r.Period, c.window, c.period)
+			}
+		}
+		if got := seasonScores(t, s, b.ID, "a"); len(got) != 0 {
+			t.Fatalf("a: %v", got)
+		}
 	})
 }
