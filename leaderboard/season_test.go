@@ -377,8 +377,9 @@ func TestSeasonOnlyBoardRefusesScoresBetweenSeasons(t *testing.T) {
 
 // Submissions racing with startSeason land wholly in the old or wholly in the new season: every SUM delta is
 // counted once in exactly one season (their sum per player is the ALL_TIME total, which the test's own model of
-// the deltas sent gives too), the reported season is the one that holds it, and in each goroutine (one player's
-// submissions in order) no submission after one that landed in the new season lands in the old one.
+// the deltas sent gives too), the reported season is the one that holds it, in each goroutine (one player's
+// submissions in order) no submission after one that landed in the new season lands in the old one, and the old
+// season holds the same right after the start returned as at the end.
 func TestSeasonStartRacesSubmits(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, _ *lb.Store, tg redistest.Target) {
@@ -394,6 +395,7 @@ func TestSeasonStartRacesSubmits(t *testing.T) {
 		model := make([]landed, players)
 		var wg sync.WaitGroup
 		var sent atomic.Int64
+		atStart := map[string]float64{} // the old season right after the start returned
 		start := make(chan struct{})
 		errs := make(chan error, players+1)
 		for p := range players {
@@ -443,6 +445,17 @@ func TestSeasonStartRacesSubmits(t *testing.T) {
 			}
 			if _, err := s.StartSeason(ctx, b.ID, "new", clock.Now().Add(48*time.Hour)); err != nil {
 				errs <- err
+				return
+			}
+			// Once the start returned, the old season takes nothing more (every score carries the instant the
+			// new one started): what it holds now is final.
+			p, err := s.Top(ctx, lb.View{Board: b.ID, Window: lb.Season, Period: "old"}, 0, 100)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for _, e := range p.Entries {
+				atStart[e.PlayerID] = e.Score
 			}
 		}()
 		close(start)
@@ -452,6 +465,9 @@ func TestSeasonStartRacesSubmits(t *testing.T) {
 			t.Fatal(err)
 		}
 		oldS, newS := seasonScores(t, s, b.ID, "old"), seasonScores(t, s, b.ID, "new")
+		if !equalScores(oldS, atStart) {
+			t.Fatalf("the old season changed after the start returned: %v, then %v", atStart, oldS)
+		}
 		all, err := s.Top(ctx, lb.View{Board: b.ID, Window: lb.AllTime}, 0, 100)
 		if err != nil {
 			t.Fatal(err)
