@@ -871,7 +871,7 @@ input ScoreInput {
 }
 
 type ScoreResult {
-  "The player's entry in the board's first window after this submission."
+  "The player's entry in the board's first window after this submission (the next window when no season took the score for a first SEASON window)."
   entry: Entry!
   "Null when the player had no score before."
   previousRank: Int

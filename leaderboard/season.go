@@ -145,32 +145,24 @@ func (s *Store) seasonCall(ctx context.Context, b *Board, op string, now time.Ti
 	if err != nil {
 		return nil, redisError(err)
 	}
-	if len(reply) != 6 {
+	if len(reply) != 9 {
 		return nil, redisError(fmt.Errorf("season script returned %d fields", len(reply)))
 	}
 	status := toString(reply[0])
-	c := &SeasonChange{Changed: status == "started" || status == "ended"}
-	c.Season = SeasonInfo{ID: toString(reply[1]), StartedAt: time.Unix(toInt(reply[2]), 0).UTC(),
-		EndsAt: time.Unix(toInt(reply[3]), 0).UTC()}
-	c.Season.Running = now.Before(c.Season.EndsAt)
-	if id := toString(reply[4]); id != "" {
-		c.Closed = &SeasonInfo{ID: id, EndsAt: time.Unix(toInt(reply[5]), 0).UTC()}
-		if status == "ended" {
-			c.Closed.StartedAt = c.Season.StartedAt
-		}
-	}
-	seasons, err := s.Seasons(ctx, b.ID)
-	if err == nil {
-		for _, si := range seasons {
-			if c.Closed != nil && si.ID == c.Closed.ID {
-				c.Closed = &si
-			}
-			if si.ID == c.Season.ID {
-				c.Season.ReadableUntil = si.ReadableUntil
-			}
-		}
+	c := &SeasonChange{Changed: status == "started" || status == "ended", Season: seasonReply(reply[1:5], now)}
+	if toString(reply[5]) != "" {
+		closed := seasonReply(reply[5:9], now)
+		c.Closed = &closed
 	}
 	return c, nil
+}
+
+// seasonReply reads a season of the season script's reply: id, start, end, key expiry (unix s).
+func seasonReply(f []any, now time.Time) SeasonInfo {
+	si := SeasonInfo{ID: toString(f[0]), StartedAt: time.Unix(toInt(f[1]), 0).UTC(),
+		EndsAt: time.Unix(toInt(f[2]), 0).UTC(), ReadableUntil: time.Unix(toInt(f[3]), 0).UTC()}
+	si.Running = now.Before(si.EndsAt)
+	return si
 }
 
 // Seasons returns every season ever started on a board whose keys have not expired yet, by start (the latest

@@ -31,7 +31,8 @@ type Submission struct {
 	AchievedAt time.Time
 }
 
-// Result is the outcome of a submission in the board's first window.
+// Result is the outcome of a submission in the board's first window, or in the first one written when no season
+// took the score for a SEASON window before it (Window and Period say which).
 type Result struct {
 	Entry         Entry
 	Window        Window
