@@ -357,6 +357,20 @@ func TestSeasonOnlyBoardRefusesScoresBetweenSeasons(t *testing.T) {
 		if r.Duplicate || r.Window != lb.Season || r.Period != "cup-1" || r.Entry.Score != 1 {
 			t.Fatalf("after the start: %+v", r)
 		}
+		// The eventId is remembered for 24 hours, as on an ALL_TIME board: seasons add no period length.
+		found := false
+		for _, k := range boardKeys(t, s, tg, b.ID) {
+			if strings.HasSuffix(k, ":e:e1") {
+				found = true
+				want := 24 * time.Hour
+				if ttl := tg.Client.TTL(ctx, k).Val(); ttl > want || ttl < want-time.Minute {
+					t.Fatalf("eventId TTL %v, want %v", ttl, want)
+				}
+			}
+		}
+		if !found {
+			t.Fatal("no eventId key")
+		}
 		if _, err := s.EndSeason(ctx, b.ID); err != nil {
 			t.Fatal(err)
 		}
