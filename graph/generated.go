@@ -64,6 +64,7 @@ type ComplexityRoot struct {
 		Order         func(childComplexity int) int
 		Retention     func(childComplexity int) int
 		Season        func(childComplexity int) int
+		Seasons       func(childComplexity int) int
 		Size          func(childComplexity int, window *model.Window, period *string) int
 		TimeZone      func(childComplexity int) int
 		Title         func(childComplexity int) int
@@ -145,6 +146,7 @@ type LeaderboardResolver interface {
 	Size(ctx context.Context, obj *leaderboard.Board, window *model.Window, period *string) (int, error)
 
 	Season(ctx context.Context, obj *leaderboard.Board) (*leaderboard.SeasonInfo, error)
+	Seasons(ctx context.Context, obj *leaderboard.Board) ([]leaderboard.SeasonInfo, error)
 }
 type MutationResolver interface {
 	SubmitScore(ctx context.Context, input model.ScoreInput) (*leaderboard.Result, error)
@@ -310,6 +312,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Leaderboard.Season(childComplexity), true
+	case "Leaderboard.seasons":
+		if e.ComplexityRoot.Leaderboard.Seasons == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.Seasons(childComplexity), true
 	case "Leaderboard.size":
 		if e.ComplexityRoot.Leaderboard.Size == nil {
 			break
@@ -813,6 +821,8 @@ type Leaderboard {
   maxScore: Float
   "The running season of the SEASON window, else the last one that ran. Null: none started yet, or no SEASON window."
   season: Season
+  "Every season of the SEASON window still readable (see Season.readableUntil), by start, the latest last. Empty without a SEASON window."
+  seasons: [Season!]!
 }
 
 """One player's place in a window period of a board."""
@@ -1019,6 +1029,8 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_maxScore(ctx, field)
 	case "season":
 		return ec.fieldContext_Leaderboard_season(ctx, field)
+	case "seasons":
+		return ec.fieldContext_Leaderboard_seasons(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Leaderboard", field.Name)
 }
@@ -2298,6 +2310,38 @@ func (ec *executionContext) _Leaderboard_season(ctx context.Context, field graph
 	)
 }
 func (ec *executionContext) fieldContext_Leaderboard_season(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Leaderboard",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Season(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Leaderboard_seasons(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_seasons(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Leaderboard().Seasons(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []leaderboard.SeasonInfo) graphql.Marshaler {
+			return ec.marshalNSeason2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfoᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_seasons(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	fc = &graphql.FieldContext{
 		Object:     "Leaderboard",
 		Field:      field,
@@ -4964,6 +5008,12 @@ func (ec *executionContext) _Leaderboard(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Leaderboard_season(ctx, field, obj)
 				})
+		case "seasons":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_seasons(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -5955,6 +6005,22 @@ func (ec *executionContext) marshalNScoreResult2ᚖgithubᚗcomᚋleaderboardᚋ
 
 func (ec *executionContext) marshalNSeason2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx context.Context, sel ast.SelectionSet, v leaderboard.SeasonInfo) graphql.Marshaler {
 	return ec._Season(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSeason2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []leaderboard.SeasonInfo) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSeason2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNSeasonChange2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonChange(ctx context.Context, sel ast.SelectionSet, v *leaderboard.SeasonChange) graphql.Marshaler {

@@ -97,6 +97,18 @@ func (r *leaderboardResolver) Season(ctx context.Context, obj *leaderboard.Board
 	return si, internal(err)
 }
 
+// Seasons is the resolver for the seasons field.
+func (r *leaderboardResolver) Seasons(ctx context.Context, obj *leaderboard.Board) ([]leaderboard.SeasonInfo, error) {
+	all, err := r.Store.Seasons(ctx, obj.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if all == nil {
+		all = []leaderboard.SeasonInfo{}
+	}
+	return all, nil
+}
+
 // SubmitScore is the resolver for the submitScore field.
 func (r *mutationResolver) SubmitScore(ctx context.Context, input model.ScoreInput) (*leaderboard.Result, error) {
 	if err := require(ctx, RoleSubmit); err != nil {

@@ -16,13 +16,14 @@ type board struct {
 	channel string
 	wake    chan struct{} // capacity 1: "there is work"
 
-	dirty atomic.Bool // cached lists may be out of date: Top must not serve them
+	dirty     atomic.Bool // cached lists may be out of date: Top must not serve them
+	confirmed atomic.Bool // Redis confirmed the channel subscription and the connection has not been lost since
+
 	// seasonCheck asks the loop to look for a new or ended season now (Hub.SeasonChanged). seasonID and
 	// seasonRunning are the season seen last (loop only).
 	seasonCheck   atomic.Bool
 	seasonID      string
 	seasonRunning bool
-	confirmed     atomic.Bool // Redis confirmed the channel subscription and the connection has not been lost since
 
 	// The inbox, filled by the Redis reader and emptied by loop.
 	inMu     sync.Mutex

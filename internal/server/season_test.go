@@ -147,7 +147,17 @@ func TestSeasonsOverGraphQL(t *testing.T) {
 		u.TopUpdates.Size != 0 || u.TopUpdates.Version != v+1 {
 		t.Fatalf("after the start of summer: %+v, want an empty snapshot of summer, version %d", u, v+1)
 	}
-	// spring stays readable by its id.
+	// spring stays readable by its id, and both are listed.
+	var listed struct {
+		Leaderboard struct {
+			Seasons []seasonJSON `json:"seasons"`
+		} `json:"leaderboard"`
+	}
+	b.must(t, "", `{ leaderboard(id: "league") { seasons { `+seasonFields+` } } }`, nil, &listed)
+	closedSpring := *got.StartSeason.Closed
+	if l := listed.Leaderboard.Seasons; len(l) != 2 || l[0] != closedSpring || l[1] != got.StartSeason.Season {
+		t.Fatalf("seasons %+v, want %+v and %+v", l, closedSpring, got.StartSeason.Season)
+	}
 	var top struct {
 		Top []entry `json:"top"`
 	}
