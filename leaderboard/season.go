@@ -83,10 +83,12 @@ func (s *Store) seasonBoard(ctx context.Context, board string) (*Board, error) {
 	return b, nil
 }
 
-// seasonExpiry returns when the keys of a season from start to endsAt expire: after endsAt, the grace and
-// Retention times the season's length, the way a calendar period stays readable for Retention periods after it.
+// seasonExpiry returns when (unix s) the keys of a season from start to endsAt expire: after endsAt, the grace
+// and Retention times the season's length, the way a calendar period stays readable for Retention periods after
+// it. In seconds: MaxRetention times MaxSeasonLength (about 1100 years) does not fit a time.Duration.
 func (b *Board) seasonExpiry(start, endsAt time.Time) int64 {
-	return endsAt.Add(b.Grace + time.Duration(b.Retention)*endsAt.Sub(start)).Unix()
+	e := endsAt.Unix()
+	return e + int64(b.Grace/time.Second) + int64(b.Retention)*(e-start.Unix())
 }
 
 // StartSeason closes the running season of the board's SEASON window, if any, and opens season id from now to

@@ -521,6 +521,41 @@ func TestSeasonStartRacesSubmits(t *testing.T) {
 	})
 }
 
+// The longest season on a board with the longest retention: readable for about 1100 years after its end (beyond
+// what a time.Duration holds), and scores land in it.
+func TestSeasonLongestRetention(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, _ *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		s, clock := seasonStore(t, tg, 2027)
+		b := mustBoard(t, s, lb.Board{ID: "forever", Windows: []lb.Window{lb.Season}, Retention: lb.MaxRetention})
+		now := clock.Now()
+		ends := now.Add(lb.MaxSeasonLength)
+		c, err := s.StartSeason(ctx, b.ID, "long", ends)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grace := int64(lb.DefaultGrace / time.Second)
+		want := time.Unix(ends.Unix()+grace+lb.MaxRetention*(ends.Unix()-now.Unix()), 0).UTC()
+		if !c.Season.ReadableUntil.Equal(want) || want.Year() < now.Year()+1000 {
+			t.Fatalf("readable until %v, want %v", c.Season.ReadableUntil, want)
+		}
+		r := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p", Score: 1})
+		if r.Period != "long" {
+			t.Fatalf("landed in %q", r.Period)
+		}
+		for _, k := range boardKeys(t, s, tg, b.ID) {
+			if strings.Contains(k, ":s:long") {
+				// In seconds: a time.Duration (go-redis's TTL) cannot hold it.
+				ttl, err := tg.Client.Do(ctx, "TTL", k).Int64()
+				if left := want.Unix() - now.Unix(); err != nil || ttl > left || ttl < left-60 {
+					t.Fatalf("key %s: TTL %d s (%v), want %d", k, ttl, err, left)
+				}
+			}
+		}
+	})
+}
+
 // Late scores reach the latest two seasons only: a season that closed within the grace of a later start, with
 // one more season started since, no longer takes them (the SEASON window skips them; ALL_TIME takes them).
 func TestSeasonLateScoresReachTheLatestTwo(t *testing.T) {
