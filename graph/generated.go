@@ -66,6 +66,8 @@ type ComplexityRoot struct {
 		NextReset           func(childComplexity int, window *model.Window) int
 		Order               func(childComplexity int) int
 		Retention           func(childComplexity int) int
+		Season              func(childComplexity int) int
+		Seasons             func(childComplexity int) int
 		Size                func(childComplexity int, window *model.Window, period *string) int
 		TimeZone            func(childComplexity int) int
 		Title               func(childComplexity int) int
@@ -74,7 +76,9 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		CreateLeaderboard func(childComplexity int, input model.LeaderboardInput) int
+		EndSeason         func(childComplexity int, board string) int
 		RemovePlayer      func(childComplexity int, board string, playerID string) int
+		StartSeason       func(childComplexity int, board string, id string, endsAt time.Time) int
 		SubmitScore       func(childComplexity int, input model.ScoreInput) int
 		SubmitScores      func(childComplexity int, inputs []model.ScoreInput) int
 	}
@@ -106,6 +110,20 @@ type ComplexityRoot struct {
 		PreviousRank  func(childComplexity int) int
 		PreviousScore func(childComplexity int) int
 		Updated       func(childComplexity int) int
+	}
+
+	Season struct {
+		EndsAt        func(childComplexity int) int
+		ID            func(childComplexity int) int
+		ReadableUntil func(childComplexity int) int
+		Running       func(childComplexity int) int
+		StartedAt     func(childComplexity int) int
+	}
+
+	SeasonChange struct {
+		Changed func(childComplexity int) int
+		Closed  func(childComplexity int) int
+		Season  func(childComplexity int) int
 	}
 
 	Subscription struct {
@@ -142,12 +160,17 @@ type LeaderboardResolver interface {
 	CurrentPeriod(ctx context.Context, obj *leaderboard.Board, window *model.Window) (string, error)
 	NextReset(ctx context.Context, obj *leaderboard.Board, window *model.Window) (*time.Time, error)
 	Size(ctx context.Context, obj *leaderboard.Board, window *model.Window, period *string) (int, error)
+
+	Season(ctx context.Context, obj *leaderboard.Board) (*leaderboard.SeasonInfo, error)
+	Seasons(ctx context.Context, obj *leaderboard.Board) ([]leaderboard.SeasonInfo, error)
 }
 type MutationResolver interface {
 	SubmitScore(ctx context.Context, input model.ScoreInput) (*leaderboard.Result, error)
 	SubmitScores(ctx context.Context, inputs []model.ScoreInput) ([]*leaderboard.Result, error)
 	CreateLeaderboard(ctx context.Context, input model.LeaderboardInput) (*leaderboard.Board, error)
 	RemovePlayer(ctx context.Context, board string, playerID string) (bool, error)
+	StartSeason(ctx context.Context, board string, id string, endsAt time.Time) (*leaderboard.SeasonChange, error)
+	EndSeason(ctx context.Context, board string) (*leaderboard.SeasonChange, error)
 }
 type QueryResolver interface {
 	Leaderboards(ctx context.Context) ([]leaderboard.Board, error)
@@ -315,6 +338,18 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Leaderboard.Retention(childComplexity), true
+	case "Leaderboard.season":
+		if e.ComplexityRoot.Leaderboard.Season == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.Season(childComplexity), true
+	case "Leaderboard.seasons":
+		if e.ComplexityRoot.Leaderboard.Seasons == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.Seasons(childComplexity), true
 	case "Leaderboard.size":
 		if e.ComplexityRoot.Leaderboard.Size == nil {
 			break
@@ -356,6 +391,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateLeaderboard(childComplexity, args["input"].(model.LeaderboardInput)), true
+	case "Mutation.endSeason":
+		if e.ComplexityRoot.Mutation.EndSeason == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_endSeason_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.EndSeason(childComplexity, args["board"].(string)), true
 	case "Mutation.removePlayer":
 		if e.ComplexityRoot.Mutation.RemovePlayer == nil {
 			break
@@ -367,6 +413,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.RemovePlayer(childComplexity, args["board"].(string), args["playerId"].(string)), true
+	case "Mutation.startSeason":
+		if e.ComplexityRoot.Mutation.StartSeason == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_startSeason_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.StartSeason(childComplexity, args["board"].(string), args["id"].(string), args["endsAt"].(time.Time)), true
 	case "Mutation.submitScore":
 		if e.ComplexityRoot.Mutation.SubmitScore == nil {
 			break
@@ -543,6 +600,56 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.ScoreResult.Updated(childComplexity), true
+
+	case "Season.endsAt":
+		if e.ComplexityRoot.Season.EndsAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Season.EndsAt(childComplexity), true
+	case "Season.id":
+		if e.ComplexityRoot.Season.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Season.ID(childComplexity), true
+	case "Season.readableUntil":
+		if e.ComplexityRoot.Season.ReadableUntil == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Season.ReadableUntil(childComplexity), true
+	case "Season.running":
+		if e.ComplexityRoot.Season.Running == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Season.Running(childComplexity), true
+	case "Season.startedAt":
+		if e.ComplexityRoot.Season.StartedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Season.StartedAt(childComplexity), true
+
+	case "SeasonChange.changed":
+		if e.ComplexityRoot.SeasonChange.Changed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SeasonChange.Changed(childComplexity), true
+	case "SeasonChange.closed":
+		if e.ComplexityRoot.SeasonChange.Closed == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SeasonChange.Closed(childComplexity), true
+	case "SeasonChange.season":
+		if e.ComplexityRoot.SeasonChange.Season == nil {
+			break
+		}
+
+		return e.ComplexityRoot.SeasonChange.Season(childComplexity), true
 
 	case "Subscription.rankUpdates":
 		if e.ComplexityRoot.Subscription.RankUpdates == nil {
@@ -750,8 +857,33 @@ enum ScoreMode {
 A time window of a board. Every window of a board is updated by every submission, atomically. Each window is cut
 into periods ('all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY) that start at local
 midnight in the board's time zone; a new period starts empty, and closed periods stay readable for a while.
+SEASON (an addition to the contract): periods an admin opens and closes (startSeason, endSeason), named by
+admin-chosen season ids; see README.md, "Seasons".
 """
-enum Window { ALL_TIME DAILY WEEKLY MONTHLY }
+enum Window { ALL_TIME DAILY WEEKLY MONTHLY SEASON }
+
+"""One season of a board's SEASON window (see startSeason)."""
+type Season {
+  "The admin-chosen season id: its period key."
+  id: String!
+  startedAt: Time!
+  "When it ends, or ended: the endsAt it was started with, or the moment the next startSeason or endSeason closed it."
+  endsAt: Time!
+  "True until endsAt."
+  running: Boolean!
+  "Its standings stay readable by its id (period argument) until then: endsAt as planned + graceSeconds + retention times its planned length."
+  readableUntil: Time!
+}
+
+"""The outcome of startSeason or endSeason."""
+type SeasonChange {
+  "The season started, or the season ended (the last one when none runs)."
+  season: Season!
+  "False when nothing changed: a retried startSeason of the running season with the same endsAt, or endSeason while no season runs."
+  changed: Boolean!
+  "The running season this call closed, if any. Its scores are final at its endsAt + graceSeconds."
+  closed: Season
+}
 
 """A leaderboard definition. Definitions never change after creation."""
 type Leaderboard {
@@ -771,9 +903,9 @@ type Leaderboard {
   retention: Int!
   "How many scores one player may submit to this board per minute (RATE_LIMITED beyond). Null: no limit."
   maxSubmitsPerMinute: Int
-  "The current period key of a window: 'all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY. Default window: the board's first."
+  "The current period key of a window: 'all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY; for SEASON the running season's id, else the last season's ('' before the first season). Default window: the board's first."
   currentPeriod(window: Window): String!
-  "When the current period of a window ends (null for ALL_TIME). Default window: the board's first."
+  "When the current period of a window ends (null for ALL_TIME, and for SEASON while no season runs). Default window: the board's first."
   nextReset(window: Window): Time
   "Number of players with a score in that window and period. Defaults: the board's first window, its current period."
   size(window: Window, period: String): Int!
@@ -781,6 +913,10 @@ type Leaderboard {
   minScore: Float
   "Scores above are rejected with BAD_USER_INPUT. Null: no upper bound."
   maxScore: Float
+  "The running season of the SEASON window, else the last one that ran. Null: none started yet, or no SEASON window."
+  season: Season
+  "Every season of the SEASON window still readable (see Season.readableUntil), by start, the latest last. Empty without a SEASON window."
+  seasons: [Season!]!
 }
 
 """One player's place in a window period of a board."""
@@ -860,7 +996,7 @@ input ScoreInput {
 }
 
 type ScoreResult {
-  "The player's entry in the board's first window after this submission."
+  "The player's entry in the board's first window after this submission (the next window when no season took the score for a first SEASON window)."
   entry: Entry!
   "Null when the player had no score before."
   previousRank: Int
@@ -906,6 +1042,15 @@ type Mutation {
   createLeaderboard(input: LeaderboardInput!): Leaderboard!
   "Requires the admin role. Removes the player from every window and period of the board; live screens see the change. False when the player had no score."
   removePlayer(board: ID!, playerId: ID!): Boolean!
+  """
+  Requires the admin role. Closes the running season of the board's SEASON window (late scores still reach it for
+  graceSeconds) and opens season ` + "`" + `id` + "`" + ` from now until endsAt (at most 400 days ahead), atomically with respect to
+  every submission. An id used before on the board is a CONFLICT, except a retry: the running season with the same
+  endsAt changes nothing. Ids: 1 to 64 characters of A-Z a-z 0-9 . _ -, not 'all' or shaped like a calendar period.
+  """
+  startSeason(board: ID!, id: String!, endsAt: Time!): SeasonChange!
+  "Requires the admin role. Ends the running season now; while none runs it changes nothing. NOT_FOUND when no season ever started."
+  endSeason(board: ID!): SeasonChange!
 }
 
 """One update of a live top list."""
@@ -1003,6 +1148,10 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_minScore(ctx, field)
 	case "maxScore":
 		return ec.fieldContext_Leaderboard_maxScore(ctx, field)
+	case "season":
+		return ec.fieldContext_Leaderboard_season(ctx, field)
+	case "seasons":
+		return ec.fieldContext_Leaderboard_seasons(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Leaderboard", field.Name)
 }
@@ -1043,6 +1192,34 @@ func (ec *executionContext) childFields_ScoreResult(ctx context.Context, field g
 		return ec.fieldContext_ScoreResult_duplicate(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type ScoreResult", field.Name)
+}
+
+func (ec *executionContext) childFields_Season(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_Season_id(ctx, field)
+	case "startedAt":
+		return ec.fieldContext_Season_startedAt(ctx, field)
+	case "endsAt":
+		return ec.fieldContext_Season_endsAt(ctx, field)
+	case "running":
+		return ec.fieldContext_Season_running(ctx, field)
+	case "readableUntil":
+		return ec.fieldContext_Season_readableUntil(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type Season", field.Name)
+}
+
+func (ec *executionContext) childFields_SeasonChange(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "season":
+		return ec.fieldContext_SeasonChange_season(ctx, field)
+	case "changed":
+		return ec.fieldContext_SeasonChange_changed(ctx, field)
+	case "closed":
+		return ec.fieldContext_SeasonChange_closed(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type SeasonChange", field.Name)
 }
 
 func (ec *executionContext) childFields_TopUpdate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1247,6 +1424,20 @@ func (ec *executionContext) field_Mutation_createLeaderboard_args(ctx context.Co
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_endSeason_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "board",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["board"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_removePlayer_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1266,6 +1457,36 @@ func (ec *executionContext) field_Mutation_removePlayer_args(ctx context.Context
 		return nil, err
 	}
 	args["playerId"] = arg1
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_startSeason_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "board",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["board"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "endsAt",
+		func(ctx context.Context, v any) (time.Time, error) {
+			return ec.unmarshalNTime2timeᚐTime(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["endsAt"] = arg2
 	return args, nil
 }
 
@@ -2296,6 +2517,70 @@ func (ec *executionContext) fieldContext_Leaderboard_maxScore(_ context.Context,
 	return graphql.NewScalarFieldContext("Leaderboard", field, false, false, "Float")
 }
 
+func (ec *executionContext) _Leaderboard_season(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_season(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Leaderboard().Season(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *leaderboard.SeasonInfo) graphql.Marshaler {
+			return ec.marshalOSeason2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_season(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Leaderboard",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Season(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Leaderboard_seasons(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_seasons(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Leaderboard().Seasons(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []leaderboard.SeasonInfo) graphql.Marshaler {
+			return ec.marshalNSeason2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfoᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_seasons(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Leaderboard",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Season(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_submitScore(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2466,6 +2751,94 @@ func (ec *executionContext) fieldContext_Mutation_removePlayer(ctx context.Conte
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_removePlayer_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_startSeason(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_startSeason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().StartSeason(ctx, fc.Args["board"].(string), fc.Args["id"].(string), fc.Args["endsAt"].(time.Time))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *leaderboard.SeasonChange) graphql.Marshaler {
+			return ec.marshalNSeasonChange2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonChange(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_startSeason(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SeasonChange(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_startSeason_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_endSeason(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_endSeason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().EndSeason(ctx, fc.Args["board"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *leaderboard.SeasonChange) graphql.Marshaler {
+			return ec.marshalNSeasonChange2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonChange(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_endSeason(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_SeasonChange(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_endSeason_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -3150,6 +3523,208 @@ func (ec *executionContext) _ScoreResult_duplicate(ctx context.Context, field gr
 }
 func (ec *executionContext) fieldContext_ScoreResult_duplicate(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("ScoreResult", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Season_id(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Season_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Season_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Season", field, false, false, "String")
+}
+
+func (ec *executionContext) _Season_startedAt(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Season_startedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.StartedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Season_startedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Season", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Season_endsAt(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Season_endsAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndsAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Season_endsAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Season", field, false, false, "Time")
+}
+
+func (ec *executionContext) _Season_running(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Season_running(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Running, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Season_running(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Season", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _Season_readableUntil(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonInfo) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Season_readableUntil(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ReadableUntil, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Season_readableUntil(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Season", field, false, false, "Time")
+}
+
+func (ec *executionContext) _SeasonChange_season(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SeasonChange_season(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Season, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v leaderboard.SeasonInfo) graphql.Marshaler {
+			return ec.marshalNSeason2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SeasonChange_season(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SeasonChange",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Season(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _SeasonChange_changed(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SeasonChange_changed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Changed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_SeasonChange_changed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("SeasonChange", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _SeasonChange_closed(ctx context.Context, field graphql.CollectedField, obj *leaderboard.SeasonChange) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_SeasonChange_closed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Closed, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *leaderboard.SeasonInfo) graphql.Marshaler {
+			return ec.marshalOSeason2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_SeasonChange_closed(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "SeasonChange",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Season(ctx, field)
+		},
+	}
+	return fc, nil
 }
 
 func (ec *executionContext) _Subscription_topUpdates(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
@@ -4900,6 +5475,18 @@ func (ec *executionContext) _Leaderboard(ctx context.Context, sel ast.SelectionS
 			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
+		case "season":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, false,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_season(ctx, field, obj)
+				})
+		case "seasons":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_seasons(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -4960,6 +5547,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "removePlayer":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_removePlayer(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startSeason":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_startSeason(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endSeason":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_endSeason(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -5176,6 +5777,102 @@ func (ec *executionContext) _ScoreResult(ctx context.Context, sel ast.SelectionS
 		case "duplicate":
 			out.Values[i] = ec._ScoreResult_duplicate(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var seasonImplementors = []string{"Season"}
+
+func (ec *executionContext) _Season(ctx context.Context, sel ast.SelectionSet, obj *leaderboard.SeasonInfo) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, seasonImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("Season")
+		case "id":
+			out.Values[i] = ec._Season_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "startedAt":
+			out.Values[i] = ec._Season_startedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endsAt":
+			out.Values[i] = ec._Season_endsAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "running":
+			out.Values[i] = ec._Season_running(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "readableUntil":
+			out.Values[i] = ec._Season_readableUntil(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var seasonChangeImplementors = []string{"SeasonChange"}
+
+func (ec *executionContext) _SeasonChange(ctx context.Context, sel ast.SelectionSet, obj *leaderboard.SeasonChange) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, seasonChangeImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("SeasonChange")
+		case "season":
+			out.Values[i] = ec._SeasonChange_season(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "changed":
+			out.Values[i] = ec._SeasonChange_changed(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "closed":
+			out.Values[i] = ec._SeasonChange_closed(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				out.Invalids++
 			}
 		default:
@@ -5862,6 +6559,34 @@ func (ec *executionContext) marshalNScoreResult2ᚖgithubᚗcomᚋleaderboardᚋ
 	return ec._ScoreResult(ctx, sel, v)
 }
 
+func (ec *executionContext) marshalNSeason2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx context.Context, sel ast.SelectionSet, v leaderboard.SeasonInfo) graphql.Marshaler {
+	return ec._Season(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNSeason2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfoᚄ(ctx context.Context, sel ast.SelectionSet, v []leaderboard.SeasonInfo) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNSeason2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNSeasonChange2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonChange(ctx context.Context, sel ast.SelectionSet, v *leaderboard.SeasonChange) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "SeasonChange!")
+		return graphql.Null
+	}
+	return ec._SeasonChange(ctx, sel, v)
+}
+
 func (ec *executionContext) unmarshalNSortOrder2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐSortOrder(ctx context.Context, v any) (model.SortOrder, error) {
 	var res model.SortOrder
 	err := res.UnmarshalGQL(v)
@@ -6245,6 +6970,13 @@ func (ec *executionContext) marshalOScoreResult2ᚖgithubᚗcomᚋleaderboardᚋ
 		return graphql.Null
 	}
 	return ec._ScoreResult(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalOSeason2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐSeasonInfo(ctx context.Context, sel ast.SelectionSet, v *leaderboard.SeasonInfo) graphql.Marshaler {
+	if v == nil {
+		return graphql.Null
+	}
+	return ec._Season(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalOSortOrder2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐSortOrder(ctx context.Context, v any) (*model.SortOrder, error) {

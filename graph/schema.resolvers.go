@@ -76,7 +76,8 @@ func (r *leaderboardResolver) CurrentPeriod(ctx context.Context, obj *leaderboar
 	if err != nil {
 		return "", err
 	}
-	return obj.Period(w, r.Store.Now()), nil
+	p, err := r.Store.CurrentPeriod(ctx, obj, w)
+	return p, internal(err)
 }
 
 // NextReset is the resolver for the nextReset field.
@@ -85,9 +86,9 @@ func (r *leaderboardResolver) NextReset(ctx context.Context, obj *leaderboard.Bo
 	if err != nil {
 		return nil, err
 	}
-	end := obj.PeriodEnd(w, r.Store.Now())
-	if end.IsZero() {
-		return nil, nil
+	end, err := r.Store.NextReset(ctx, obj, w)
+	if err != nil || end.IsZero() {
+		return nil, internal(err)
 	}
 	return &end, nil
 }
@@ -96,6 +97,24 @@ func (r *leaderboardResolver) NextReset(ctx context.Context, obj *leaderboard.Bo
 func (r *leaderboardResolver) Size(ctx context.Context, obj *leaderboard.Board, window *model.Window, period *string) (int, error) {
 	n, err := r.Store.Size(ctx, view(obj.ID, window, period))
 	return int(n), internal(err)
+}
+
+// Season is the resolver for the season field.
+func (r *leaderboardResolver) Season(ctx context.Context, obj *leaderboard.Board) (*leaderboard.SeasonInfo, error) {
+	si, err := r.Store.LatestSeason(ctx, obj.ID)
+	return si, internal(err)
+}
+
+// Seasons is the resolver for the seasons field.
+func (r *leaderboardResolver) Seasons(ctx context.Context, obj *leaderboard.Board) ([]leaderboard.SeasonInfo, error) {
+	all, err := r.Store.Seasons(ctx, obj.ID)
+	if err != nil {
+		return nil, internal(err)
+	}
+	if all == nil {
+		all = []leaderboard.SeasonInfo{}
+	}
+	return all, nil
 }
 
 // SubmitScore is the resolver for the submitScore field.
@@ -212,6 +231,30 @@ func (r *mutationResolver) RemovePlayer(ctx context.Context, board string, playe
 		r.Hub.Changed(board)
 	}
 	return ok, internal(err)
+}
+
+// StartSeason is the resolver for the startSeason field.
+func (r *mutationResolver) StartSeason(ctx context.Context, board string, id string, endsAt time.Time) (*leaderboard.SeasonChange, error) {
+	if err := require(ctx, RoleAdmin); err != nil {
+		return nil, err
+	}
+	c, err := r.Store.StartSeason(ctx, board, id, endsAt)
+	if err == nil && r.Hub != nil {
+		r.Hub.SeasonChanged(board)
+	}
+	return c, internal(err)
+}
+
+// EndSeason is the resolver for the endSeason field.
+func (r *mutationResolver) EndSeason(ctx context.Context, board string) (*leaderboard.SeasonChange, error) {
+	if err := require(ctx, RoleAdmin); err != nil {
+		return nil, err
+	}
+	c, err := r.Store.EndSeason(ctx, board)
+	if err == nil && r.Hub != nil {
+		r.Hub.SeasonChanged(board)
+	}
+	return c, internal(err)
 }
 
 // Leaderboards is the resolver for the leaderboards field.

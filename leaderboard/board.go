@@ -44,6 +44,9 @@ const (
 	Daily   Window = "DAILY"
 	Weekly  Window = "WEEKLY"
 	Monthly Window = "MONTHLY"
+	// Season is a window whose periods an admin opens and closes (Store.StartSeason, Store.EndSeason), named by
+	// admin-chosen season ids; see season.go.
+	Season Window = "SEASON"
 )
 
 // Limits on what a client controls.

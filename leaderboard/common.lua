@@ -25,6 +25,12 @@
 --   l:<minute>:<player>  submissions of a player in one minute of the caller's clock (unix s / 60), on boards
 --                        with a submission limit; expires after LIMIT_TTL seconds (see limit_key)
 --   watch                present while some process watches single players' ranks on this board
+--   season               the SEASON window's state (season.lua writes it, submit.lua reads it): cur, cs, ce, cx
+--                        (the latest season's id, start, end and key expiry, unix s; ce is the endsAt it was started
+--                        with until it is closed early, then the moment it closed), prev, ps, pe, px (the season
+--                        before it, which late scores may still reach), grace (the board's grace, s)
+--   seasons              every season ever started on the board: id -> "<start>,<end>,<key expiry>" (unix s, end as
+--                        ce above); an id is never used twice
 -- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
 -- never written already expired, whatever Redis's own clock says.
 local base -- KEYS[1], set at the start of every call (see script.go)
@@ -417,4 +423,20 @@ local function publish(pubcmd, channel, changes)
     redis.call('HSET', ck, 'ep', ep)
   end
   redis.call(pubcmd, channel, cjson.encode({ e = ep, v = ver, c = changes }))
+end
+
+-- season_state reads the SEASON window's state (key 'season' above); ids are nil while no season ever started.
+local function season_state()
+  local v = redis.call('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'grace')
+  return { cur = v[1] or nil, cs = tonumber(v[2]), ce = tonumber(v[3]), cx = tonumber(v[4]), prev = v[5] or nil,
+    ps = tonumber(v[6]), pe = tonumber(v[7]), px = tonumber(v[8]), grace = tonumber(v[9]) or 0 }
+end
+
+-- season_of returns the season that a score achieved at ts counts for at now (unix s), and its keys' expiry: the
+-- latest or the one before, if it ran at ts (start <= ts < end) and now is at most its end plus the grace. nil:
+-- none (the SEASON window skips the score).
+local function season_of(ss, ts, now)
+  if ss.cur and ss.cs <= ts and ts < ss.ce and now <= ss.ce + ss.grace then return ss.cur, ss.cx end
+  if ss.prev and ss.ps <= ts and ts < ss.pe and now <= ss.pe + ss.grace then return ss.prev, ss.px end
+  return nil
 end

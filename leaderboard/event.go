@@ -32,7 +32,7 @@ type Change struct {
 	Prev, Rank int64
 }
 
-var windowByCode = map[string]Window{"a": AllTime, "d": Daily, "w": Weekly, "m": Monthly}
+var windowByCode = map[string]Window{"a": AllTime, "d": Daily, "w": Weekly, "m": Monthly, "s": Season}
 
 // DecodeEvent reads an event payload.
 func DecodeEvent(payload []byte) (Event, error) {

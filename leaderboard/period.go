@@ -10,7 +10,7 @@ import (
 const AllPeriod = "all"
 
 // windowCodes are the one-letter names of windows inside Redis keys.
-var windowCodes = map[Window]string{AllTime: "a", Daily: "d", Weekly: "w", Monthly: "m"}
+var windowCodes = map[Window]string{AllTime: "a", Daily: "d", Weekly: "w", Monthly: "m", Season: "s"}
 
 // A period is a run of local calendar days: a day, an ISO week (Monday to Sunday) or a month of the board's time
 // zone. It starts at the first instant of its first day that exists on the local clock: local midnight, or on a
@@ -124,17 +124,22 @@ func periodKey(w Window, start time.Time) string {
 }
 
 // Period returns the key of the period of window w that contains t, in the board's time zone: "all" for
-// ALL_TIME, "2026-11-29" DAILY, "2026-W48" WEEKLY (ISO weeks, from Monday), "2026-11" MONTHLY.
+// ALL_TIME, "2026-11-29" DAILY, "2026-W48" WEEKLY (ISO weeks, from Monday), "2026-11" MONTHLY; "" for SEASON,
+// whose periods are in Redis (Store.CurrentPeriod).
 func (b *Board) Period(w Window, t time.Time) string {
 	if w == AllTime {
 		return AllPeriod
 	}
+	if w == Season {
+		return ""
+	}
 	return dateKey(w, firstDay(w, dateOf(t.In(b.Location()))))
 }
 
-// PeriodEnd returns when the period of w that contains t ends (the zero time for ALL_TIME).
+// PeriodEnd returns when the period of w that contains t ends (the zero time for ALL_TIME and SEASON, see
+// Store.NextReset).
 func (b *Board) PeriodEnd(w Window, t time.Time) time.Time {
-	if w == AllTime {
+	if w == AllTime || w == Season {
 		return time.Time{}
 	}
 	return nextStart(w, periodStart(w, t, b.Location()), 1)
@@ -176,6 +181,8 @@ func ParsePeriod(w Window, key string, loc *time.Location) (time.Time, error) {
 		if dateKey(Weekly, c) != key {
 			return time.Time{}, bad // week 53 of a year that has 52
 		}
+	case Season:
+		return time.Time{}, CheckSeasonID(key) // a season's start is in Redis (Store.Seasons), not in its key
 	default:
 		return time.Time{}, errorf(Invalid, "unknown window %q", string(w))
 	}
@@ -226,6 +233,9 @@ func (b *Board) livePeriods(now time.Time) []windowPeriod {
 		if w == AllTime {
 			out = append(out, windowPeriod{w, AllPeriod})
 			continue
+		}
+		if w == Season {
+			continue // seasons are in Redis, not on the calendar: Store.liveSeasons
 		}
 		start := periodStart(w, now, loc)
 		for i := 0; ; i++ {

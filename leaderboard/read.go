@@ -39,7 +39,9 @@ func (s *Store) Resolve(ctx context.Context, v View) (Resolved, error) {
 	}
 	p := v.Period
 	if p == "" {
-		p = b.Period(w, s.cfg.Clock())
+		if p, err = s.CurrentPeriod(ctx, b, w); err != nil {
+			return Resolved{}, err
+		}
 	} else if _, err := ParsePeriod(w, p, b.Location()); err != nil {
 		return Resolved{}, err
 	}

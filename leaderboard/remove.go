@@ -19,6 +19,13 @@ func (s *Store) RemovePlayer(ctx context.Context, board, player string) (bool, e
 		for _, wp := range b.livePeriods(s.cfg.Clock()) {
 			args = append(args, windowCodes[wp.Window], wp.Period)
 		}
+		seasons, err := s.liveSeasons(ctx, b)
+		if err != nil {
+			return err
+		}
+		for _, id := range seasons {
+			args = append(args, windowCodes[Season], id)
+		}
 		release, err := s.writes.acquire(ctx)
 		if err != nil {
 			return err

@@ -33,6 +33,8 @@ var (
 	createLua string
 	//go:embed rankscore.lua
 	rankAtLua string
+	//go:embed season.lua
+	seasonLua string
 
 	// The score bound is the Go constant's, so the script and the validation in Go cannot disagree.
 	submitScript = newScript("submit", fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore)+submitLua, false)
@@ -42,8 +44,9 @@ var (
 	aroundScript = newScript("around", aroundLua, true)
 	createScript = newScript("create", createLua, false)
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
+	seasonScript = newScript("season", seasonLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
-		rankAtScript)
+		rankAtScript, seasonScript)
 )
 
 // Publish commands for Config.PublishCommand.

@@ -31,7 +31,8 @@ type Submission struct {
 	AchievedAt time.Time
 }
 
-// Result is the outcome of a submission in the board's first window.
+// Result is the outcome of a submission in the board's first window, or in the first one written when no season
+// took the score for a SEASON window before it (Window and Period say which).
 type Result struct {
 	Entry         Entry
 	Window        Window
@@ -229,7 +230,9 @@ func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string
 	loc := b.Location()
 	for i, w := range b.Windows {
 		period, exp := AllPeriod, int64(0)
-		if w != AllTime {
+		if w == Season {
+			period = "" // the script picks the season running at achievedAt (season_of in common.lua)
+		} else if w != AllTime {
 			start := periodStart(w, at, loc)
 			if cur := periodStart(w, now, loc); !start.Equal(cur) {
 				if now.Sub(nextStart(w, start, 1)) > b.Grace {
@@ -316,6 +319,11 @@ func parseSubmitReply(b *Board, v any, period, player string) (*Result, error) {
 	}
 	r := &Result{Entry: e, Window: b.Windows[0], Period: period, Updated: toInt(row[8]) == 1,
 		Duplicate: status == "dup", Size: size}
+	if len(row) >= 13 { // the first window written: a SEASON window that skipped the score is not
+		if wi := toInt(row[11]); wi >= 1 && int(wi) <= len(b.Windows) {
+			r.Window, r.Period = b.Windows[wi-1], toString(row[12])
+		}
+	}
 	if pr := toString(row[6]); pr != "" {
 		n := toInt(row[6])
 		r.PreviousRank = &n

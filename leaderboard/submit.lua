@@ -3,9 +3,10 @@
 -- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
 -- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
 -- limit), then per item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
--- (unix s), and per window: period, expireAt (unix s, 0: never).
+-- (unix s), and per window: period, expireAt (unix s, 0: never); period '' (SEASON) means the season running at
+-- updatedAt (season_of), skipped when there is none.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
--- updated, size, tieRank} or {'err', code, message}.
+-- updated, size, tieRank, window index (1-based), period} for the first window written, or {'err', code, message}.
 -- Checks in order: the eventId (a retry gets the first result back, and is not counted), the submission limit
 -- (RATE_LIMITED; only applied items count, in the minute of 'now'), then the item's own checks.
 --
@@ -34,6 +35,7 @@ local SIZE_EVERY = 500  -- ms between published size changes of one window perio
 local function user(x) if desc then return -x end return x end
 local watching = redis.call('EXISTS', base .. 'watch') == 1
 local changes = {}
+local seasons -- the SEASON window's state, read once when an item needs it (season_state)
 local clock_ms -- Redis's own time, read once, only to pace size events
 
 local function redis_ms()
@@ -184,8 +186,21 @@ local function plan(i0)
   it.h = h
   it.wins = {}
   it.namesTTL = 0
+  local todo = {}
   for wi, w in ipairs(wins) do
     local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], tonumber(ARGV[i0 + 10 + 2 * (wi - 1)])
+    if p == '' then
+      seasons = seasons or season_state()
+      p, exp = season_of(seasons, it.ts, now)
+    end
+    if p then todo[#todo + 1] = { wi, w, p, exp } end
+  end
+  if #todo == 0 then
+    return nil, refuse('PERIOD_CLOSED',
+      'no season takes this score: none ran when it was achieved, or its grace is over')
+  end
+  for _, t in ipairs(todo) do
+    local wi, w, p, exp = t[1], t[2], t[3], t[4]
     local ttl = 0
     if exp > 0 then
       ttl = exp - now
@@ -222,13 +237,14 @@ local function plan(i0)
         return nil, refuse('BAD_USER_INPUT', 'the total ' .. fmt(u) .. ' would leave the board\'s score range')
       end
     end
-    local pl = { st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, nx = nx, ttl = ttl }
+    local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, nx = nx,
+      ttl = ttl }
     pl.changed = (not rec) or nx ~= ox
     if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
       return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
     end
     if rec then pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact) end
-    it.wins[wi] = pl
+    it.wins[#it.wins + 1] = pl
   end
 
   it.metaOut = nil
@@ -253,7 +269,7 @@ end
 local function apply(it)
   local player, out = it.player, nil
   local wrote = it.metaChanged
-  for wi, pl in ipairs(it.wins) do
+  for _, pl in ipairs(it.wins) do
     local st = pl.st
     local z = zkey(st.w, st.p)
     local tok, uts, exact = pl.otok, pl.ots, pl.oexact
@@ -294,9 +310,9 @@ local function apply(it)
     elseif it.metaChanged and (watching or top) then
       changes[#changes + 1] = { st.w, st.p, player, rank, rank } -- same place, new name or metadata
     end
-    if wi == 1 then
+    if not out then
       out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt,
-        tie_of(st, pl.nx, rank, approx == 0) }
+        tie_of(st, pl.nx, rank, approx == 0), pl.wi, st.p }
       if pl.rec then out[8] = fmt(pl.ox) end
     end
   end

@@ -19,6 +19,12 @@ type board struct {
 	dirty     atomic.Bool // cached lists may be out of date: Top must not serve them
 	confirmed atomic.Bool // Redis confirmed the channel subscription and the connection has not been lost since
 
+	// seasonCheck asks the loop to look for a new or ended season now (Hub.SeasonChanged). seasonID and
+	// seasonRunning are the season seen last (loop only).
+	seasonCheck   atomic.Bool
+	seasonID      string
+	seasonRunning bool
+
 	// The inbox, filled by the Redis reader and emptied by loop.
 	inMu     sync.Mutex
 	msgs     []string // raw event payloads
@@ -104,6 +110,9 @@ func (b *board) loop() {
 			b.shutdown()
 			return
 		case <-b.wake:
+			if b.seasonCheck.Swap(false) {
+				b.maintain()
+			}
 		case <-tick.C:
 			b.maintain()
 		}

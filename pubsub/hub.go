@@ -253,6 +253,19 @@ func (h *Hub) Changed(board string) {
 	}
 }
 
+// SeasonChanged tells the hub that this process just started or ended a season of a board, so that
+// subscriptions following its SEASON window move now rather than at the next PeriodCheck (other processes see
+// it then). Optional.
+func (h *Hub) SeasonChanged(board string) {
+	h.mu.RLock()
+	b := h.boards[board]
+	h.mu.RUnlock()
+	if b != nil {
+		b.seasonCheck.Store(true)
+		b.signal()
+	}
+}
+
 // cacheView starts keeping a view fresh for Top, evicting the least recently used cached view beyond CacheSize.
 func (h *Hub) cacheView(def *leaderboard.Board, key viewKey) {
 	h.mu.Lock()

@@ -205,6 +205,8 @@ func (e SortOrder) MarshalJSON() ([]byte, error) {
 // A time window of a board. Every window of a board is updated by every submission, atomically. Each window is cut
 // into periods ('all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY) that start at local
 // midnight in the board's time zone; a new period starts empty, and closed periods stay readable for a while.
+// SEASON (an addition to the contract): periods an admin opens and closes (startSeason, endSeason), named by
+// admin-chosen season ids; see README.md, "Seasons".
 type Window string
 
 const (
@@ -212,6 +214,7 @@ const (
 	WindowDaily   Window = "DAILY"
 	WindowWeekly  Window = "WEEKLY"
 	WindowMonthly Window = "MONTHLY"
+	WindowSeason  Window = "SEASON"
 )
 
 var AllWindow = []Window{
@@ -219,11 +222,12 @@ var AllWindow = []Window{
 	WindowDaily,
 	WindowWeekly,
 	WindowMonthly,
+	WindowSeason,
 }
 
 func (e Window) IsValid() bool {
 	switch e {
-	case WindowAllTime, WindowDaily, WindowWeekly, WindowMonthly:
+	case WindowAllTime, WindowDaily, WindowWeekly, WindowMonthly, WindowSeason:
 		return true
 	}
 	return false

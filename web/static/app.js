@@ -550,7 +550,7 @@ function fillSelect(sel, options) {
 }
 
 function windowName(w) {
-  return { ALL_TIME: "All time", DAILY: "Daily", WEEKLY: "Weekly", MONTHLY: "Monthly" }[w] || w;
+  return { ALL_TIME: "All time", DAILY: "Daily", WEEKLY: "Weekly", MONTHLY: "Monthly", SEASON: "Season" }[w] || w;
 }
 
 function showError(text) {

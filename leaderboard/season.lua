@@ -1,0 +1,51 @@
+-- season opens or closes seasons of a board's SEASON window (key 'season' and 'seasons' in common.lua), in one
+-- step with respect to every submit (submit.lua reads the same state in its own call).
+-- ARGV: definition SHA-1, op ('start' | 'end'), now (unix s, the caller's clock), and for 'start': id, endsAt
+-- (unix s, after now), key expiry of the new season (unix s), the board's grace (s).
+-- Reply: {status, id, start, end, key expiry, closed id | '', its start, its end, its key expiry}: the latest season
+-- after the call and the season this call closed (season_closed), if any ('' fields when none). status: 'started'; 'same' (start of the running season again with the
+-- same endsAt: nothing changed); 'ended'; 'none' (end while no season runs: nothing changed). Errors: LB_CONFLICT
+-- (start: the id was used before on this board), LB_NOT_FOUND (end: no season ever started).
+local bad = check_def(ARGV[1])
+if bad then return bad end
+local op, now = ARGV[2], tonumber(ARGV[3])
+local sk, rk = base .. 'season', base .. 'seasons'
+local ss = season_state()
+
+-- season_closed closes the running season at time at: its end becomes at, so scores achieved from then on are
+-- not its own, and late ones still reach it until at plus the grace. The one place where a season closes early
+-- (one that reaches its endsAt closes by the clock alone); the reply reports it (the reply fields it returns).
+local function season_closed(at)
+  ss.ce = at
+  redis.call('HSET', sk, 'ce', at)
+  redis.call('HSET', rk, ss.cur, ss.cs .. ',' .. at .. ',' .. ss.cx)
+  return { ss.cur, ss.cs, at, ss.cx }
+end
+
+local closed = { '', '', '', '' }
+local function reply(status)
+  return { status, ss.cur, ss.cs, ss.ce, ss.cx, closed[1], closed[2], closed[3], closed[4] }
+end
+
+if op == 'start' then
+  local id, endsAt, exp, grace = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  if redis.call('HEXISTS', rk, id) == 1 then
+    if id == ss.cur and now < ss.ce and endsAt == ss.ce then
+      return reply('same') -- a retry of the start that opened it
+    end
+    return redis.error_reply('LB_CONFLICT season ' .. id .. ' was already started on this board')
+  end
+  if ss.cur and now < ss.ce then closed = season_closed(now) end
+  if ss.cur then
+    redis.call('HSET', sk, 'prev', ss.cur, 'ps', ss.cs, 'pe', ss.ce, 'px', ss.cx)
+  end
+  redis.call('HSET', sk, 'cur', id, 'cs', now, 'ce', endsAt, 'cx', exp, 'grace', grace)
+  redis.call('HSET', rk, id, now .. ',' .. endsAt .. ',' .. exp)
+  ss.cur, ss.cs, ss.ce, ss.cx = id, now, endsAt, exp
+  return reply('started')
+end
+
+if not ss.cur then return redis.error_reply('LB_NOT_FOUND no season has started on this board') end
+if now >= ss.ce then return reply('none') end
+closed = season_closed(now)
+return reply('ended')
