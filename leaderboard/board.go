@@ -91,6 +91,9 @@ type Board struct {
 	// means no grace at all.
 	Grace     time.Duration
 	Retention int // default DefaultRetention; closed periods of each window kept readable
+	// CloseEventTop is how many top ranks a period's close event carries (see close.go): 0 means
+	// DefaultCloseEventTop, a negative value none; at most MaxCloseEventTop.
+	CloseEventTop int
 
 	loc *time.Location
 	sum string // SHA-1 of the stored definition: the scripts check it (check_def in common.lua)
@@ -186,7 +189,7 @@ func (b *Board) normalize() error {
 	if b.Retention < 0 || b.Retention > MaxRetention {
 		return errorf(Invalid, "retention must be between 1 and %d periods", MaxRetention)
 	}
-	return nil
+	return b.normalizeCloseEventTop()
 }
 
 // boardJSON is the stored form of a Board. Two creations are the same definition when these encode equally.
@@ -202,11 +205,12 @@ type boardJSON struct {
 	MaxScore  *float64 `json:"max,omitempty"`
 	GraceMS   int64    `json:"graceMs"`
 	Retention int      `json:"retention"`
+	CloseTop  *int     `json:"closeTop,omitempty"` // nil: DefaultCloseEventTop (definitions from before it match)
 }
 
 func (b *Board) encode() string {
 	data, _ := json.Marshal(boardJSON{b.ID, b.Title, b.Order, b.Mode, b.Windows, b.TimeZone, b.ExactTop,
-		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention})
+		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention, storedCloseEventTop(b.CloseEventTop)})
 	return string(data)
 }
 
@@ -217,7 +221,8 @@ func decodeBoard(s string) (*Board, error) {
 	}
 	b := &Board{ID: j.ID, Title: j.Title, Order: j.Order, Mode: j.Mode, Windows: j.Windows, TimeZone: j.TimeZone,
 		ExactTop: j.ExactTop, MinScore: j.MinScore, MaxScore: j.MaxScore,
-		Grace: time.Duration(j.GraceMS) * time.Millisecond, Retention: j.Retention}
+		Grace: time.Duration(j.GraceMS) * time.Millisecond, Retention: j.Retention,
+		CloseEventTop: loadedCloseEventTop(j.CloseTop)}
 	loc, err := time.LoadLocation(b.TimeZone)
 	if err != nil || len(b.Windows) == 0 {
 		return nil, fmt.Errorf("decode board %q: bad stored definition", j.ID)

@@ -23,6 +23,9 @@
 --                        starts, so a counter that started again is never mistaken for the old one)
 --   e:<eventId>          first result of an eventId, with the fingerprint of its payload
 --   watch                present while some process watches single players' ranks on this board
+--   x:<w>:<period>       close mark: the outbox id of the period's close event (close.lua), so it is recorded once
+--   o                    outbox stream of close events (close.lua appends; owned by outboxKey in close.go)
+--   o:dead               close events whose webhook delivery gave up (deadLetterKey in close.go)
 -- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
 -- never written already expired, whatever Redis's own clock says.
 local base -- KEYS[1], set at the start of every call (see script.go)

@@ -39,7 +39,8 @@ var (
 	ranksScript  = newScript("ranks", ranksLua, true)
 	aroundScript = newScript("around", aroundLua, true)
 	createScript = newScript("create", createLua, false)
-	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript)
+	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
+		closeScript)
 )
 
 // Publish commands for Config.PublishCommand.
