@@ -21,6 +21,8 @@ type Resolver struct {
 	Store *leaderboard.Store
 	// Hub serves top lists from its cache and runs subscriptions.
 	Hub *pubsub.Hub
+	// Closes runs periodClosed subscriptions (nil: none).
+	Closes *pubsub.CloseFeed
 	Log *slog.Logger
 	// ReadKeyRequired: subscriptions need a key with the read role (see ReadGuard for queries).
 	ReadKeyRequired bool

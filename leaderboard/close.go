@@ -403,3 +403,14 @@ func (s *Store) DeadLetters(ctx context.Context, board, group string) ([]string,
 	}
 	return ids, nil
 }
+
+// ClosesPeriods reports whether the board has a window whose periods close (any but ALL_TIME), so that it may
+// have close events.
+func (b *Board) ClosesPeriods() bool {
+	for _, w := range b.Windows {
+		if w != AllTime {
+			return true
+		}
+	}
+	return false
+}

@@ -31,6 +31,8 @@ type LeaderboardInput struct {
 	GraceSeconds *int `json:"graceSeconds,omitempty"`
 	// How many closed periods of each window stay readable (1 to 1000). Default 3.
 	Retention *int `json:"retention,omitempty"`
+	// How many top ranks the close event of a period carries (0 to 1000). Default 100.
+	CloseEventTop *int `json:"closeEventTop,omitempty"`
 }
 
 // Writes. Keys are sent as `Authorization: Bearer <key>`: a missing or unknown key is UNAUTHENTICATED, a key without
