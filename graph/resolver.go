@@ -23,7 +23,7 @@ type Resolver struct {
 	Hub *pubsub.Hub
 	// Closes runs periodClosed subscriptions (nil: none).
 	Closes *pubsub.CloseFeed
-	Log *slog.Logger
+	Log    *slog.Logger
 	// ReadKeyRequired: subscriptions need a key with the read role (see ReadGuard for queries).
 	ReadKeyRequired bool
 	// OnSubscription, if set, is called with +1 when a subscription starts and -1 when it ends (metrics).

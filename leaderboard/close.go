@@ -35,6 +35,9 @@ var (
 	//go:embed close.lua
 	closeLua    string
 	closeScript = newScript("close", closeLua, false)
+	//go:embed group.lua
+	groupLua    string
+	groupScript = newScript("group", groupLua, false)
 )
 
 func (b *Board) normalizeCloseEventTop() error {
@@ -312,12 +315,12 @@ func (s *Store) OutboxRead(ctx context.Context, board, group, consumer string, c
 	}
 	msgs, err := read()
 	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
-		err = s.rdb.XGroupCreate(ctx, key, group, "0").Err()
-		switch {
-		case err != nil && strings.Contains(err.Error(), "requires the key to exist"):
-			return nil, nil // no outbox yet
-		case err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP"):
+		var created int
+		if created, err = s.run(ctx, groupScript, []string{s.keyBase(board), key}, group).Int(); err != nil {
 			return nil, redisError(err)
+		}
+		if created == 0 {
+			return nil, nil // no outbox (or the group appeared meanwhile: read it next time)
 		}
 		msgs, err = read()
 	}
@@ -413,4 +416,55 @@ func (b *Board) ClosesPeriods() bool {
 		}
 	}
 	return false
+}
+
+// OutboxesReady returns those of the boards that have an outbox, after making sure consumer group group exists
+// on each of them (created reading from the oldest event kept). Boards without an outbox have no events to
+// deliver yet. It asks Redis in pipelines, without failing commands (which would count as Redis errors).
+func (s *Store) OutboxesReady(ctx context.Context, boards []string, group string) ([]string, error) {
+	if len(boards) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(boards))
+	for i, b := range boards {
+		exists[i] = pipe.Exists(ctx, s.outboxKey(b))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, redisError(err)
+	}
+	var have []string
+	for i, c := range exists {
+		if c.Val() == 1 {
+			have = append(have, boards[i])
+		}
+	}
+	if len(have) == 0 {
+		return nil, nil
+	}
+	pipe = s.rdb.Pipeline()
+	infos := make([]*redis.XInfoGroupsCmd, len(have))
+	for i, b := range have {
+		infos[i] = pipe.XInfoGroups(ctx, s.outboxKey(b))
+	}
+	_, _ = pipe.Exec(ctx) // an outbox deleted meanwhile fails its own command only
+	var ready []string
+	for i, c := range infos {
+		if c.Err() != nil {
+			continue
+		}
+		found := false
+		for _, g := range c.Val() {
+			found = found || g.Name == group
+		}
+		if !found {
+			// A script, so that two processes creating it at once get no BUSYGROUP error.
+			err := s.run(ctx, groupScript, []string{s.keyBase(have[i]), s.outboxKey(have[i])}, group).Err()
+			if err != nil {
+				return ready, redisError(err)
+			}
+		}
+		ready = append(ready, have[i])
+	}
+	return ready, nil
 }

@@ -196,3 +196,77 @@ func TestCloseEventTopAndOutboxBound(t *testing.T) {
 		t.Errorf("newest kept %+v", last)
 	}
 }
+
+// The outbox as consumer groups see it: a group made on first read sees events recorded before it; two
+// consumers of one group never read the same event; a pending event can be claimed only once it has been idle
+// for the given time, by one consumer, which bumps its delivery count; acknowledged events are no longer pending.
+func TestOutboxGroups(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		b := mustBoard(t, s, lb.Board{ID: "o", Windows: []lb.Window{lb.Daily}})
+		if evs, err := s.OutboxRead(ctx, b.ID, "g", "c1", 10); err != nil || len(evs) != 0 {
+			t.Fatalf("no outbox yet: %v %v", evs, err)
+		}
+		var ids []string
+		for _, d := range []string{"2030-01-01", "2030-01-02", "2030-01-03"} {
+			id, _, err := s.RecordClose(ctx, b.ID, lb.Daily, d, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		one, err := s.OutboxRead(ctx, b.ID, "g", "c1", 2)
+		if err != nil || len(one) != 2 || one[0].OutboxID != ids[0] || one[1].OutboxID != ids[1] {
+			t.Fatalf("c1 read %+v %v", one, err)
+		}
+		two, err := s.OutboxRead(ctx, b.ID, "g", "c2", 10)
+		if err != nil || len(two) != 1 || two[0].OutboxID != ids[2] {
+			t.Fatalf("c2 read %+v %v", two, err)
+		}
+		if more, _ := s.OutboxRead(ctx, b.ID, "g", "c2", 10); len(more) != 0 {
+			t.Fatalf("read again: %+v", more)
+		}
+		if err := s.OutboxAck(ctx, b.ID, "g", ids[1]); err != nil {
+			t.Fatal(err)
+		}
+		if ev, err := s.OutboxClaim(ctx, b.ID, "g", "c2", ids[0], time.Hour); err != nil || ev != nil {
+			t.Fatalf("claimed before an hour idle: %+v %v", ev, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+		p, err := s.OutboxPending(ctx, b.ID, "g", 10*time.Millisecond, 10)
+		if err != nil || len(p) != 2 || p[0].OutboxID != ids[0] || p[0].Consumer != "c1" || p[0].Deliveries != 1 ||
+			p[1].OutboxID != ids[2] || p[1].Consumer != "c2" {
+			t.Fatalf("pending %+v %v", p, err)
+		}
+		ev, err := s.OutboxClaim(ctx, b.ID, "g", "c2", ids[0], 10*time.Millisecond)
+		if err != nil || ev == nil || ev.OutboxID != ids[0] || ev.Period != "2030-01-01" {
+			t.Fatalf("claim %+v %v", ev, err)
+		}
+		if ev, _ := s.OutboxClaim(ctx, b.ID, "g", "c1", ids[0], 10*time.Millisecond); ev != nil {
+			t.Fatalf("claimed twice: %+v", ev)
+		}
+		p, _ = s.OutboxPending(ctx, b.ID, "g", 0, 10)
+		if len(p) != 2 || p[0].Consumer != "c2" || p[0].Deliveries != 2 {
+			t.Fatalf("after the claim %+v", p)
+		}
+		if err := s.OutboxDeadLetter(ctx, b.ID, "g", ids[0], "test"); err != nil {
+			t.Fatal(err)
+		}
+		if dead, err := s.DeadLetters(ctx, b.ID, "g"); err != nil || len(dead) != 1 || dead[0] != ids[0] {
+			t.Fatalf("dead letters %v %v", dead, err)
+		}
+		if p, _ = s.OutboxPending(ctx, b.ID, "g", 0, 10); len(p) != 1 || p[0].OutboxID != ids[2] {
+			t.Fatalf("pending after ack and dead letter %+v", p)
+		}
+		if ready, err := s.OutboxesReady(ctx, []string{b.ID, "nothing"}, "h"); err != nil || len(ready) != 1 {
+			t.Fatalf("ready %v %v", ready, err)
+		}
+		if evs, err := s.OutboxRead(ctx, b.ID, "h", "c1", 10); err != nil || len(evs) != 3 {
+			t.Fatalf("a new group reads every kept event: %d %v", len(evs), err)
+		}
+		if evs, err := s.OutboxRead(ctx, b.ID, "z", "c1", 10); err != nil || len(evs) != 3 {
+			t.Fatalf("a group made by its first read reads every kept event: %d %v", len(evs), err)
+		}
+	})
+}

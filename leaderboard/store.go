@@ -40,7 +40,7 @@ var (
 	aroundScript = newScript("around", aroundLua, true)
 	createScript = newScript("create", createLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
-		closeScript)
+		closeScript, groupScript)
 )
 
 // Publish commands for Config.PublishCommand.

@@ -131,6 +131,7 @@ type webhookTarget struct {
 	url   string
 	group string        // "wh:" and 16 hex digits of the URL's SHA-256 (a URL may carry a token: not stored)
 	slots chan struct{} // one per delivery in flight (WEBHOOK_CONCURRENCY)
+	ready map[string]bool // boards whose outbox exists and has the group; only the target's pass goroutine
 }
 
 func newWebhooks(store *leaderboard.Store, cfg Config, log *slog.Logger, m *closeMetrics) *webhooks {
@@ -142,7 +143,7 @@ func newWebhooks(store *leaderboard.Store, cfg Config, log *slog.Logger, m *clos
 	for _, u := range cfg.WebhookURLs {
 		h := sha256.Sum256([]byte(u))
 		w.targets = append(w.targets, &webhookTarget{url: u, group: "wh:" + hex.EncodeToString(h[:8]),
-			slots: make(chan struct{}, cfg.WebhookConcurrency)})
+			slots: make(chan struct{}, cfg.WebhookConcurrency), ready: map[string]bool{}})
 	}
 	return w
 }
@@ -198,8 +199,31 @@ func (w *webhooks) pass(ctx context.Context, t *webhookTarget, wg *sync.WaitGrou
 			w.deliver(ctx, t, board, ev, attempt)
 		}()
 	}
+	// The boards with an outbox and the group: known ones, and those that got their first event since.
+	listed := make(map[string]bool, len(boards))
+	var unknown []string
 	for _, b := range boards {
-		if !b.ClosesPeriods() {
+		if b.ClosesPeriods() {
+			listed[b.ID] = true
+			if !t.ready[b.ID] {
+				unknown = append(unknown, b.ID)
+			}
+		}
+	}
+	for id := range t.ready {
+		if !listed[id] {
+			delete(t.ready, id) // deleted
+		}
+	}
+	ready, err := w.store.OutboxesReady(ctx, unknown, t.group)
+	if err != nil {
+		w.warn(ctx, "webhooks: looking for outboxes", "", err)
+	}
+	for _, id := range ready {
+		t.ready[id] = true
+	}
+	for _, b := range boards {
+		if !t.ready[b.ID] {
 			continue
 		}
 		free := cap(t.slots) - len(t.slots)
