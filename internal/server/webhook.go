@@ -129,8 +129,8 @@ type webhooks struct {
 // webhookTarget is one URL: its consumer group and its delivery slots.
 type webhookTarget struct {
 	url   string
-	group string        // "wh:" and 16 hex digits of the URL's SHA-256 (a URL may carry a token: not stored)
-	slots chan struct{} // one per delivery in flight (WEBHOOK_CONCURRENCY)
+	group string          // "wh:" and 16 hex digits of the URL's SHA-256 (a URL may carry a token: not stored)
+	slots chan struct{}   // one per delivery in flight (WEBHOOK_CONCURRENCY)
 	ready map[string]bool // boards whose outbox exists and has the group; only the target's pass goroutine
 }
 
