@@ -291,6 +291,9 @@ func TestPeriodCloseWebhookAndSubscription(t *testing.T) {
 		pc.Top[1].Score != 50 || pc.Top[1].TopPercent != 50 {
 		t.Errorf("subscription got %+v", pc)
 	}
+	if got := metricValue(t, s, "lb_close_events_recorded_total"); got != "1" {
+		t.Errorf("lb_close_events_recorded_total %q", got)
+	}
 	waitUntil(t, 5*time.Second, "the delivery to be acknowledged", func() bool {
 		return pendingCount(t, s.Store, "cup", rx.srv.URL) == 0 && len(rx.requests()) == 1
 	})
@@ -438,17 +441,18 @@ func TestWebhookTakenOverWhenProcessDies(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no delivery")
 	}
-	b := startServer(t, cfg)
 	a.Shutdown(t) // a dies mid-delivery
 	died := time.Now()
+	b := startServer(t, cfg)
 	var second hookRequest
 	select {
 	case second = <-rx.arrived:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the event was not taken over")
 	}
-	if took := time.Since(died); took > 5*time.Second {
-		t.Errorf("taken over after %v", took)
+	if took := time.Since(died); took > 5*time.Second || second.at.Sub(first.at) < cfg.WebhookClaimIdle {
+		t.Errorf("taken over %v after the death, %v after the first attempt (WEBHOOK_CLAIM_IDLE %v)", took,
+			second.at.Sub(first.at), cfg.WebhookClaimIdle)
 	}
 	if second.id != first.id || string(second.body) != string(first.body) || second.attempt != 2 || !second.sigOK {
 		t.Errorf("first %q attempt %d, second %q attempt %d", first.id, first.attempt, second.id, second.attempt)
@@ -537,5 +541,51 @@ func TestPeriodClosedReadKeyAndCloseEventTop(t *testing.T) {
 	m, err := conn.Next(ctx)
 	if err != nil || len(m.Errors()) != 1 || m.Errors()[0].Code() != "NOT_FOUND" {
 		t.Errorf("unknown board: %+v %v", m, err)
+	}
+}
+
+// A receiver that does not answer holds up only its own URL: another URL gets the event meanwhile, and the silent
+// one's attempt fails after WEBHOOK_TIMEOUT and is tried again.
+func TestWebhookSlowReceiver(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: time.Date(2031, 12, 1, 9, 0, 0, 0, time.UTC)}
+	hold := make(chan struct{})
+	defer close(hold)
+	slow := newHookReceiver(t, 0, hold)
+	fast := newHookReceiver(t, 0, nil)
+	cfg := closeTestConfig(t, clock, slow.srv.URL, fast.srv.URL)
+	cfg.WebhookTimeout = 300 * time.Millisecond
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "s", "windows": []string{"DAILY"}, "graceSeconds": 0})
+	s.submit(t, map[string]any{"board": "s", "playerId": "x", "score": 3})
+	clock.Set(time.Date(2031, 12, 2, 0, 0, 0, 0, time.UTC))
+	var held hookRequest
+	select {
+	case held = <-slow.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no request to the slow receiver")
+	}
+	select {
+	case h := <-fast.arrived:
+		if h.id != held.id || !h.sigOK {
+			t.Errorf("fast receiver got %q, want %q", h.id, held.id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow receiver held up the other URL")
+	}
+	var retry hookRequest
+	select {
+	case retry = <-slow.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second attempt to the slow receiver")
+	}
+	if gap := retry.at.Sub(held.at); retry.id != held.id || retry.attempt != 2 || gap < cfg.WebhookTimeout {
+		t.Errorf("retry %q attempt %d %v after the first", retry.id, retry.attempt, gap)
+	}
+	waitUntil(t, 5*time.Second, "both acknowledged", func() bool {
+		return pendingCount(t, s.Store, "s", slow.srv.URL) == 0 && pendingCount(t, s.Store, "s", fast.srv.URL) == 0
+	})
+	if reqs := slow.requests(); len(reqs) != 2 || reqs[0].status != 0 {
+		t.Errorf("slow receiver: %+v", reqs)
 	}
 }

@@ -29,6 +29,9 @@ const (
 	HeaderAttempt   = "X-Leaderboard-Attempt"   // 1 for the first attempt, then 2, 3, ...
 )
 
+// pendingScan is how many pending events of one outbox a pass looks at for one that may be claimed.
+const pendingScan = 100
+
 // maxReceiverBody is how much of a receiver's answer is read (and discarded).
 const maxReceiverBody = 64 << 10
 
@@ -230,12 +233,15 @@ func (w *webhooks) pass(ctx context.Context, t *webhookTarget, wg *sync.WaitGrou
 		if free == 0 || ctx.Err() != nil {
 			return
 		}
-		pending, err := w.store.OutboxPending(ctx, b.ID, t.group, w.cfg.WebhookClaimIdle, free)
+		pending, err := w.store.OutboxPending(ctx, b.ID, t.group, w.cfg.WebhookClaimIdle, pendingScan)
 		if err != nil {
 			w.warn(ctx, "webhooks: pending events", b.ID, err)
 			continue
 		}
 		for _, p := range pending {
+			if free == 0 {
+				break
+			}
 			idle := max(w.cfg.WebhookClaimIdle, w.backoff(p.Deliveries))
 			if p.Idle < idle {
 				continue
