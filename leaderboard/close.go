@@ -23,7 +23,7 @@ import (
 const (
 	DefaultCloseEventTop = 100  // top ranks a close event carries unless the board says otherwise
 	MaxCloseEventTop     = 1000 // most top ranks a close event may carry
-	OutboxMaxLen         = 1000 // entries each board's outbox (and dead-letter stream) keeps; the oldest go first
+	OutboxMaxLen         = 100  // entries each board's outbox (and dead-letter stream) keeps; the oldest go first
 	// closeCatchUp bounds how many closed periods of one window one check looks at (a process that was down
 	// records the ones it missed while their keys exist, up to this many).
 	closeCatchUp = 32
