@@ -468,3 +468,34 @@ func (s *Store) OutboxesReady(ctx context.Context, boards []string, group string
 	}
 	return ready, nil
 }
+
+// OutboxGroup is what a consumer group has to do on an outbox.
+type OutboxGroup struct {
+	Pending int64 // events read and not acknowledged
+	Lag     int64 // events not read yet; -1: unknown (after trimming), so maybe some
+}
+
+// OutboxGroupStates returns the state of consumer group group on the outboxes of boards (boards that have an
+// outbox with the group, see OutboxesReady), asked in one pipeline. Boards whose outbox is gone are left out.
+func (s *Store) OutboxGroupStates(ctx context.Context, boards []string, group string) (map[string]OutboxGroup, error) {
+	out := make(map[string]OutboxGroup, len(boards))
+	if len(boards) == 0 {
+		return out, nil
+	}
+	pipe := s.rdb.Pipeline()
+	infos := make([]*redis.XInfoGroupsCmd, len(boards))
+	for i, b := range boards {
+		infos[i] = pipe.XInfoGroups(ctx, s.outboxKey(b))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && isUnavailable(err) {
+		return nil, redisError(err)
+	}
+	for i, c := range infos {
+		for _, g := range c.Val() {
+			if g.Name == group {
+				out[boards[i]] = OutboxGroup{Pending: g.Pending, Lag: g.Lag}
+			}
+		}
+	}
+	return out, nil
+}

@@ -262,6 +262,13 @@ func TestOutboxGroups(t *testing.T) {
 		if ready, err := s.OutboxesReady(ctx, []string{b.ID, "nothing"}, "h"); err != nil || len(ready) != 1 {
 			t.Fatalf("ready %v %v", ready, err)
 		}
+		st, err := s.OutboxGroupStates(ctx, []string{b.ID}, "h")
+		if err != nil || st[b.ID] != (lb.OutboxGroup{Pending: 0, Lag: 3}) {
+			t.Fatalf("group h before reading: %+v %v", st, err)
+		}
+		if st, _ := s.OutboxGroupStates(ctx, []string{b.ID}, "g"); st[b.ID] != (lb.OutboxGroup{Pending: 1, Lag: 0}) {
+			t.Fatalf("group g: %+v", st)
+		}
 		if evs, err := s.OutboxRead(ctx, b.ID, "h", "c1", 10); err != nil || len(evs) != 3 {
 			t.Fatalf("a new group reads every kept event: %d %v", len(evs), err)
 		}

@@ -225,39 +225,35 @@ func (w *webhooks) pass(ctx context.Context, t *webhookTarget, wg *sync.WaitGrou
 	for _, id := range ready {
 		t.ready[id] = true
 	}
+	// What each outbox has for this URL, in one pipeline: only outboxes with pending or unread events cost more.
+	var have []string
 	for _, b := range boards {
-		if !t.ready[b.ID] {
+		if t.ready[b.ID] {
+			have = append(have, b.ID)
+		}
+	}
+	states, err := w.store.OutboxGroupStates(ctx, have, t.group)
+	if err != nil {
+		w.warn(ctx, "webhooks: reading the outboxes' groups", "", err)
+		return
+	}
+	for _, b := range boards {
+		st, ok := states[b.ID]
+		if !ok || st.Pending == 0 && st.Lag == 0 {
 			continue
 		}
 		free := cap(t.slots) - len(t.slots)
 		if free == 0 || ctx.Err() != nil {
 			return
 		}
-		pending, err := w.store.OutboxPending(ctx, b.ID, t.group, w.cfg.WebhookClaimIdle, pendingScan)
-		if err != nil {
-			w.warn(ctx, "webhooks: pending events", b.ID, err)
-			continue
-		}
-		for _, p := range pending {
-			if free == 0 {
-				break
-			}
-			idle := max(w.cfg.WebhookClaimIdle, w.backoff(p.Deliveries))
-			if p.Idle < idle {
-				continue
-			}
-			ev, err := w.store.OutboxClaim(ctx, b.ID, t.group, w.consumer, p.OutboxID, idle)
-			if err != nil {
-				w.warn(ctx, "webhooks: claiming an event", b.ID, err)
-				continue
-			}
-			if ev != nil {
-				start(b.ID, ev, p.Deliveries+1)
-				free--
-			}
+		if st.Pending > 0 {
+			free = w.claim(ctx, t, b.ID, free, start)
 		}
 		if free == 0 {
 			return
+		}
+		if st.Lag == 0 {
+			continue
 		}
 		evs, err := w.store.OutboxRead(ctx, b.ID, t.group, w.consumer, free)
 		if err != nil {
@@ -268,6 +264,36 @@ func (w *webhooks) pass(ctx context.Context, t *webhookTarget, wg *sync.WaitGrou
 			start(b.ID, &evs[i], 1)
 		}
 	}
+}
+
+// claim starts deliveries of pending events of one board that waited out their back-off or whose process died,
+// with up to free slots, and returns the slots left.
+func (w *webhooks) claim(ctx context.Context, t *webhookTarget, board string, free int,
+	start func(string, *leaderboard.CloseEvent, int64)) int {
+	pending, err := w.store.OutboxPending(ctx, board, t.group, w.cfg.WebhookClaimIdle, pendingScan)
+	if err != nil {
+		w.warn(ctx, "webhooks: pending events", board, err)
+		return free
+	}
+	for _, p := range pending {
+		if free == 0 {
+			break
+		}
+		idle := max(w.cfg.WebhookClaimIdle, w.backoff(p.Deliveries))
+		if p.Idle < idle {
+			continue
+		}
+		ev, err := w.store.OutboxClaim(ctx, board, t.group, w.consumer, p.OutboxID, idle)
+		if err != nil {
+			w.warn(ctx, "webhooks: claiming an event", board, err)
+			continue
+		}
+		if ev != nil {
+			start(board, ev, p.Deliveries+1)
+			free--
+		}
+	}
+	return free
 }
 
 func (w *webhooks) warn(ctx context.Context, msg, board string, err error) {
