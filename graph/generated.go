@@ -33,6 +33,7 @@ type Config = graphql.Config[ResolverRoot, DirectiveRoot, ComplexityRoot]
 type ResolverRoot interface {
 	Leaderboard() LeaderboardResolver
 	Mutation() MutationResolver
+	PeriodClose() PeriodCloseResolver
 	Query() QueryResolver
 	RankEstimate() RankEstimateResolver
 	Subscription() SubscriptionResolver
@@ -55,6 +56,7 @@ type ComplexityRoot struct {
 	}
 
 	Leaderboard struct {
+		CloseEventTop       func(childComplexity int) int
 		CurrentPeriod       func(childComplexity int, window *model.Window) int
 		ExactTop            func(childComplexity int) int
 		GraceSeconds        func(childComplexity int) int
@@ -81,6 +83,16 @@ type ComplexityRoot struct {
 		StartSeason       func(childComplexity int, board string, id string, endsAt time.Time) int
 		SubmitScore       func(childComplexity int, input model.ScoreInput) int
 		SubmitScores      func(childComplexity int, inputs []model.ScoreInput) int
+	}
+
+	PeriodClose struct {
+		Board   func(childComplexity int) int
+		EndedAt func(childComplexity int) int
+		ID      func(childComplexity int) int
+		Period  func(childComplexity int) int
+		Size    func(childComplexity int) int
+		Top     func(childComplexity int) int
+		Window  func(childComplexity int) int
 	}
 
 	Query struct {
@@ -127,8 +139,9 @@ type ComplexityRoot struct {
 	}
 
 	Subscription struct {
-		RankUpdates func(childComplexity int, board string, playerID string, window *model.Window) int
-		TopUpdates  func(childComplexity int, board string, first *int, window *model.Window, period *string) int
+		PeriodClosed func(childComplexity int, board string) int
+		RankUpdates  func(childComplexity int, board string, playerID string, window *model.Window) int
+		TopUpdates   func(childComplexity int, board string, first *int, window *model.Window, period *string) int
 	}
 
 	TopUpdate struct {
@@ -157,6 +170,7 @@ type LeaderboardResolver interface {
 	GraceSeconds(ctx context.Context, obj *leaderboard.Board) (int, error)
 	Retention(ctx context.Context, obj *leaderboard.Board) (int, error)
 	MaxSubmitsPerMinute(ctx context.Context, obj *leaderboard.Board) (*int, error)
+	CloseEventTop(ctx context.Context, obj *leaderboard.Board) (int, error)
 	CurrentPeriod(ctx context.Context, obj *leaderboard.Board, window *model.Window) (string, error)
 	NextReset(ctx context.Context, obj *leaderboard.Board, window *model.Window) (*time.Time, error)
 	Size(ctx context.Context, obj *leaderboard.Board, window *model.Window, period *string) (int, error)
@@ -171,6 +185,9 @@ type MutationResolver interface {
 	RemovePlayer(ctx context.Context, board string, playerID string) (bool, error)
 	StartSeason(ctx context.Context, board string, id string, endsAt time.Time) (*leaderboard.SeasonChange, error)
 	EndSeason(ctx context.Context, board string) (*leaderboard.SeasonChange, error)
+}
+type PeriodCloseResolver interface {
+	Window(ctx context.Context, obj *leaderboard.CloseEvent) (model.Window, error)
 }
 type QueryResolver interface {
 	Leaderboards(ctx context.Context) ([]leaderboard.Board, error)
@@ -187,6 +204,7 @@ type RankEstimateResolver interface {
 type SubscriptionResolver interface {
 	TopUpdates(ctx context.Context, board string, first *int, window *model.Window, period *string) (<-chan *model.TopUpdate, error)
 	RankUpdates(ctx context.Context, board string, playerID string, window *model.Window) (<-chan *leaderboard.Entry, error)
+	PeriodClosed(ctx context.Context, board string) (<-chan *leaderboard.CloseEvent, error)
 }
 
 // endregion ************************** generated!.gotpl **************************
@@ -262,6 +280,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.Entry.UpdatedAt(childComplexity), true
 
+	case "Leaderboard.closeEventTop":
+		if e.ComplexityRoot.Leaderboard.CloseEventTop == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.CloseEventTop(childComplexity), true
 	case "Leaderboard.currentPeriod":
 		if e.ComplexityRoot.Leaderboard.CurrentPeriod == nil {
 			break
@@ -446,6 +470,49 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SubmitScores(childComplexity, args["inputs"].([]model.ScoreInput)), true
+
+	case "PeriodClose.board":
+		if e.ComplexityRoot.PeriodClose.Board == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.Board(childComplexity), true
+	case "PeriodClose.endedAt":
+		if e.ComplexityRoot.PeriodClose.EndedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.EndedAt(childComplexity), true
+	case "PeriodClose.id":
+		if e.ComplexityRoot.PeriodClose.ID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.ID(childComplexity), true
+	case "PeriodClose.period":
+		if e.ComplexityRoot.PeriodClose.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.Period(childComplexity), true
+	case "PeriodClose.size":
+		if e.ComplexityRoot.PeriodClose.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.Size(childComplexity), true
+	case "PeriodClose.top":
+		if e.ComplexityRoot.PeriodClose.Top == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.Top(childComplexity), true
+	case "PeriodClose.window":
+		if e.ComplexityRoot.PeriodClose.Window == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.Window(childComplexity), true
 
 	case "Query.aroundMe":
 		if e.ComplexityRoot.Query.AroundMe == nil {
@@ -651,6 +718,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 
 		return e.ComplexityRoot.SeasonChange.Season(childComplexity), true
 
+	case "Subscription.periodClosed":
+		if e.ComplexityRoot.Subscription.PeriodClosed == nil {
+			break
+		}
+
+		args, err := ec.field_Subscription_periodClosed_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Subscription.PeriodClosed(childComplexity, args["board"].(string)), true
 	case "Subscription.rankUpdates":
 		if e.ComplexityRoot.Subscription.RankUpdates == nil {
 			break
@@ -903,6 +981,8 @@ type Leaderboard {
   retention: Int!
   "How many scores one player may submit to this board per minute (RATE_LIMITED beyond). Null: no limit."
   maxSubmitsPerMinute: Int
+  "How many top ranks the close event of a period carries (see periodClosed)."
+  closeEventTop: Int!
   "The current period key of a window: 'all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY; for SEASON the running season's id, else the last season's ('' before the first season). Default window: the board's first."
   currentPeriod(window: Window): String!
   "When the current period of a window ends (null for ALL_TIME, and for SEASON while no season runs). Default window: the board's first."
@@ -1027,6 +1107,8 @@ input LeaderboardInput {
   retention: Int
   "How many scores one player may submit per minute of the server's clock (1 to 100000); further ones that minute are RATE_LIMITED and change nothing. Null: no limit."
   maxSubmitsPerMinute: Int
+  "How many top ranks the close event of a period carries (0 to 1000). Default 100."
+  closeEventTop: Int
 }
 
 """
@@ -1083,6 +1165,26 @@ type Subscription {
   new period began); its other fields then carry no meaning beyond playerId.
   """
   rankUpdates(board: ID!, playerId: ID!, window: Window): Entry!
+  "Each period of the board that closes from now on (after its grace window), with its final standings."
+  periodClosed(board: ID!): PeriodClose!
+}
+
+"""
+The close event of a period, recorded once when the period's grace window has passed (for periods that received
+a score). Webhooks (WEBHOOK_URLS) get the same event.
+"""
+type PeriodClose {
+  "The idempotency id of the event: the same on every delivery (webhooks send it as X-Leaderboard-Event-Id)."
+  id: ID!
+  board: ID!
+  window: Window!
+  period: String!
+  "Players with a score in the period when it closed."
+  size: Int!
+  "When the period ended; its grace window followed."
+  endedAt: Time!
+  "Ranks 1 to the board's closeEventTop, as top lists them."
+  top: [Entry!]!
 }
 `, BuiltIn: false},
 }
@@ -1138,6 +1240,8 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_retention(ctx, field)
 	case "maxSubmitsPerMinute":
 		return ec.fieldContext_Leaderboard_maxSubmitsPerMinute(ctx, field)
+	case "closeEventTop":
+		return ec.fieldContext_Leaderboard_closeEventTop(ctx, field)
 	case "currentPeriod":
 		return ec.fieldContext_Leaderboard_currentPeriod(ctx, field)
 	case "nextReset":
@@ -1154,6 +1258,26 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_seasons(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Leaderboard", field.Name)
+}
+
+func (ec *executionContext) childFields_PeriodClose(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "id":
+		return ec.fieldContext_PeriodClose_id(ctx, field)
+	case "board":
+		return ec.fieldContext_PeriodClose_board(ctx, field)
+	case "window":
+		return ec.fieldContext_PeriodClose_window(ctx, field)
+	case "period":
+		return ec.fieldContext_PeriodClose_period(ctx, field)
+	case "size":
+		return ec.fieldContext_PeriodClose_size(ctx, field)
+	case "endedAt":
+		return ec.fieldContext_PeriodClose_endedAt(ctx, field)
+	case "top":
+		return ec.fieldContext_PeriodClose_top(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type PeriodClose", field.Name)
 }
 
 func (ec *executionContext) childFields_RankEstimate(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1760,6 +1884,20 @@ func (ec *executionContext) field_Query_top_args(ctx context.Context, rawArgs ma
 	return args, nil
 }
 
+func (ec *executionContext) field_Subscription_periodClosed_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "board",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["board"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Subscription_rankUpdates_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -2339,6 +2477,29 @@ func (ec *executionContext) fieldContext_Leaderboard_maxSubmitsPerMinute(_ conte
 	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
 }
 
+func (ec *executionContext) _Leaderboard_closeEventTop(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_closeEventTop(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.Leaderboard().CloseEventTop(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_closeEventTop(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
+}
+
 func (ec *executionContext) _Leaderboard_currentPeriod(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -2841,6 +3002,176 @@ func (ec *executionContext) fieldContext_Mutation_endSeason(ctx context.Context,
 	if fc.Args, err = ec.field_Mutation_endSeason_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _PeriodClose_id(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_id(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.ID(), nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_id(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, true, false, "ID")
+}
+
+func (ec *executionContext) _PeriodClose_board(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_board(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Board, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_board(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, false, false, "ID")
+}
+
+func (ec *executionContext) _PeriodClose_window(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_window(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return ec.Resolvers.PeriodClose().Window(ctx, obj)
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v model.Window) graphql.Marshaler {
+			return ec.marshalNWindow2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐWindow(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_window(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, true, true, "Window")
+}
+
+func (ec *executionContext) _PeriodClose_period(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, false, false, "String")
+}
+
+func (ec *executionContext) _PeriodClose_size(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PeriodClose_endedAt(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_endedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_endedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, false, false, "Time")
+}
+
+func (ec *executionContext) _PeriodClose_top(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_top(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Top, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []leaderboard.Entry) graphql.Marshaler {
+			return ec.marshalNEntry2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntryᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_top(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "PeriodClose",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_Entry(ctx, field)
+		},
 	}
 	return fc, nil
 }
@@ -3809,6 +4140,50 @@ func (ec *executionContext) fieldContext_Subscription_rankUpdates(ctx context.Co
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Subscription_rankUpdates_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Subscription_periodClosed(ctx context.Context, field graphql.CollectedField) (ret func(ctx context.Context) graphql.Marshaler) {
+	return graphql.ResolveFieldStream(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_periodClosed(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Subscription().PeriodClosed(ctx, fc.Args["board"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *leaderboard.CloseEvent) graphql.Marshaler {
+			return ec.marshalNPeriodClose2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐCloseEvent(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Subscription_periodClosed(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Subscription",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_PeriodClose(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Subscription_periodClosed_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -5105,7 +5480,7 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 		asMap["timezone"] = "UTC"
 	}
 
-	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore", "graceSeconds", "retention", "maxSubmitsPerMinute"}
+	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore", "graceSeconds", "retention", "maxSubmitsPerMinute", "closeEventTop"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -5196,6 +5571,13 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 				return it, err
 			}
 			it.MaxSubmitsPerMinute = data
+		case "closeEventTop":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("closeEventTop"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.CloseEventTop = data
 		}
 	}
 	return it, nil
@@ -5447,6 +5829,12 @@ func (ec *executionContext) _Leaderboard(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Leaderboard_maxSubmitsPerMinute(ctx, field, obj)
 				})
+		case "closeEventTop":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_closeEventTop(ctx, field, obj)
+				})
 		case "currentPeriod":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,
@@ -5564,6 +5952,70 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var periodCloseImplementors = []string{"PeriodClose"}
+
+func (ec *executionContext) _PeriodClose(ctx context.Context, sel ast.SelectionSet, obj *leaderboard.CloseEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, periodCloseImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("PeriodClose")
+		case "id":
+			out.Values[i] = ec._PeriodClose_id(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "board":
+			out.Values[i] = ec._PeriodClose_board(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "window":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._PeriodClose_window(ctx, field, obj)
+				})
+		case "period":
+			out.Values[i] = ec._PeriodClose_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "size":
+			out.Values[i] = ec._PeriodClose_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "endedAt":
+			out.Values[i] = ec._PeriodClose_endedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "top":
+			out.Values[i] = ec._PeriodClose_top(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -5909,6 +6361,8 @@ func (ec *executionContext) _Subscription(ctx context.Context, sel ast.Selection
 		return ec._Subscription_topUpdates(ctx, fields[0])
 	case "rankUpdates":
 		return ec._Subscription_rankUpdates(ctx, fields[0])
+	case "periodClosed":
+		return ec._Subscription_periodClosed(ctx, fields[0])
 	default:
 		panic("unknown field " + strconv.Quote(fields[0].Name))
 	}
@@ -6502,6 +6956,14 @@ func (ec *executionContext) marshalNLeaderboard2ᚖgithubᚗcomᚋleaderboardᚋ
 func (ec *executionContext) unmarshalNLeaderboardInput2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐLeaderboardInput(ctx context.Context, v any) (model.LeaderboardInput, error) {
 	res, err := ec.unmarshalInputLeaderboardInput(ctx, v)
 	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNPeriodClose2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐCloseEvent(ctx context.Context, sel ast.SelectionSet, v *leaderboard.CloseEvent) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "PeriodClose!")
+		return graphql.Null
+	}
+	return ec._PeriodClose(ctx, sel, v)
 }
 
 func (ec *executionContext) marshalNRankEstimate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐRankEstimate(ctx context.Context, sel ast.SelectionSet, v *leaderboard.RankEstimate) graphql.Marshaler {

@@ -21,7 +21,9 @@ type Resolver struct {
 	Store *leaderboard.Store
 	// Hub serves top lists from its cache and runs subscriptions.
 	Hub *pubsub.Hub
-	Log *slog.Logger
+	// Closes runs periodClosed subscriptions (nil: none).
+	Closes *pubsub.CloseFeed
+	Log    *slog.Logger
 	// ReadKeyRequired: subscriptions need a key with the read role (see ReadGuard for queries).
 	ReadKeyRequired bool
 	// OnSubscription, if set, is called with +1 when a subscription starts and -1 when it ends (metrics).

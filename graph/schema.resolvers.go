@@ -70,6 +70,11 @@ func (r *leaderboardResolver) MaxSubmitsPerMinute(ctx context.Context, obj *lead
 	return &obj.MaxSubmitsPerMinute, nil
 }
 
+// CloseEventTop is the resolver for the closeEventTop field.
+func (r *leaderboardResolver) CloseEventTop(ctx context.Context, obj *leaderboard.Board) (int, error) {
+	return obj.CloseEventTop, nil
+}
+
 // CurrentPeriod is the resolver for the currentPeriod field.
 func (r *leaderboardResolver) CurrentPeriod(ctx context.Context, obj *leaderboard.Board, window *model.Window) (string, error) {
 	w, err := boardWindow(obj, window)
@@ -217,6 +222,16 @@ func (r *mutationResolver) CreateLeaderboard(ctx context.Context, input model.Le
 		}
 		b.MaxSubmitsPerMinute = *n
 	}
+	if n := input.CloseEventTop; n != nil {
+		if *n < 0 || *n > leaderboard.MaxCloseEventTop {
+			return nil, newError(leaderboard.Invalid, fmt.Sprintf("closeEventTop must be between 0 and %d",
+				leaderboard.MaxCloseEventTop))
+		}
+		b.CloseEventTop = *n
+		if *n == 0 {
+			b.CloseEventTop = -1 // the store's "none" (0 there means the default)
+		}
+	}
 	created, err := r.Store.CreateBoard(ctx, b)
 	return created, internal(err)
 }
@@ -255,6 +270,11 @@ func (r *mutationResolver) EndSeason(ctx context.Context, board string) (*leader
 		r.Hub.SeasonChanged(board)
 	}
 	return c, internal(err)
+}
+
+// Window is the resolver for the window field.
+func (r *periodCloseResolver) Window(ctx context.Context, obj *leaderboard.CloseEvent) (model.Window, error) {
+	return model.Window(obj.Window), nil
 }
 
 // Leaderboards is the resolver for the leaderboards field.
@@ -379,11 +399,45 @@ func (r *subscriptionResolver) RankUpdates(ctx context.Context, board string, pl
 	return out, nil
 }
 
+// PeriodClosed is the resolver for the periodClosed field.
+func (r *subscriptionResolver) PeriodClosed(ctx context.Context, board string) (<-chan *leaderboard.CloseEvent, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	if r.Closes == nil {
+		cancel()
+		return nil, newError(leaderboard.Unavailable, "close events are not available")
+	}
+	if err := r.startSubscription(ctx, "periodClosed"); err != nil {
+		cancel()
+		return nil, err
+	}
+	in, err := r.Closes.Subscribe(ctx, board)
+	if err != nil {
+		cancel()
+		return nil, internal(err)
+	}
+	out := make(chan *leaderboard.CloseEvent)
+	go func() {
+		defer cancel()
+		defer close(out)
+		for ev := range in {
+			select {
+			case out <- &ev:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
 // Leaderboard returns LeaderboardResolver implementation.
 func (r *Resolver) Leaderboard() LeaderboardResolver { return &leaderboardResolver{r} }
 
 // Mutation returns MutationResolver implementation.
 func (r *Resolver) Mutation() MutationResolver { return &mutationResolver{r} }
+
+// PeriodClose returns PeriodCloseResolver implementation.
+func (r *Resolver) PeriodClose() PeriodCloseResolver { return &periodCloseResolver{r} }
 
 // Query returns QueryResolver implementation.
 func (r *Resolver) Query() QueryResolver { return &queryResolver{r} }
@@ -397,6 +451,7 @@ func (r *Resolver) Subscription() SubscriptionResolver { return &subscriptionRes
 type (
 	leaderboardResolver  struct{ *Resolver }
 	mutationResolver     struct{ *Resolver }
+	periodCloseResolver  struct{ *Resolver }
 	queryResolver        struct{ *Resolver }
 	rankEstimateResolver struct{ *Resolver }
 	subscriptionResolver struct{ *Resolver }

@@ -101,6 +101,9 @@ type Board struct {
 	// the store's clock (1 to MaxSubmitsPerMinute); past it a submission is RateLimited and changes nothing.
 	// 0: no limit.
 	MaxSubmitsPerMinute int
+	// CloseEventTop is how many top ranks a period's close event carries (see close.go): 0 means
+	// DefaultCloseEventTop, a negative value none; at most MaxCloseEventTop.
+	CloseEventTop int
 
 	loc *time.Location
 	sum string // SHA-1 of the stored definition: the scripts check it (check_def in common.lua)
@@ -199,7 +202,7 @@ func (b *Board) normalize() error {
 	if b.MaxSubmitsPerMinute < 0 || b.MaxSubmitsPerMinute > MaxSubmitsPerMinute {
 		return errorf(Invalid, "maxSubmitsPerMinute must be between 1 and %d", MaxSubmitsPerMinute)
 	}
-	return nil
+	return b.normalizeCloseEventTop()
 }
 
 // boardJSON is the stored form of a Board. Two creations are the same definition when these encode equally.
@@ -216,12 +219,14 @@ type boardJSON struct {
 	GraceMS   int64    `json:"graceMs"`
 	Retention int      `json:"retention"`
 	// Omitted when 0, so definitions without a limit keep their stored form (and SHA-1).
-	MaxSubmitsPerMinute int `json:"maxPerMin,omitempty"`
+	MaxSubmitsPerMinute int  `json:"maxPerMin,omitempty"`
+	CloseTop            *int `json:"closeTop,omitempty"` // nil: DefaultCloseEventTop (definitions from before it match)
 }
 
 func (b *Board) encode() string {
 	data, _ := json.Marshal(boardJSON{b.ID, b.Title, b.Order, b.Mode, b.Windows, b.TimeZone, b.ExactTop,
-		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention, b.MaxSubmitsPerMinute})
+		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention, b.MaxSubmitsPerMinute,
+		storedCloseEventTop(b.CloseEventTop)})
 	return string(data)
 }
 
@@ -233,7 +238,7 @@ func decodeBoard(s string) (*Board, error) {
 	b := &Board{ID: j.ID, Title: j.Title, Order: j.Order, Mode: j.Mode, Windows: j.Windows, TimeZone: j.TimeZone,
 		ExactTop: j.ExactTop, MinScore: j.MinScore, MaxScore: j.MaxScore,
 		Grace: time.Duration(j.GraceMS) * time.Millisecond, Retention: j.Retention,
-		MaxSubmitsPerMinute: j.MaxSubmitsPerMinute}
+		MaxSubmitsPerMinute: j.MaxSubmitsPerMinute, CloseEventTop: loadedCloseEventTop(j.CloseTop)}
 	loc, err := time.LoadLocation(b.TimeZone)
 	if err != nil || len(b.Windows) == 0 {
 		return nil, fmt.Errorf("decode board %q: bad stored definition", j.ID)

@@ -31,6 +31,9 @@
 --                        before it, which late scores may still reach), grace (the board's grace, s)
 --   seasons              every season ever started on the board: id -> "<start>,<end>,<key expiry>" (unix s, end as
 --                        ce above); an id is never used twice
+--   x:<w>:<period>       close mark: the outbox id of the period's close event (close.lua), so it is recorded once
+--   o                    outbox stream of close events (close.lua appends; owned by outboxKey in close.go)
+--   o:dead               close events whose webhook delivery gave up (deadLetterKey in close.go)
 -- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
 -- never written already expired, whatever Redis's own clock says.
 local base -- KEYS[1], set at the start of every call (see script.go)

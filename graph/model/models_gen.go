@@ -33,6 +33,8 @@ type LeaderboardInput struct {
 	Retention *int `json:"retention,omitempty"`
 	// How many scores one player may submit per minute of the server's clock (1 to 100000); further ones that minute are RATE_LIMITED and change nothing. Null: no limit.
 	MaxSubmitsPerMinute *int `json:"maxSubmitsPerMinute,omitempty"`
+	// How many top ranks the close event of a period carries (0 to 1000). Default 100.
+	CloseEventTop *int `json:"closeEventTop,omitempty"`
 }
 
 // Writes. Keys are sent as `Authorization: Bearer <key>`: a missing or unknown key is UNAUTHENTICATED, a key without

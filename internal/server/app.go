@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -50,6 +51,9 @@ type App struct {
 	hubCtx    context.Context
 	hubCancel context.CancelFunc
 	hubDone   chan struct{}
+	// closesDone is closed when the close checker and the webhook deliveries (closes.go, webhook.go), which run
+	// until hubCtx ends, have stopped.
+	closesDone chan struct{}
 }
 
 // New connects to Redis (or starts the embedded one) and builds the handlers. console receives the one-time
@@ -62,6 +66,9 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	px, err := parseProxies(cfg.TrustedProxies)
 	if err != nil {
 		return nil, err
+	}
+	if errs := cfg.checkWebhooks(); len(errs) > 0 {
+		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	a := &App{cfg: cfg, log: log, Keys: keys, proxies: px}
 	if keys.Empty() {
@@ -96,13 +103,16 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		}
 	}
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
-		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes})
+		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes,
+		Clock: cfg.Clock})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
 	// and live screens must not wait behind a flood of queries.
-	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish})
+	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
+		Clock: cfg.Clock})
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 
-	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired}
+	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
+		Closes: pubsub.NewCloseFeed(hubStore, cfg.WebhookPollInterval, log)}
 	schema := graph.NewSchema(resolver)
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
@@ -123,6 +133,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 			log.Error("live updates stopped", "err", err)
 		}
 	}()
+	a.closesDone = a.runCloses(a.hubCtx, hubStore, newCloseMetrics(a.Metrics.reg))
 	return a, nil
 }
 
@@ -202,6 +213,11 @@ func (a *App) stopHub() {
 	case <-a.hubDone:
 	case <-time.After(2 * time.Second):
 		a.log.Warn("live updates did not stop within 2s")
+	}
+	select {
+	case <-a.closesDone:
+	case <-time.After(2 * time.Second):
+		a.log.Warn("close events and webhooks did not stop within 2s")
 	}
 }
 

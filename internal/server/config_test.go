@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -48,4 +49,38 @@ func TestIntrospectionOff(t *testing.T) {
 	s := startServer(t, cfg)
 	s.wantCode(t, "", "BAD_USER_INPUT", `{ __schema { queryType { name } } }`, nil)
 	s.must(t, "", `{ leaderboards { id } }`, nil, nil)
+}
+
+// The close-event and webhook settings: documented defaults; WEBHOOK_URLS needs WEBHOOK_SECRET and http(s) URLs,
+// and WEBHOOK_CLAIM_IDLE must exceed WEBHOOK_TIMEOUT, or the server refuses to start (LoadConfig and New).
+func TestWebhookConfig(t *testing.T) {
+	def, err := LoadConfig(nil, func(string) string { return "" })
+	if err != nil || def.CloseCheckInterval != 5*time.Second || len(def.WebhookURLs) != 0 || def.WebhookTimeout != 10*time.Second ||
+		def.WebhookConcurrency != 4 || def.WebhookRetryMin != time.Second || def.WebhookRetryMax != 10*time.Minute ||
+		def.WebhookRetryFor != 24*time.Hour || def.WebhookClaimIdle != time.Minute || def.WebhookPollInterval != time.Second {
+		t.Fatalf("defaults %+v %v", def, err)
+	}
+	env := map[string]string{"WEBHOOK_URLS": "https://a.example/hook, http://b.example:8080/x?t=1", "WEBHOOK_SECRET": "s",
+		"WEBHOOK_RETRY_MIN": "2s", "CLOSE_CHECK_INTERVAL": "1s"}
+	cfg, err := LoadConfig(nil, func(k string) string { return env[k] })
+	if err != nil || strings.Join(cfg.WebhookURLs, "|") != "https://a.example/hook|http://b.example:8080/x?t=1" ||
+		cfg.WebhookSecret != "s" || cfg.WebhookRetryMin != 2*time.Second || cfg.CloseCheckInterval != time.Second {
+		t.Fatalf("config %+v %v", cfg, err)
+	}
+	for _, bad := range []map[string]string{
+		{"WEBHOOK_URLS": "https://a.example/hook"},
+		{"WEBHOOK_URLS": "ftp://a.example/hook", "WEBHOOK_SECRET": "s"},
+		{"WEBHOOK_URLS": "a.example/hook", "WEBHOOK_SECRET": "s"},
+		{"WEBHOOK_URLS": "https://a.example/hook", "WEBHOOK_SECRET": "s", "WEBHOOK_CLAIM_IDLE": "10s"},
+		{"WEBHOOK_URLS": "https://a.example/hook", "WEBHOOK_SECRET": "s", "WEBHOOK_RETRY_MAX": "500ms"},
+		{"CLOSE_CHECK_INTERVAL": "0s"},
+	} {
+		if _, err := LoadConfig(nil, func(k string) string { return bad[k] }); err == nil {
+			t.Errorf("%v: want an error", bad)
+		}
+	}
+	def.WebhookURLs = []string{"https://a.example/hook"}
+	if _, err := New(def, testLogger(t), io.Discard); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET") {
+		t.Errorf("New without WEBHOOK_SECRET: %v", err)
+	}
 }

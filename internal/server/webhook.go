@@ -1,0 +1,385 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// Webhook request headers (README "Period-close events and webhooks").
+const (
+	HeaderEventID   = "X-Leaderboard-Event-Id"  // the event's idempotency id, the same on every attempt
+	HeaderSignature = "X-Leaderboard-Signature" // "sha256=" and the hex HMAC-SHA256 of the body with WEBHOOK_SECRET
+	HeaderTimestamp = "X-Leaderboard-Timestamp" // unix seconds when this attempt was sent
+	HeaderAttempt   = "X-Leaderboard-Attempt"   // 1 for the first attempt, then 2, 3, ...
+)
+
+// pendingScan is how many pending events of one outbox a pass looks at for one that may be claimed.
+const pendingScan = 100
+
+// maxReceiverBody is how much of a receiver's answer is read (and discarded).
+const maxReceiverBody = 64 << 10
+
+// checkWebhooks returns what is wrong with the webhook settings (nothing when WEBHOOK_URLS is empty).
+func (c Config) checkWebhooks() []string {
+	var errs []string
+	for _, u := range c.WebhookURLs {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			errs = append(errs, fmt.Sprintf("WEBHOOK_URLS: %q is not an http or https URL", u))
+		}
+	}
+	if len(c.WebhookURLs) == 0 {
+		return errs
+	}
+	if c.WebhookSecret == "" {
+		errs = append(errs, "WEBHOOK_SECRET is required with WEBHOOK_URLS")
+	}
+	if c.WebhookPollInterval <= 0 || c.WebhookRetryMin <= 0 || c.WebhookTimeout <= 0 {
+		errs = append(errs, "WEBHOOK_POLL_INTERVAL, WEBHOOK_RETRY_MIN and WEBHOOK_TIMEOUT must be positive")
+	}
+	if c.WebhookConcurrency < 1 {
+		errs = append(errs, "WEBHOOK_CONCURRENCY must be at least 1")
+	}
+	if c.WebhookClaimIdle <= c.WebhookTimeout {
+		errs = append(errs, "WEBHOOK_CLAIM_IDLE must be longer than WEBHOOK_TIMEOUT")
+	}
+	if c.WebhookRetryMax < c.WebhookRetryMin {
+		errs = append(errs, "WEBHOOK_RETRY_MAX must not be below WEBHOOK_RETRY_MIN")
+	}
+	return errs
+}
+
+// WebhookPayload is the JSON body of a webhook request.
+type WebhookPayload struct {
+	ID         string         `json:"id"`   // the idempotency id (HeaderEventID)
+	Type       string         `json:"type"` // "periodClosed"
+	Board      string         `json:"board"`
+	Window     string         `json:"window"`
+	Period     string         `json:"period"`
+	Size       int64          `json:"size"`
+	EndedAt    time.Time      `json:"endedAt"`
+	RecordedAt time.Time      `json:"recordedAt"`
+	Top        []WebhookEntry `json:"top"`
+}
+
+// WebhookEntry is one rank of a payload's top.
+type WebhookEntry struct {
+	Rank        int64           `json:"rank"`
+	PlayerID    string          `json:"playerId"`
+	DisplayName *string         `json:"displayName"`
+	Score       float64         `json:"score"`
+	Approximate bool            `json:"approximate"`
+	UpdatedAt   time.Time       `json:"updatedAt"`
+	Metadata    json.RawMessage `json:"metadata"`
+}
+
+// webhookBody encodes the payload of an event.
+func webhookBody(ev *leaderboard.CloseEvent) []byte {
+	p := WebhookPayload{ID: ev.ID(), Type: "periodClosed", Board: ev.Board, Window: string(ev.Window),
+		Period: ev.Period, Size: ev.Size, EndedAt: ev.EndedAt, RecordedAt: ev.RecordedAt,
+		Top: make([]WebhookEntry, len(ev.Top))}
+	for i, e := range ev.Top {
+		p.Top[i] = WebhookEntry{Rank: e.Rank, PlayerID: e.PlayerID, DisplayName: e.DisplayName, Score: e.Score,
+			Approximate: e.Approximate, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
+		if len(e.Metadata) == 0 {
+			p.Top[i].Metadata = json.RawMessage("null")
+		}
+	}
+	body, _ := json.Marshal(p)
+	return body
+}
+
+// Signature returns the value of HeaderSignature for body.
+func Signature(secret string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// webhooks delivers the close events of every board's outbox to the WEBHOOK_URLS: each URL is a consumer group
+// of every outbox, so it gets every event at least once, and the processes of a deployment share its events
+// (each reads new ones for itself). A failed attempt is tried again after a back-off (WEBHOOK_RETRY_MIN doubling
+// up to WEBHOOK_RETRY_MAX) until WEBHOOK_RETRY_FOR after the close, then dead-lettered. Short waits are kept in
+// the process (it claims the event again before each attempt, so nobody else takes it); an event waiting longer
+// than WEBHOOK_CLAIM_IDLE, or held by a process that died, is claimed by whichever process sees it first once it
+// has been idle for max(WEBHOOK_CLAIM_IDLE, its back-off).
+type webhooks struct {
+	store    *leaderboard.Store
+	cfg      Config
+	client   *http.Client
+	consumer string // this process's name in the consumer groups
+	log      *slog.Logger
+	metrics  *closeMetrics
+	targets  []*webhookTarget
+}
+
+// webhookTarget is one URL: its consumer group and its delivery slots.
+type webhookTarget struct {
+	url   string
+	group string          // "wh:" and 16 hex digits of the URL's SHA-256 (a URL may carry a token: not stored)
+	slots chan struct{}   // one per delivery in flight (WEBHOOK_CONCURRENCY)
+	ready map[string]bool // boards whose outbox exists and has the group; only the target's pass goroutine
+}
+
+func newWebhooks(store *leaderboard.Store, cfg Config, log *slog.Logger, m *closeMetrics) *webhooks {
+	host, _ := os.Hostname()
+	w := &webhooks{store: store, cfg: cfg, log: log, metrics: m,
+		consumer: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:8]),
+		client: &http.Client{Timeout: cfg.WebhookTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	for _, u := range cfg.WebhookURLs {
+		h := sha256.Sum256([]byte(u))
+		w.targets = append(w.targets, &webhookTarget{url: u, group: "wh:" + hex.EncodeToString(h[:8]),
+			slots: make(chan struct{}, cfg.WebhookConcurrency), ready: map[string]bool{}})
+	}
+	return w
+}
+
+// run delivers until ctx ends; deliveries in flight then stop unacknowledged (another process takes them over).
+func (w *webhooks) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, t := range w.targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(w.cfg.WebhookPollInterval)
+			defer tick.Stop()
+			for {
+				w.pass(ctx, t, &wg)
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	w.client.CloseIdleConnections()
+}
+
+// backoff is the wait after the n-th failed attempt.
+func (w *webhooks) backoff(n int64) time.Duration {
+	d := w.cfg.WebhookRetryMin
+	for i := int64(1); i < n && d < w.cfg.WebhookRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, w.cfg.WebhookRetryMax)
+}
+
+// pass starts deliveries for one URL while it has free slots: first events that waited their back-off or whose
+// process died, then new ones.
+func (w *webhooks) pass(ctx context.Context, t *webhookTarget, wg *sync.WaitGroup) {
+	boards, err := w.store.Boards(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.log.Warn("webhooks: listing boards", "err", err)
+		}
+		return
+	}
+	start := func(board string, ev *leaderboard.CloseEvent, attempt int64) {
+		t.slots <- struct{}{} // never blocks: the caller checked for a free slot, and only this goroutine takes
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-t.slots }()
+			w.deliver(ctx, t, board, ev, attempt)
+		}()
+	}
+	// The boards with an outbox and the group: known ones, and those that got their first event since.
+	listed := make(map[string]bool, len(boards))
+	var unknown []string
+	for _, b := range boards {
+		if b.ClosesPeriods() {
+			listed[b.ID] = true
+			if !t.ready[b.ID] {
+				unknown = append(unknown, b.ID)
+			}
+		}
+	}
+	for id := range t.ready {
+		if !listed[id] {
+			delete(t.ready, id) // deleted
+		}
+	}
+	ready, err := w.store.OutboxesReady(ctx, unknown, t.group)
+	if err != nil {
+		w.warn(ctx, "webhooks: looking for outboxes", "", err)
+	}
+	for _, id := range ready {
+		t.ready[id] = true
+	}
+	// What each outbox has for this URL, in one pipeline: only outboxes with pending or unread events cost more.
+	var have []string
+	for _, b := range boards {
+		if t.ready[b.ID] {
+			have = append(have, b.ID)
+		}
+	}
+	states, err := w.store.OutboxGroupStates(ctx, have, t.group)
+	if err != nil {
+		w.warn(ctx, "webhooks: reading the outboxes' groups", "", err)
+		return
+	}
+	for _, b := range boards {
+		st, ok := states[b.ID]
+		if !ok || st.Pending == 0 && st.Lag == 0 {
+			continue
+		}
+		free := cap(t.slots) - len(t.slots)
+		if free == 0 || ctx.Err() != nil {
+			return
+		}
+		if st.Pending > 0 {
+			free = w.claim(ctx, t, b.ID, free, start)
+		}
+		if free == 0 {
+			return
+		}
+		if st.Lag == 0 {
+			continue
+		}
+		evs, err := w.store.OutboxRead(ctx, b.ID, t.group, w.consumer, free)
+		if err != nil {
+			w.warn(ctx, "webhooks: reading an outbox", b.ID, err)
+			continue
+		}
+		for i := range evs {
+			start(b.ID, &evs[i], 1)
+		}
+	}
+}
+
+// claim starts deliveries of pending events of one board that waited out their back-off or whose process died,
+// with up to free slots, and returns the slots left.
+func (w *webhooks) claim(ctx context.Context, t *webhookTarget, board string, free int,
+	start func(string, *leaderboard.CloseEvent, int64)) int {
+	pending, err := w.store.OutboxPending(ctx, board, t.group, w.cfg.WebhookClaimIdle, pendingScan)
+	if err != nil {
+		w.warn(ctx, "webhooks: pending events", board, err)
+		return free
+	}
+	for _, p := range pending {
+		if free == 0 {
+			break
+		}
+		idle := max(w.cfg.WebhookClaimIdle, w.backoff(p.Deliveries))
+		if p.Idle < idle {
+			continue
+		}
+		ev, err := w.store.OutboxClaim(ctx, board, t.group, w.consumer, p.OutboxID, idle)
+		if err != nil {
+			w.warn(ctx, "webhooks: claiming an event", board, err)
+			continue
+		}
+		if ev != nil {
+			start(board, ev, p.Deliveries+1)
+			free--
+		}
+	}
+	return free
+}
+
+func (w *webhooks) warn(ctx context.Context, msg, board string, err error) {
+	if ctx.Err() == nil {
+		w.log.Warn(msg, "board", board, "err", err)
+	}
+}
+
+// deliver makes attempts for one event that this process holds, starting with attempt number attempt.
+func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, ev *leaderboard.CloseEvent, attempt int64) {
+	body := webhookBody(ev)
+	for {
+		if age := w.store.Now().Sub(ev.RecordedAt); age > w.cfg.WebhookRetryFor {
+			if err := w.store.OutboxDeadLetter(ctx, board, t.group, ev.OutboxID, "no 2xx answer within WEBHOOK_RETRY_FOR"); err != nil {
+				w.warn(ctx, "webhooks: dead-lettering an event", board, err)
+				return
+			}
+			w.metrics.deliveries.WithLabelValues("gave_up").Inc()
+			w.log.Error("webhook delivery gave up", "url", redactURL(t.url), "board", board, "event", ev.ID(),
+				"attempts", attempt-1, "age", age.Round(time.Second))
+			return
+		}
+		status, err := w.post(ctx, t.url, ev.ID(), body, attempt)
+		if ctx.Err() != nil {
+			return // shutting down: the event stays pending, and another process takes it over
+		}
+		if err == nil && status/100 == 2 {
+			if err := w.store.OutboxAck(ctx, board, t.group, ev.OutboxID); err != nil {
+				w.warn(ctx, "webhooks: acknowledging an event", board, err) // delivered again later: at least once
+				return
+			}
+			w.metrics.deliveries.WithLabelValues("delivered").Inc()
+			return
+		}
+		w.metrics.deliveries.WithLabelValues("failed").Inc()
+		wait := w.backoff(attempt)
+		w.log.Warn("webhook delivery failed", "url", redactURL(t.url), "board", board, "event", ev.ID(),
+			"attempt", attempt, "status", status, "err", err, "retry_in", wait)
+		if wait+w.cfg.WebhookTimeout >= w.cfg.WebhookClaimIdle {
+			return // a long wait: pending in Redis, claimed again (by any process) once it has been idle that long
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		// Claim it again: its idle time starts again (nobody takes it over during the attempt) and its delivery
+		// count goes up. nil: it was acknowledged or trimmed meanwhile.
+		again, err := w.store.OutboxClaim(ctx, board, t.group, w.consumer, ev.OutboxID, 0)
+		if err != nil || again == nil {
+			if err != nil {
+				w.warn(ctx, "webhooks: claiming an event", board, err)
+			}
+			return
+		}
+		attempt++
+	}
+}
+
+// post sends one attempt and returns the response status.
+func (w *webhooks) post(ctx context.Context, target, id string, body []byte, attempt int64) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "leaderboard-webhooks")
+	req.Header.Set(HeaderEventID, id)
+	req.Header.Set(HeaderSignature, Signature(w.cfg.WebhookSecret, body))
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	req.Header.Set(HeaderAttempt, strconv.FormatInt(attempt, 10))
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, maxReceiverBody)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// redactURL drops the query and user info of a URL for logs (they may carry a token).
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}

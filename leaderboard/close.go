@@ -1,0 +1,501 @@
+package leaderboard
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Close events. A period closes when it has ended and the board's grace window after it has passed. Its close
+// event (board, window, period, size, endedAt and the final top CloseEventTop ranks) is recorded once, by
+// close.lua in the board's slot, in the board's outbox: a Redis stream that consumer groups (one per webhook, see
+// internal/server) read at least once each. A close mark per period makes recording it again a no-op, whichever
+// process tries and however often.
+const (
+	DefaultCloseEventTop = 100  // top ranks a close event carries unless the board says otherwise
+	MaxCloseEventTop     = 1000 // most top ranks a close event may carry
+	OutboxMaxLen         = 100  // entries each board's outbox (and dead-letter stream) keeps; the oldest go first
+	// closeCatchUp bounds how many closed periods of one window one check looks at (a process that was down
+	// records the ones it missed while their keys exist, up to this many).
+	closeCatchUp = 32
+	// closeMarkTTL is how long the close mark of a period outside the calendar windows (RecordClose) is kept.
+	closeMarkTTL = 400 * 24 * time.Hour
+)
+
+var (
+	//go:embed close.lua
+	closeLua    string
+	closeScript = newScript("close", closeLua, false)
+	//go:embed group.lua
+	groupLua    string
+	groupScript = newScript("group", groupLua, false)
+)
+
+func (b *Board) normalizeCloseEventTop() error {
+	switch {
+	case b.CloseEventTop == 0:
+		b.CloseEventTop = DefaultCloseEventTop
+	case b.CloseEventTop < 0:
+		b.CloseEventTop = 0
+	}
+	if b.CloseEventTop > MaxCloseEventTop {
+		return errorf(Invalid, "closeEventTop must be between 0 and %d", MaxCloseEventTop)
+	}
+	return nil
+}
+
+// storedCloseEventTop is the stored form of a normalized CloseEventTop: nil for the default, so definitions
+// stored before the field existed stay equal to new ones.
+func storedCloseEventTop(n int) *int {
+	if n == DefaultCloseEventTop {
+		return nil
+	}
+	return &n
+}
+
+func loadedCloseEventTop(p *int) int {
+	if p == nil {
+		return DefaultCloseEventTop
+	}
+	return *p
+}
+
+// CloseEvent is the record of a closed period.
+type CloseEvent struct {
+	OutboxID   string // the event's entry id in its board's outbox
+	Board      string
+	Window     Window
+	Period     string
+	Size       int64     // players with a score in the period when it closed
+	EndedAt    time.Time // when the period ended (its grace window came after)
+	RecordedAt time.Time // when the event was recorded (the recording store's clock)
+	Top        []Entry   // ranks 1 .. the board's CloseEventTop, as `top` lists them
+}
+
+// ID is the event's idempotency id: "pc_", 16 hex digits of the SHA-256 of the board id, "_", the outbox id. It
+// is the same for every delivery of the event and differs between events.
+func (e *CloseEvent) ID() string {
+	h := sha256.Sum256([]byte(e.Board))
+	return "pc_" + hex.EncodeToString(h[:8]) + "_" + e.OutboxID
+}
+
+// outboxKey is the board's outbox stream; deadLetterKey the stream of events whose delivery gave up.
+func (s *Store) outboxKey(board string) string     { return s.keyBase(board) + "o" }
+func (s *Store) deadLetterKey(board string) string { return s.keyBase(board) + "o:dead" }
+
+// closedPeriod is a closed period of a calendar window.
+type closedPeriod struct {
+	w       Window
+	period  string
+	end     time.Time
+	markTTL time.Duration
+}
+
+// closedPeriods returns the closed periods of b's calendar windows whose keys may still exist at now (at most
+// closeCatchUp per window, oldest first), and when the next period of any of them closes.
+func (b *Board) closedPeriods(now time.Time) (out []closedPeriod, next time.Time) {
+	loc := b.Location()
+	for _, w := range b.Windows {
+		switch w {
+		case Daily, Weekly, Monthly:
+		default:
+			continue
+		}
+		open := periodStart(w, now.Add(-b.Grace), loc) // the oldest period whose grace has not passed
+		if due := nextStart(w, open, 1).Add(b.Grace); next.IsZero() || due.Before(next) {
+			next = due
+		}
+		for i := closeCatchUp; i >= 1; i-- {
+			st := nextStart(w, open, -i)
+			exp := b.expireAt(w, st)
+			if exp <= now.Unix() {
+				continue
+			}
+			out = append(out, closedPeriod{w: w, period: periodKey(w, st), end: nextStart(w, st, 1),
+				markTTL: time.Duration(exp-now.Unix())*time.Second + 24*time.Hour})
+		}
+	}
+	return out, next
+}
+
+// RecordDueCloses records the close event of every closed period of the board's calendar windows that has none
+// yet and received at least one score (periods nobody played record none), and returns the outbox ids of the
+// events it recorded and when the board's next period closes (zero: never). Any number of processes may call it
+// for the same board at once: each event is recorded once.
+func (s *Store) RecordDueCloses(ctx context.Context, board string) (recorded []string, next time.Time, err error) {
+	err = s.fresh(board, func() error {
+		b, err := s.Board(ctx, board)
+		if err != nil {
+			return err
+		}
+		var due []closedPeriod
+		due, next = b.closedPeriods(s.cfg.Clock())
+		res, err := s.recordCloses(ctx, b, due, false)
+		recorded = recorded[:0]
+		for _, r := range res {
+			if r.recorded {
+				recorded = append(recorded, r.id)
+			}
+		}
+		return err
+	})
+	return recorded, next, err
+}
+
+// RecordClose records the close event of one period of any window of the board (a season that an admin ended,
+// say) that ended at endedAt, unless that period has one already; it records one even when the period received
+// no score. It returns the event's outbox id and whether this call recorded it. Calendar periods close by
+// themselves (RecordDueCloses); calling it for one that has not closed yet closes it early.
+func (s *Store) RecordClose(ctx context.Context, board string, w Window, period string, endedAt time.Time) (id string, recorded bool, err error) {
+	err = s.fresh(board, func() error {
+		b, err := s.Board(ctx, board)
+		if err != nil {
+			return err
+		}
+		if !b.HasWindow(w) {
+			return errorf(Invalid, "board %q has no %s window", b.ID, w)
+		}
+		ttl := closeMarkTTL
+		switch w {
+		case AllTime:
+			return errorf(Invalid, "the ALL_TIME window never closes")
+		case Daily, Weekly, Monthly:
+			start, err := ParsePeriod(w, period, b.Location())
+			if err != nil {
+				return err
+			}
+			ttl = max(time.Duration(b.expireAt(w, start)-s.cfg.Clock().Unix())*time.Second+24*time.Hour,
+				24*time.Hour)
+		default: // a window of its own (seasons): any period id
+			if err := checkID("period", period); err != nil {
+				return err
+			}
+		}
+		res, err := s.recordCloses(ctx, b, []closedPeriod{{w: w, period: period, end: endedAt, markTTL: ttl}}, true)
+		if err != nil {
+			return err
+		}
+		id, recorded = res[0].id, res[0].recorded
+		return nil
+	})
+	return id, recorded, err
+}
+
+// closeResult is close.lua's answer for one period: the outbox id of its event ("" when it has none) and whether
+// this call recorded it.
+type closeResult struct {
+	id       string
+	recorded bool
+}
+
+// recordCloses runs close.lua for periods of b.
+func (s *Store) recordCloses(ctx context.Context, b *Board, periods []closedPeriod, force bool) ([]closeResult, error) {
+	if len(periods) == 0 {
+		return nil, nil
+	}
+	forced := "0"
+	if force {
+		forced = "1"
+	}
+	args := []any{b.sum, b.ID, b.CloseEventTop, s.cfg.Clock().UnixMilli(), OutboxMaxLen, forced}
+	for _, p := range periods {
+		args = append(args, windowCodes[p.w], string(p.w), p.period, p.end.UnixMilli(),
+			int64(max(p.markTTL, time.Second)/time.Second))
+	}
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := s.run(ctx, closeScript, []string{s.keyBase(b.ID), s.outboxKey(b.ID)}, args...).StringSlice()
+	release()
+	if err != nil {
+		return nil, redisError(err)
+	}
+	if len(reply) != 2*len(periods) {
+		return nil, redisError(fmt.Errorf("close: %d replies for %d periods", len(reply), len(periods)))
+	}
+	out := make([]closeResult, len(periods))
+	for i := range out {
+		out[i] = closeResult{id: reply[2*i], recorded: reply[2*i+1] == "1"}
+	}
+	return out, nil
+}
+
+// decodeClose reads an outbox entry of board b.
+func decodeClose(b *Board, m redis.XMessage) (CloseEvent, error) {
+	str := func(k string) string { v, _ := m.Values[k].(string); return v }
+	num := func(k string) int64 { n, _ := strconv.ParseInt(str(k), 10, 64); return n }
+	e := CloseEvent{OutboxID: m.ID, Board: str("board"), Window: Window(str("window")), Period: str("period"),
+		Size: num("size"), EndedAt: time.UnixMilli(num("endedAt")).UTC(),
+		RecordedAt: time.UnixMilli(num("recordedAt")).UTC(), Top: []Entry{}}
+	if e.Board != b.ID {
+		return e, fmt.Errorf("outbox entry %s of board %q names board %q", m.ID, b.ID, e.Board)
+	}
+	var rows []any
+	if t := str("top"); t != "{}" { // cjson encodes an empty table as an object
+		if err := json.Unmarshal([]byte(t), &rows); err != nil {
+			return e, fmt.Errorf("outbox entry %s: top: %w", m.ID, err)
+		}
+	}
+	for _, row := range rows {
+		en, err := parseEntry(b, row, e.Size)
+		if err != nil {
+			return e, fmt.Errorf("outbox entry %s: %w", m.ID, err)
+		}
+		e.Top = append(e.Top, en)
+	}
+	return e, nil
+}
+
+func (s *Store) decodeCloses(ctx context.Context, board string, msgs []redis.XMessage) ([]CloseEvent, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	b, err := s.Board(ctx, board)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]CloseEvent, 0, len(msgs))
+	for _, m := range msgs {
+		if m.Values == nil {
+			continue // claimed, but trimmed from the stream meanwhile
+		}
+		e, err := decodeClose(b, m)
+		if err != nil {
+			return nil, &Error{Code: Internal, Message: "internal error", Err: err}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Closes returns up to count close events of the board recorded after outbox id after ("0-0": from the
+// oldest kept), oldest first.
+func (s *Store) Closes(ctx context.Context, board, after string, count int) ([]CloseEvent, error) {
+	msgs, err := s.rdb.XRangeN(ctx, s.outboxKey(board), "("+after, "+", int64(count)).Result()
+	if err != nil {
+		return nil, redisError(err)
+	}
+	return s.decodeCloses(ctx, board, msgs)
+}
+
+// LastCloseID returns the outbox id of the board's newest close event, "0-0" when it has none.
+func (s *Store) LastCloseID(ctx context.Context, board string) (string, error) {
+	msgs, err := s.rdb.XRevRangeN(ctx, s.outboxKey(board), "+", "-", 1).Result()
+	if err != nil {
+		return "", redisError(err)
+	}
+	if len(msgs) == 0 {
+		return "0-0", nil
+	}
+	return msgs[0].ID, nil
+}
+
+// OutboxRead reads up to count close events of the board that consumer group has not read yet, for consumer
+// (XREADGROUP): they are pending for it until acknowledged. A group is created, reading from the oldest event
+// kept, the first time it reads an outbox. Nothing new (or no outbox): nil.
+func (s *Store) OutboxRead(ctx context.Context, board, group, consumer string, count int) ([]CloseEvent, error) {
+	key := s.outboxKey(board)
+	read := func() ([]redis.XMessage, error) {
+		res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: consumer,
+			Streams: []string{key, ">"}, Count: int64(count), Block: -1}).Result()
+		if err != nil || len(res) == 0 {
+			return nil, err
+		}
+		return res[0].Messages, nil
+	}
+	msgs, err := read()
+	if err != nil && strings.HasPrefix(err.Error(), "NOGROUP") {
+		var created int
+		if created, err = s.run(ctx, groupScript, []string{s.keyBase(board), key}, group).Int(); err != nil {
+			return nil, redisError(err)
+		}
+		if created == 0 {
+			return nil, nil // no outbox (or the group appeared meanwhile: read it next time)
+		}
+		msgs, err = read()
+	}
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, redisError(err)
+	}
+	return s.decodeCloses(ctx, board, msgs)
+}
+
+// PendingClose is a close event that a consumer group read and did not acknowledge.
+type PendingClose struct {
+	OutboxID   string
+	Consumer   string        // who holds it
+	Idle       time.Duration // since it was last read or claimed
+	Deliveries int64         // how often it was read or claimed
+}
+
+// OutboxPending lists up to count events pending in the group for at least minIdle, oldest first.
+func (s *Store) OutboxPending(ctx context.Context, board, group string, minIdle time.Duration, count int) ([]PendingClose, error) {
+	res, err := s.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: s.outboxKey(board), Group: group,
+		Idle: minIdle, Start: "-", End: "+", Count: int64(count)}).Result()
+	if err != nil {
+		if errors.Is(err, redis.Nil) || strings.HasPrefix(err.Error(), "NOGROUP") {
+			return nil, nil
+		}
+		return nil, redisError(err)
+	}
+	out := make([]PendingClose, len(res))
+	for i, p := range res {
+		out[i] = PendingClose{OutboxID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount}
+	}
+	return out, nil
+}
+
+// OutboxClaim makes consumer the holder of a pending event if it has been idle for at least minIdle (XCLAIM:
+// its idle time starts again and its delivery count goes up). Of several consumers claiming one event at once,
+// one gets it. nil: someone else holds it now, or it is no longer pending or kept.
+func (s *Store) OutboxClaim(ctx context.Context, board, group, consumer, id string, minIdle time.Duration) (*CloseEvent, error) {
+	msgs, err := s.rdb.XClaim(ctx, &redis.XClaimArgs{Stream: s.outboxKey(board), Group: group,
+		Consumer: consumer, MinIdle: minIdle, Messages: []string{id}}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, redisError(err)
+	}
+	evs, err := s.decodeCloses(ctx, board, msgs)
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	return &evs[0], nil
+}
+
+// OutboxAck acknowledges an event for the group: it is delivered and no longer pending.
+func (s *Store) OutboxAck(ctx context.Context, board, group, id string) error {
+	return redisError(s.rdb.XAck(ctx, s.outboxKey(board), group, id).Err())
+}
+
+// OutboxDeadLetter acknowledges an event for the group and, in the same transaction, appends it to the board's
+// dead-letter stream (fields outbox: its outbox id, group, reason), which keeps the newest OutboxMaxLen.
+func (s *Store) OutboxDeadLetter(ctx context.Context, board, group, id, reason string) error {
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAdd(ctx, &redis.XAddArgs{Stream: s.deadLetterKey(board), MaxLen: OutboxMaxLen,
+			Values: []any{"outbox", id, "group", group, "reason", reason}})
+		p.XAck(ctx, s.outboxKey(board), group, id)
+		return nil
+	})
+	return redisError(err)
+}
+
+// DeadLetters returns the outbox ids of the board's dead-lettered events of group, oldest first (for tools and
+// tests).
+func (s *Store) DeadLetters(ctx context.Context, board, group string) ([]string, error) {
+	msgs, err := s.rdb.XRange(ctx, s.deadLetterKey(board), "-", "+").Result()
+	if err != nil {
+		return nil, redisError(err)
+	}
+	var ids []string
+	for _, m := range msgs {
+		if m.Values["group"] == group {
+			ids = append(ids, fmt.Sprint(m.Values["outbox"]))
+		}
+	}
+	return ids, nil
+}
+
+// ClosesPeriods reports whether the board has a window whose periods close (any but ALL_TIME), so that it may
+// have close events.
+func (b *Board) ClosesPeriods() bool {
+	for _, w := range b.Windows {
+		if w != AllTime {
+			return true
+		}
+	}
+	return false
+}
+
+// OutboxesReady returns those of the boards that have an outbox, after making sure consumer group group exists
+// on each of them (created reading from the oldest event kept). Boards without an outbox have no events to
+// deliver yet. It asks Redis in pipelines, without failing commands (which would count as Redis errors).
+func (s *Store) OutboxesReady(ctx context.Context, boards []string, group string) ([]string, error) {
+	if len(boards) == 0 {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	exists := make([]*redis.IntCmd, len(boards))
+	for i, b := range boards {
+		exists[i] = pipe.Exists(ctx, s.outboxKey(b))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, redisError(err)
+	}
+	var have []string
+	for i, c := range exists {
+		if c.Val() == 1 {
+			have = append(have, boards[i])
+		}
+	}
+	if len(have) == 0 {
+		return nil, nil
+	}
+	pipe = s.rdb.Pipeline()
+	infos := make([]*redis.XInfoGroupsCmd, len(have))
+	for i, b := range have {
+		infos[i] = pipe.XInfoGroups(ctx, s.outboxKey(b))
+	}
+	_, _ = pipe.Exec(ctx) // an outbox deleted meanwhile fails its own command only
+	var ready []string
+	for i, c := range infos {
+		if c.Err() != nil {
+			continue
+		}
+		found := false
+		for _, g := range c.Val() {
+			found = found || g.Name == group
+		}
+		if !found {
+			// A script, so that two processes creating it at once get no BUSYGROUP error.
+			err := s.run(ctx, groupScript, []string{s.keyBase(have[i]), s.outboxKey(have[i])}, group).Err()
+			if err != nil {
+				return ready, redisError(err)
+			}
+		}
+		ready = append(ready, have[i])
+	}
+	return ready, nil
+}
+
+// OutboxGroup is what a consumer group has to do on an outbox.
+type OutboxGroup struct {
+	Pending int64 // events read and not acknowledged
+	Lag     int64 // events not read yet; -1: unknown (after trimming), so maybe some
+}
+
+// OutboxGroupStates returns the state of consumer group group on the outboxes of boards (boards that have an
+// outbox with the group, see OutboxesReady), asked in one pipeline. Boards whose outbox is gone are left out.
+func (s *Store) OutboxGroupStates(ctx context.Context, boards []string, group string) (map[string]OutboxGroup, error) {
+	out := make(map[string]OutboxGroup, len(boards))
+	if len(boards) == 0 {
+		return out, nil
+	}
+	pipe := s.rdb.Pipeline()
+	infos := make([]*redis.XInfoGroupsCmd, len(boards))
+	for i, b := range boards {
+		infos[i] = pipe.XInfoGroups(ctx, s.outboxKey(b))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && isUnavailable(err) {
+		return nil, redisError(err)
+	}
+	for i, c := range infos {
+		for _, g := range c.Val() {
+			if g.Name == group {
+				out[boards[i]] = OutboxGroup{Pending: g.Pending, Lag: g.Lag}
+			}
+		}
+	}
+	return out, nil
+}
