@@ -127,9 +127,10 @@ func (b *Board) closedPeriods(now time.Time) (out []closedPeriod, next time.Time
 	return out, next
 }
 
-// RecordDueCloses records the close event of every closed period of the board's calendar windows that has none
-// yet and received at least one score (periods nobody played record none), and returns the outbox ids of the
-// events it recorded and when the board's next period closes (zero: never). Any number of processes may call it
+// RecordDueCloses records the close event of every closed period of the board's calendar windows and of every
+// closed season (ended, by its endsAt or early, and its grace passed) that has none yet and received at least one
+// score (periods nobody played record none), and returns the outbox ids of the events it recorded and when the
+// board's next close check is due (zero: never). Any number of processes may call it
 // for the same board at once: each event is recorded once.
 func (s *Store) RecordDueCloses(ctx context.Context, board string) (recorded []string, next time.Time, err error) {
 	err = s.fresh(board, func() error {
@@ -137,8 +138,19 @@ func (s *Store) RecordDueCloses(ctx context.Context, board string) (recorded []s
 		if err != nil {
 			return err
 		}
+		now := s.cfg.Clock()
 		var due []closedPeriod
-		due, next = b.closedPeriods(s.cfg.Clock())
+		due, next = b.closedPeriods(now)
+		if b.HasWindow(Season) {
+			seasons, snext, err := s.closedSeasons(ctx, b, now)
+			if err != nil {
+				return err
+			}
+			due = append(due, seasons...)
+			if next.IsZero() || snext.Before(next) {
+				next = snext
+			}
+		}
 		res, err := s.recordCloses(ctx, b, due, false)
 		recorded = recorded[:0]
 		for _, r := range res {
@@ -149,6 +161,34 @@ func (s *Store) RecordDueCloses(ctx context.Context, board string) (recorded []s
 		return err
 	})
 	return recorded, next, err
+}
+
+// seasonRecheck bounds how long the close check of a board with a SEASON window waits: an admin may end the
+// running season early at any time, on any server, and its close is due its grace after that.
+const seasonRecheck = time.Minute
+
+// closedSeasons returns the seasons of b that have closed (ended, and their grace has passed) and whose keys still
+// exist, and when the board's close check is next due for its seasons: the running season's end plus the grace,
+// or seasonRecheck from now if that is sooner.
+func (s *Store) closedSeasons(ctx context.Context, b *Board, now time.Time) ([]closedPeriod, time.Time, error) {
+	seasons, err := s.Seasons(ctx, b.ID)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	next := now.Add(seasonRecheck)
+	var out []closedPeriod
+	for _, si := range seasons {
+		closes := si.EndsAt.Add(b.Grace)
+		if now.Before(closes) {
+			if closes.Before(next) {
+				next = closes
+			}
+			continue
+		}
+		out = append(out, closedPeriod{w: Season, period: si.ID, end: si.EndsAt,
+			markTTL: si.ReadableUntil.Sub(now) + 24*time.Hour})
+	}
+	return out, next, nil
 }
 
 // RecordClose records the close event of one period of any window of the board (a season that an admin ended,

@@ -1,0 +1,128 @@
+package leaderboard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// A season records one close event once its grace has passed after it ended, however it ended: closed early by
+// the next startSeason, by its endsAt, or by endSeason. The event names the SEASON window and the season's id, its
+// end, its size and its first closeEventTop ranks (a late score inside the grace included), as a model ranks them
+// and as `top` of the closed season lists them; no event inside the grace, none twice, none from a second store.
+func TestSeasonCloseEvents(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		t0 := time.Date(2031, 5, 4, 18, 0, 0, 0, time.UTC)
+		clock := &testClock{t: t0}
+		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		other := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		b := mustBoard(t, s, lb.Board{ID: "league", Windows: []lb.Window{lb.AllTime, lb.Season},
+			Grace: time.Minute, CloseEventTop: 2, Retention: 3})
+		due := func(st *lb.Store) []string {
+			t.Helper()
+			ids, next, err := st.RecordDueCloses(ctx, b.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next.IsZero() || next.After(clock.Now().Add(time.Minute)) {
+				t.Fatalf("next check %v at %v: a season board is checked at least every minute", next, clock.Now())
+			}
+			return ids
+		}
+		// check reads the newest close event and compares it with the model and with `top` of the season.
+		check := func(id, season string, ended time.Time, size int64, top []string) {
+			t.Helper()
+			evs, err := s.Closes(ctx, b.ID, "0-0", 100)
+			if err != nil || len(evs) == 0 || evs[len(evs)-1].OutboxID != id {
+				t.Fatalf("outbox %+v %v, want newest %s", evs, err, id)
+			}
+			ev := evs[len(evs)-1]
+			if ev.Board != b.ID || ev.Window != lb.Season || ev.Period != season || ev.Size != size ||
+				!ev.EndedAt.Equal(ended) || len(ev.Top) != len(top) {
+				t.Fatalf("event %+v, want %s ended %v size %d top %v", ev, season, ended, size, top)
+			}
+			page, err := s.Top(ctx, lb.View{Board: b.ID, Window: lb.Season, Period: season}, 0, len(top))
+			if err != nil || page.Size != size {
+				t.Fatalf("top of %s: %+v %v", season, page, err)
+			}
+			for i, e := range ev.Top {
+				p := page.Entries[i]
+				if e.PlayerID != top[i] || e.Rank != int64(i+1) || e.PlayerID != p.PlayerID || e.Score != p.Score ||
+					e.Rank != p.Rank || e.TopPercent != p.TopPercent || !e.UpdatedAt.Equal(p.UpdatedAt) {
+					t.Fatalf("event row %d %+v, want %s (top lists %+v)", i, e, top[i], p)
+				}
+			}
+		}
+		if ids := due(s); len(ids) != 0 {
+			t.Fatalf("before any season: %v", ids)
+		}
+
+		// s1, closed early by s2 ten minutes in; a late score inside the grace still counts for it.
+		if _, err := s.StartSeason(ctx, b.ID, "s1", t0.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []struct {
+			id    string
+			score float64
+		}{{"p1", 10}, {"p2", 30}, {"p3", 20}} {
+			mustSubmit(t, s, lb.Submission{Board: b.ID, Player: p.id, Score: p.score})
+		}
+		clock.Set(t0.Add(10 * time.Minute))
+		if _, err := s.StartSeason(ctx, b.ID, "s2", t0.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p4", Score: 50}) // s2
+		clock.Set(t0.Add(10*time.Minute + 30*time.Second))
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p5", Score: 40,
+			AchievedAt: t0.Add(9 * time.Minute)}) // s1, late
+		if ids := due(s); len(ids) != 0 {
+			t.Fatalf("recorded inside s1's grace: %v", ids)
+		}
+		clock.Set(t0.Add(11 * time.Minute))
+		ids := due(s)
+		if len(ids) != 1 {
+			t.Fatalf("after s1's grace: %v, want one event", ids)
+		}
+		check(ids[0], "s1", t0.Add(10*time.Minute), 4, []string{"p5", "p2"})
+		if again, o := due(s), due(other); len(again)+len(o) != 0 {
+			t.Fatalf("s1 recorded again: %v %v", again, o)
+		}
+
+		// s2 ends by its endsAt.
+		clock.Set(t0.Add(2*time.Hour + 30*time.Second))
+		if ids := due(s); len(ids) != 0 {
+			t.Fatalf("recorded inside s2's grace: %v", ids)
+		}
+		clock.Set(t0.Add(2*time.Hour + time.Minute))
+		ids = due(other)
+		if len(ids) != 1 {
+			t.Fatalf("after s2's grace: %v, want one event", ids)
+		}
+		check(ids[0], "s2", t0.Add(2*time.Hour), 1, []string{"p4"})
+
+		// s3 ends by endSeason.
+		if _, err := s.StartSeason(ctx, b.ID, "s3", t0.Add(5*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p6", Score: 7})
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p7", Score: 7})
+		clock.Set(t0.Add(2*time.Hour + 3*time.Minute))
+		if _, err := s.EndSeason(ctx, b.ID); err != nil {
+			t.Fatal(err)
+		}
+		clock.Set(t0.Add(2*time.Hour + 4*time.Minute))
+		ids = due(s)
+		if len(ids) != 1 {
+			t.Fatalf("after s3's grace: %v, want one event", ids)
+		}
+		check(ids[0], "s3", t0.Add(2*time.Hour+3*time.Minute), 2, []string{"p6", "p7"})
+		if again := due(s); len(again) != 0 {
+			t.Fatalf("recorded again: %v", again)
+		}
+	})
+}
