@@ -90,6 +90,16 @@ func (r *leaderboardResolver) Size(ctx context.Context, obj *leaderboard.Board, 
 	return int(n), internal(err)
 }
 
+// Periods is the resolver for the periods field.
+func (r *leaderboardResolver) Periods(ctx context.Context, obj *leaderboard.Board, window *model.Window) ([]leaderboard.ClosedPeriod, error) {
+	w, err := boardWindow(obj, window)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := r.Store.Periods(ctx, obj.ID, w)
+	return ps, internal(err)
+}
+
 // SubmitScore is the resolver for the submitScore field.
 func (r *mutationResolver) SubmitScore(ctx context.Context, input model.ScoreInput) (*leaderboard.Result, error) {
 	if err := require(ctx, RoleSubmit); err != nil {
@@ -196,6 +206,16 @@ func (r *mutationResolver) RemovePlayer(ctx context.Context, board string, playe
 	if ok {
 		r.Hub.Changed(board)
 	}
+	return ok, internal(err)
+}
+
+// DeleteLeaderboard is the resolver for the deleteLeaderboard field.
+func (r *mutationResolver) DeleteLeaderboard(ctx context.Context, id string) (bool, error) {
+	if err := require(ctx, RoleAdmin); err != nil {
+		return false, err
+	}
+	ok, err := r.Store.DeleteBoard(ctx, id)
+	r.Hub.Changed(id) // this process's cached top lists of the board are never served again
 	return ok, internal(err)
 }
 

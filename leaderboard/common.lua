@@ -23,6 +23,8 @@
 --                        starts, so a counter that started again is never mistaken for the old one)
 --   e:<eventId>          first result of an eventId, with the fingerprint of its payload
 --   watch                present while some process watches single players' ranks on this board
+--   del                  tombstone of a deletion still being purged (delete.lua, purge.lua): the token of that
+--                        deletion; no def then, and create.lua refuses the id until the purge removes it
 -- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
 -- never written already expired, whatever Redis's own clock says.
 local base -- KEYS[1], set at the start of every call (see script.go)

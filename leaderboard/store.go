@@ -39,7 +39,8 @@ var (
 	ranksScript  = newScript("ranks", ranksLua, true)
 	aroundScript = newScript("around", aroundLua, true)
 	createScript = newScript("create", createLua, false)
-	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript)
+	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
+		deleteScript, purgeScript, watchScript)
 )
 
 // Publish commands for Config.PublishCommand.
@@ -176,14 +177,8 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 		return nil, err
 	}
 	def := b.encode()
-	release, err := s.writes.acquire(ctx)
-	if err != nil {
+	if err := s.createFinishingPurge(ctx, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID); err != nil {
 		return nil, err
-	}
-	err = s.fns.run(ctx, createScript, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID).Err()
-	release()
-	if err != nil {
-		return nil, redisError(err)
 	}
 	nb := b
 	nb.sum = defSum(def)
