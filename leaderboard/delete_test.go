@@ -2,6 +2,7 @@ package leaderboard_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -200,6 +201,48 @@ func TestDeleteBoardRacesSubmits(t *testing.T) {
 		}
 		if n := len(boardKeys(t, s, tg, def.ID)); n != 0 {
 			t.Fatalf("%d keys re-created by writes after the deletion", n)
+		}
+	})
+}
+
+// TestInterruptedDeleteFinished: a deletion whose purge never ran (the atomic part done by hand: definition gone,
+// tombstone left, every other key still there) is finished by the next CreateBoard of the id (the new board is
+// empty and no old key is left besides its own) and, for another board, by DeleteBoard, which reports false
+// (there was no board any more) and leaves no key.
+func TestInterruptedDeleteFinished(t *testing.T) {
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		interrupt := func(id string) {
+			base := s.Prefix() + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
+			if err := tg.Client.Del(ctx, base+"def").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tg.Client.Set(ctx, base+"del", "tok-"+id, 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range []string{"again", "retry"} {
+			mustBoard(t, s, lb.Board{ID: id, Windows: []lb.Window{lb.AllTime, lb.Daily}})
+			for i := range 30 {
+				mustSubmit(t, s, lb.Submission{Board: id, Player: fmt.Sprintf("p%d", i), Score: float64(i),
+					EventID: fmt.Sprintf("e%d", i)})
+			}
+			interrupt(id)
+		}
+		fresh := lb.New(tg.Client, lb.Config{Prefix: s.Prefix()})
+		mustBoard(t, fresh, lb.Board{ID: "again", Windows: []lb.Window{lb.AllTime, lb.Daily}})
+		if keys := boardKeys(t, s, tg, "again"); len(keys) != 1 { // the definition
+			t.Fatalf("keys after re-creating an interrupted deletion: %v; want the definition only", keys)
+		}
+		if r := mustSubmit(t, fresh, lb.Submission{Board: "again", Player: "p1", Score: 1, EventID: "e1"}); r.Duplicate ||
+			r.PreviousRank != nil || r.Entry.Rank != 1 {
+			t.Fatalf("first submission to the re-created board: %+v", r)
+		}
+		if ok, err := fresh.DeleteBoard(ctx, "retry"); ok || err != nil {
+			t.Fatalf("DeleteBoard of an interrupted deletion = %v, %v; want false, nil", ok, err)
+		}
+		if keys := boardKeys(t, s, tg, "retry"); len(keys) != 0 {
+			t.Fatalf("keys left after finishing an interrupted deletion: %v", keys)
 		}
 	})
 }
