@@ -36,8 +36,9 @@ func libraries(c *redis.Client) ([]string, error) {
 	var names []string
 	for _, l := range libs {
 		names = append(names, l.Name)
-		if len(l.Functions) != 6 {
-			return nil, fmt.Errorf("library %s has %d functions, want 6", l.Name, len(l.Functions))
+		// submit, remove, top, ranks, around, create, delete, purge, watch
+		if len(l.Functions) != 9 {
+			return nil, fmt.Errorf("library %s has %d functions, want 9", l.Name, len(l.Functions))
 		}
 	}
 	return names, err
