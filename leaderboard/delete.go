@@ -62,7 +62,8 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 	}
 	state, _ := parts[0].(string)
 	token, _ := parts[1].(string)
-	if err := s.purge(ctx, id, token); err != nil {
+	// The board is gone for everybody now; a caller that stops waiting must not leave the purge half done.
+	if err := s.purge(context.WithoutCancel(ctx), id, token); err != nil {
 		return false, err
 	}
 	return state == "deleted", nil

@@ -132,7 +132,7 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 		buf.Reset()
 		_ = rc.Flush()
 		offset += len(page.Entries)
-		if len(page.Entries) < ExportPage || offset >= int(page.Size) || offset+ExportPage > leaderboard.MaxOffset {
+		if len(page.Entries) < ExportPage || offset >= int(page.Size) {
 			return
 		}
 		if page, err = a.exportPage(ctx, v, offset); err != nil {

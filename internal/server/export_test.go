@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -300,4 +301,51 @@ func TestExportMemoryFlat(t *testing.T) {
 	if limit := int64(8 << 20); maxGrowth > limit || int64(total) < 6*limit {
 		t.Fatalf("heap grew by %d bytes during an export of %d bytes; want under %d", maxGrowth, total, limit)
 	}
+
+	// Deleting the big board: how long it takes, and whether any step of it was in Redis's slow log (over 10 ms).
+	start = time.Now()
+	if ok, err := s.Store.DeleteBoard(context.Background(), "huge"); err != nil || !ok {
+		t.Fatalf("DeleteBoard = %v, %v", ok, err)
+	}
+	slow, _ := s.Store.Redis().SlowLogGet(context.Background(), 128).Result()
+	steps := 0
+	for _, e := range slow {
+		if e.Time.After(start) && len(e.Args) > 1 && (strings.HasSuffix(e.Args[1], "_purge") ||
+			strings.HasSuffix(e.Args[1], "_delete")) {
+			steps++
+			t.Logf("slow deletion step: %v %v", e.Duration, e.Args[1])
+		}
+	}
+	t.Logf("deleted the %d-player board in %v; %d steps in the slow log", players, time.Since(start), steps)
+}
+
+// TestExportCutOnFailure: when a page read fails in the middle of an export (the board is deleted while a slow
+// client reads), the response is cut off (the client gets an unexpected EOF), never a shorter file that looks
+// complete.
+func TestExportCutOnFailure(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "cut"})
+	const players = 100_000 // far more than the socket buffers hold, so the server is still reading pages
+	bulkLoad(t, s.Store, "cut", players)
+	resp := s.exportGet(t, "", "cut", map[string]string{"format": "ndjson"})
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadBytes('\n'); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Store.DeleteBoard(context.Background(), "cut"); err != nil || !ok {
+		t.Fatalf("DeleteBoard = %v, %v", ok, err)
+	}
+	rows := 1
+	var err error
+	for {
+		if _, err = r.ReadBytes('\n'); err != nil {
+			break
+		}
+		rows++
+	}
+	if err == io.EOF || rows >= players {
+		t.Fatalf("the export ended cleanly after %d of %d rows (%v); want it cut off", rows, players, err)
+	}
+	t.Logf("cut off after %d rows: %v", rows, err)
 }
