@@ -234,7 +234,7 @@ func (r *queryResolver) Leaderboards(ctx context.Context) ([]leaderboard.Board, 
 
 // Leaderboard is the resolver for the leaderboard field.
 func (r *queryResolver) Leaderboard(ctx context.Context, id string) (*leaderboard.Board, error) {
-	b, err := r.Store.Board(ctx, id)
+	b, err := r.Store.BoardNow(ctx, id) // not a definition cached before another server deleted the board
 	if leaderboard.ErrorCode(err) == leaderboard.NotFound {
 		return nil, nil
 	}

@@ -183,3 +183,21 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 	n, err := s.rdb.Exists(ctx, s.keyBase(id)+"def").Result()
 	return n == 1, redisError(err)
 }
+
+// BoardNow is Board checked against Redis: a cached definition of a board that was deleted (by another process)
+// is forgotten and the board is NotFound. One EXISTS per call.
+func (s *Store) BoardNow(ctx context.Context, id string) (*Board, error) {
+	b, err := s.Board(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := s.Exists(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		s.forget(id)
+		return nil, errorf(NotFound, "no leaderboard with id %q", id)
+	}
+	return b, nil
+}

@@ -134,3 +134,82 @@ func TestDeleteLeaderboardEndsSubscriptions(t *testing.T) {
 	}
 
 }
+
+// TestDeleteLeaderboardOtherServer: a board deleted through one server, as seen by a second server on the same
+// Redis that had its definition cached and its top list live: leaderboard(id) is null there at once; its
+// subscriber gets NOT_FOUND; from then on its top is NOT_FOUND (its cached list is dropped); its board list drops
+// the board within a second or two (the list is cached for a second).
+func TestDeleteLeaderboardOtherServer(t *testing.T) {
+	cfg := testConfig(t)
+	a, b := startServer(t, cfg), startServer(t, cfg)
+	a.create(t, map[string]any{"id": "shared"})
+	a.submit(t, map[string]any{"board": "shared", "playerId": "p", "score": 3})
+	var q struct{ Leaderboard *struct{ ID string } }
+	b.must(t, "", `query { leaderboard(id: "shared") { id } }`, nil, &q)
+	if q.Leaderboard == nil {
+		t.Fatal("the second server does not see the board")
+	}
+	if top := b.top(t, "shared", 10); len(top) != 1 {
+		t.Fatalf("second server's top: %+v", top)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	conn := wstest.Dial(t, b.WSURL, wstest.TransportWS, nil)
+	if err := conn.Subscribe("s", topUpdatesSub, map[string]any{"b": "shared", "n": 10}); err != nil {
+		t.Fatal(err)
+	}
+	conn.NextData(t, ctx, "s", nil)
+
+	a.must(t, testAdminKey, deleteMutation, map[string]any{"id": "shared"}, nil)
+	b.must(t, "", `query { leaderboard(id: "shared") { id } }`, nil, &q)
+	if q.Leaderboard != nil {
+		t.Fatal("the second server still shows the deleted board")
+	}
+	m, err := conn.Next(ctx)
+	if errs := m.Errors(); err != nil || len(errs) != 1 || errs[0].Code() != "NOT_FOUND" {
+		t.Fatalf("second server's subscriber: %+v %v; want NOT_FOUND", m, err)
+	}
+	b.wantCode(t, "", "NOT_FOUND", `query { top(board: "shared") { playerId } }`, nil)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var l struct{ Leaderboards []struct{ ID string } }
+		b.must(t, "", `query { leaderboards { id } }`, nil, &l)
+		listed := false
+		for _, x := range l.Leaderboards {
+			listed = listed || x.ID == "shared"
+		}
+		if !listed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second server still lists the deleted board after 5 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestDeleteLeaderboardEmbedded: deletion works on the embedded store too (EVAL scripts, plain pub/sub): the
+// board and all its keys go, and the id starts empty when created again.
+func TestDeleteLeaderboardEmbedded(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.RedisURL = ""
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "emb", "windows": []string{"ALL_TIME", "WEEKLY"}, "exactTop": 2})
+	for i, p := range []string{"a", "b", "c", "d"} {
+		s.submit(t, map[string]any{"board": "emb", "playerId": p, "score": float64(i), "eventId": "e" + p})
+	}
+	var out struct{ DeleteLeaderboard bool }
+	s.must(t, testAdminKey, deleteMutation, map[string]any{"id": "emb"}, &out)
+	if !out.DeleteLeaderboard {
+		t.Fatal("deleteLeaderboard = false")
+	}
+	ctx := ctxT(t, 10*time.Second)
+	keys, err := s.Store.Redis().Keys(ctx, s.Store.BoardKeys("emb")).Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys left: %v %v", keys, err)
+	}
+	s.wantCode(t, "", "NOT_FOUND", `query { top(board: "emb") { playerId } }`, nil)
+	s.create(t, map[string]any{"id": "emb", "windows": []string{"ALL_TIME", "WEEKLY"}, "exactTop": 2})
+	if r := s.submit(t, map[string]any{"board": "emb", "playerId": "d", "score": 1, "eventId": "ed"}); r.Duplicate ||
+		r.PreviousRank != nil || r.Entry.Rank != 1 {
+		t.Fatalf("first submission to the re-created board: %+v", r)
+	}
+}
