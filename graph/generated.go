@@ -43,6 +43,12 @@ type DirectiveRoot struct {
 }
 
 type ComplexityRoot struct {
+	ClosedPeriod struct {
+		EndedAt func(childComplexity int) int
+		Period  func(childComplexity int) int
+		Size    func(childComplexity int) int
+	}
+
 	Entry struct {
 		Approximate func(childComplexity int) int
 		DisplayName func(childComplexity int) int
@@ -67,6 +73,7 @@ type ComplexityRoot struct {
 		Mode                func(childComplexity int) int
 		NextReset           func(childComplexity int, window *model.Window) int
 		Order               func(childComplexity int) int
+		Periods             func(childComplexity int, window *model.Window) int
 		Retention           func(childComplexity int) int
 		Season              func(childComplexity int) int
 		Seasons             func(childComplexity int) int
@@ -78,6 +85,7 @@ type ComplexityRoot struct {
 
 	Mutation struct {
 		CreateLeaderboard func(childComplexity int, input model.LeaderboardInput) int
+		DeleteLeaderboard func(childComplexity int, id string) int
 		EndSeason         func(childComplexity int, board string) int
 		RemovePlayer      func(childComplexity int, board string, playerID string) int
 		StartSeason       func(childComplexity int, board string, id string, endsAt time.Time) int
@@ -177,6 +185,7 @@ type LeaderboardResolver interface {
 
 	Season(ctx context.Context, obj *leaderboard.Board) (*leaderboard.SeasonInfo, error)
 	Seasons(ctx context.Context, obj *leaderboard.Board) ([]leaderboard.SeasonInfo, error)
+	Periods(ctx context.Context, obj *leaderboard.Board, window *model.Window) ([]leaderboard.ClosedPeriod, error)
 }
 type MutationResolver interface {
 	SubmitScore(ctx context.Context, input model.ScoreInput) (*leaderboard.Result, error)
@@ -185,6 +194,7 @@ type MutationResolver interface {
 	RemovePlayer(ctx context.Context, board string, playerID string) (bool, error)
 	StartSeason(ctx context.Context, board string, id string, endsAt time.Time) (*leaderboard.SeasonChange, error)
 	EndSeason(ctx context.Context, board string) (*leaderboard.SeasonChange, error)
+	DeleteLeaderboard(ctx context.Context, id string) (bool, error)
 }
 type PeriodCloseResolver interface {
 	Window(ctx context.Context, obj *leaderboard.CloseEvent) (model.Window, error)
@@ -224,6 +234,25 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 	ec := newExecutionContext(nil, e, nil)
 	_ = ec
 	switch typeName + "." + field {
+
+	case "ClosedPeriod.endedAt":
+		if e.ComplexityRoot.ClosedPeriod.EndedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClosedPeriod.EndedAt(childComplexity), true
+	case "ClosedPeriod.period":
+		if e.ComplexityRoot.ClosedPeriod.Period == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClosedPeriod.Period(childComplexity), true
+	case "ClosedPeriod.size":
+		if e.ComplexityRoot.ClosedPeriod.Size == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ClosedPeriod.Size(childComplexity), true
 
 	case "Entry.approximate":
 		if e.ComplexityRoot.Entry.Approximate == nil {
@@ -356,6 +385,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Leaderboard.Order(childComplexity), true
+	case "Leaderboard.periods":
+		if e.ComplexityRoot.Leaderboard.Periods == nil {
+			break
+		}
+
+		args, err := ec.field_Leaderboard_periods_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Leaderboard.Periods(childComplexity, args["window"].(*model.Window)), true
 	case "Leaderboard.retention":
 		if e.ComplexityRoot.Leaderboard.Retention == nil {
 			break
@@ -415,6 +455,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.CreateLeaderboard(childComplexity, args["input"].(model.LeaderboardInput)), true
+	case "Mutation.deleteLeaderboard":
+		if e.ComplexityRoot.Mutation.DeleteLeaderboard == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_deleteLeaderboard_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.DeleteLeaderboard(childComplexity, args["id"].(string)), true
 	case "Mutation.endSeason":
 		if e.ComplexityRoot.Mutation.EndSeason == nil {
 			break
@@ -997,6 +1048,18 @@ type Leaderboard {
   season: Season
   "Every season of the SEASON window still readable (see Season.readableUntil), by start, the latest last. Empty without a SEASON window."
   seasons: [Season!]!
+  "The closed periods of a window that are still readable (within the board's retention and grace) and received a score, newest first; for SEASON the seasons that have ended and are still readable. Empty for ALL_TIME. Default window: the board's first."
+  periods(window: Window): [ClosedPeriod!]!
+}
+
+"""A closed period of a window, still readable."""
+type ClosedPeriod {
+  "The period key, as currentPeriod names it ('2026-11-29', '2026-W48', '2026-11')."
+  period: String!
+  "Number of players with a score in the period."
+  size: Int!
+  "When the period ended (the start of the next one)."
+  endedAt: Time!
 }
 
 """One player's place in a window period of a board."""
@@ -1133,6 +1196,8 @@ type Mutation {
   startSeason(board: ID!, id: String!, endsAt: Time!): SeasonChange!
   "Requires the admin role. Ends the running season now; while none runs it changes nothing. NOT_FOUND when no season ever started."
   endSeason(board: ID!): SeasonChange!
+  "Requires the admin role. Deletes the board with all its windows, periods, players and eventIds; its live subscriptions end with NOT_FOUND, and the id may be created again, empty. False when there was no board with this id."
+  deleteLeaderboard(id: ID!): Boolean!
 }
 
 """One update of a live top list."""
@@ -1193,6 +1258,18 @@ var parsedSchema = gqlparser.MustLoadSchema(sources...)
 // childFields_* functions provide shared child field context lookups.
 // Each function is generated once per unique object type, deduplicating the
 // switch statements that were previously inlined in every fieldContext_* function.
+
+func (ec *executionContext) childFields_ClosedPeriod(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "period":
+		return ec.fieldContext_ClosedPeriod_period(ctx, field)
+	case "size":
+		return ec.fieldContext_ClosedPeriod_size(ctx, field)
+	case "endedAt":
+		return ec.fieldContext_ClosedPeriod_endedAt(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ClosedPeriod", field.Name)
+}
 
 func (ec *executionContext) childFields_Entry(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 	switch field.Name {
@@ -1256,6 +1333,8 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_season(ctx, field)
 	case "seasons":
 		return ec.fieldContext_Leaderboard_seasons(ctx, field)
+	case "periods":
+		return ec.fieldContext_Leaderboard_periods(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type Leaderboard", field.Name)
 }
@@ -1512,6 +1591,20 @@ func (ec *executionContext) field_Leaderboard_nextReset_args(ctx context.Context
 	return args, nil
 }
 
+func (ec *executionContext) field_Leaderboard_periods_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "window",
+		func(ctx context.Context, v any) (*model.Window, error) {
+			return ec.unmarshalOWindow2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐWindow(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["window"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Leaderboard_size_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1545,6 +1638,20 @@ func (ec *executionContext) field_Mutation_createLeaderboard_args(ctx context.Co
 		return nil, err
 	}
 	args["input"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_deleteLeaderboard_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
 	return args, nil
 }
 
@@ -2039,6 +2146,75 @@ func (ec *executionContext) field___Type_inputFields_args(ctx context.Context, r
 // endregion ***************************** args.gotpl *****************************
 
 // region    **************************** field.gotpl *****************************
+
+func (ec *executionContext) _ClosedPeriod_period(ctx context.Context, field graphql.CollectedField, obj *leaderboard.ClosedPeriod) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClosedPeriod_period(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Period, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNString2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClosedPeriod_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClosedPeriod", field, false, false, "String")
+}
+
+func (ec *executionContext) _ClosedPeriod_size(ctx context.Context, field graphql.CollectedField, obj *leaderboard.ClosedPeriod) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClosedPeriod_size(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Size, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int64) graphql.Marshaler {
+			return ec.marshalNInt2int64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClosedPeriod_size(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClosedPeriod", field, false, false, "Int")
+}
+
+func (ec *executionContext) _ClosedPeriod_endedAt(ctx context.Context, field graphql.CollectedField, obj *leaderboard.ClosedPeriod) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ClosedPeriod_endedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EndedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ClosedPeriod_endedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ClosedPeriod", field, false, false, "Time")
+}
 
 func (ec *executionContext) _Entry_playerId(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Entry) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
@@ -2742,6 +2918,50 @@ func (ec *executionContext) fieldContext_Leaderboard_seasons(_ context.Context, 
 	return fc, nil
 }
 
+func (ec *executionContext) _Leaderboard_periods(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_periods(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Leaderboard().Periods(ctx, obj, fc.Args["window"].(*model.Window))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []leaderboard.ClosedPeriod) graphql.Marshaler {
+			return ec.marshalNClosedPeriod2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐClosedPeriodᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_periods(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Leaderboard",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ClosedPeriod(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Leaderboard_periods_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Mutation_submitScore(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3000,6 +3220,50 @@ func (ec *executionContext) fieldContext_Mutation_endSeason(ctx context.Context,
 	}()
 	ctx = graphql.WithFieldContext(ctx, fc)
 	if fc.Args, err = ec.field_Mutation_endSeason_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_deleteLeaderboard(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_deleteLeaderboard(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().DeleteLeaderboard(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_deleteLeaderboard(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_deleteLeaderboard_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
 		ec.Error(ctx, err)
 		return fc, err
 	}
@@ -5687,6 +5951,49 @@ func UnmarshalScoreInput(ctx context.Context, raw any) (model.ScoreInput, error)
 
 // region    **************************** object.gotpl ****************************
 
+var closedPeriodImplementors = []string{"ClosedPeriod"}
+
+func (ec *executionContext) _ClosedPeriod(ctx context.Context, sel ast.SelectionSet, obj *leaderboard.ClosedPeriod) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, closedPeriodImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ClosedPeriod")
+		case "period":
+			out.Values[i] = ec._ClosedPeriod_period(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "size":
+			out.Values[i] = ec._ClosedPeriod_size(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "endedAt":
+			out.Values[i] = ec._ClosedPeriod_endedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
 var entryImplementors = []string{"Entry"}
 
 func (ec *executionContext) _Entry(ctx context.Context, sel ast.SelectionSet, obj *leaderboard.Entry) graphql.Marshaler {
@@ -5875,6 +6182,12 @@ func (ec *executionContext) _Leaderboard(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Leaderboard_seasons(ctx, field, obj)
 				})
+		case "periods":
+			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Leaderboard_periods(ctx, field, obj)
+				})
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -5949,6 +6262,13 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 		case "endSeason":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Mutation_endSeason(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "deleteLeaderboard":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_deleteLeaderboard(ctx, field)
 			})
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
@@ -6810,6 +7130,26 @@ func (ec *executionContext) marshalNBoolean2bool(ctx context.Context, sel ast.Se
 		graphql.AddInvalidNullFromMarshaler(ctx, "Boolean!")
 	}
 	return res
+}
+
+func (ec *executionContext) marshalNClosedPeriod2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐClosedPeriod(ctx context.Context, sel ast.SelectionSet, v leaderboard.ClosedPeriod) graphql.Marshaler {
+	return ec._ClosedPeriod(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNClosedPeriod2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐClosedPeriodᚄ(ctx context.Context, sel ast.SelectionSet, v []leaderboard.ClosedPeriod) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNClosedPeriod2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐClosedPeriod(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
 }
 
 func (ec *executionContext) marshalNEntry2githubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry(ctx context.Context, sel ast.SelectionSet, v leaderboard.Entry) graphql.Marshaler {

@@ -33,13 +33,16 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionImplementors)
 	r, ok := s.Resolvers.(*Resolver)
 	if len(fields) != 1 || fields[0].Name != "topUpdates" || !ok {
+		if ok && len(fields) == 1 {
+			return r.endIfDeleted(fields[0], opCtx, s.executableSchema.Exec(ctx))
+		}
 		return s.executableSchema.Exec(ctx)
 	}
 	ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
 	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription"})
 	next := ec.sharedTopUpdates(ctx, r, fields[0], sharedKey(opCtx))
 	var buf bytes.Buffer
-	return func(ctx context.Context) *graphql.Response {
+	return r.endIfDeleted(fields[0], opCtx, func(ctx context.Context) *graphql.Response {
 		buf.Reset()
 		data := next(ctx)
 		if data == nil {
@@ -47,7 +50,7 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		}
 		data.MarshalGQL(&buf)
 		return &graphql.Response{Data: bytes.Clone(buf.Bytes())}
-	}
+	})
 }
 
 // sharedKey names what the rendering of an update depends on besides the update: the document, the operation and

@@ -122,6 +122,16 @@ func (r *leaderboardResolver) Seasons(ctx context.Context, obj *leaderboard.Boar
 	return all, nil
 }
 
+// Periods is the resolver for the periods field.
+func (r *leaderboardResolver) Periods(ctx context.Context, obj *leaderboard.Board, window *model.Window) ([]leaderboard.ClosedPeriod, error) {
+	w, err := boardWindow(obj, window)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := r.Store.Periods(ctx, obj.ID, w)
+	return ps, internal(err)
+}
+
 // SubmitScore is the resolver for the submitScore field.
 func (r *mutationResolver) SubmitScore(ctx context.Context, input model.ScoreInput) (*leaderboard.Result, error) {
 	if err := require(ctx, RoleSubmit); err != nil {
@@ -272,6 +282,16 @@ func (r *mutationResolver) EndSeason(ctx context.Context, board string) (*leader
 	return c, internal(err)
 }
 
+// DeleteLeaderboard is the resolver for the deleteLeaderboard field.
+func (r *mutationResolver) DeleteLeaderboard(ctx context.Context, id string) (bool, error) {
+	if err := require(ctx, RoleAdmin); err != nil {
+		return false, err
+	}
+	ok, err := r.Store.DeleteBoard(ctx, id)
+	r.Hub.Changed(id) // this process's cached top lists of the board are never served again
+	return ok, internal(err)
+}
+
 // Window is the resolver for the window field.
 func (r *periodCloseResolver) Window(ctx context.Context, obj *leaderboard.CloseEvent) (model.Window, error) {
 	return model.Window(obj.Window), nil
@@ -292,7 +312,7 @@ func (r *queryResolver) Leaderboards(ctx context.Context) ([]leaderboard.Board, 
 
 // Leaderboard is the resolver for the leaderboard field.
 func (r *queryResolver) Leaderboard(ctx context.Context, id string) (*leaderboard.Board, error) {
-	b, err := r.Store.Board(ctx, id)
+	b, err := r.Store.BoardNow(ctx, id) // not a definition cached before another server deleted the board
 	if leaderboard.ErrorCode(err) == leaderboard.NotFound {
 		return nil, nil
 	}

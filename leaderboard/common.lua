@@ -34,6 +34,8 @@
 --   x:<w>:<period>       close mark: the outbox id of the period's close event (close.lua), so it is recorded once
 --   o                    outbox stream of close events (close.lua appends; owned by outboxKey in close.go)
 --   o:dead               close events whose webhook delivery gave up (deadLetterKey in close.go)
+--   del                  tombstone of a deletion still being purged (delete.lua, purge.lua): the token of that
+--                        deletion; no def then, and create.lua refuses the id until the purge removes it
 -- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
 -- never written already expired, whatever Redis's own clock says.
 local base -- KEYS[1], set at the start of every call (see script.go)

@@ -1,6 +1,9 @@
 -- create stores a board definition unless the id exists, and registers the id in the board list of its slot,
 -- in one step. KEYS[2]: the board list of the board's slot (see Store.registryKey). ARGV: definition JSON, id.
--- Reply: 'created', 'same' (the same definition exists) or an LB_CONFLICT error.
+-- Reply: 'created', 'same' (the same definition exists) or an LB_CONFLICT error; LB_DELETING <token> while a
+-- deletion of the id is still being purged (see delete.lua).
+local gone = redis.call('GET', base .. 'del')
+if gone then return redis.error_reply('LB_DELETING ' .. gone) end
 local def = base .. 'def'
 local cur = redis.call('GET', def)
 if cur and cur ~= ARGV[1] then

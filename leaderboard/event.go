@@ -73,9 +73,9 @@ func (s *Store) EventVersion(ctx context.Context, board string) (epoch string, v
 }
 
 // Watch asks the scripts to publish every change of a board, not only those that touch the live top, for ttl
-// (live rank watchers keep it set).
+// (live rank watchers keep it set). A deleted board is not watched (no key is written for it).
 func (s *Store) Watch(ctx context.Context, board string, ttl time.Duration) error {
-	return redisError(s.rdb.Set(ctx, s.keyBase(board)+"watch", "1", ttl).Err())
+	return redisError(s.fns.run(ctx, watchScript, []string{s.keyBase(board)}, ttl.Milliseconds()).Err())
 }
 
 // NewSubscription opens a subscription connection for the store's publish command (sharded SSUBSCRIBE for

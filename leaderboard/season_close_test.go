@@ -13,6 +13,7 @@ import (
 // the next startSeason, by its endsAt, or by endSeason. The event names the SEASON window and the season's id, its
 // end, its size and its first closeEventTop ranks (a late score inside the grace included), as a model ranks them
 // and as `top` of the closed season lists them; no event inside the grace, none twice, none from a second store.
+// Leaderboard.periods(window: SEASON) lists the ended seasons.
 func TestSeasonCloseEvents(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
@@ -111,6 +112,18 @@ func TestSeasonCloseEvents(t *testing.T) {
 		}
 		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p6", Score: 7})
 		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p7", Score: 7})
+		// Leaderboard.periods(window: SEASON): the ended seasons, the latest first; not the running one.
+		ps, err := s.Periods(ctx, b.ID, lb.Season)
+		want := []lb.ClosedPeriod{{Period: "s2", Size: 1, EndedAt: t0.Add(2 * time.Hour)},
+			{Period: "s1", Size: 4, EndedAt: t0.Add(10 * time.Minute)}}
+		if err != nil || len(ps) != len(want) {
+			t.Fatalf("periods %+v %v, want %+v", ps, err, want)
+		}
+		for i := range want {
+			if ps[i].Period != want[i].Period || ps[i].Size != want[i].Size || !ps[i].EndedAt.Equal(want[i].EndedAt) {
+				t.Fatalf("periods %+v, want %+v", ps, want)
+			}
+		}
 		clock.Set(t0.Add(2*time.Hour + 3*time.Minute))
 		if _, err := s.EndSeason(ctx, b.ID); err != nil {
 			t.Fatal(err)

@@ -46,7 +46,7 @@ var (
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
 	seasonScript = newScript("season", seasonLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
-		rankAtScript, seasonScript, closeScript, groupScript)
+		rankAtScript, seasonScript, closeScript, groupScript, deleteScript, purgeScript, watchScript)
 )
 
 // Publish commands for Config.PublishCommand.
@@ -183,14 +183,8 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 		return nil, err
 	}
 	def := b.encode()
-	release, err := s.writes.acquire(ctx)
-	if err != nil {
+	if err := s.createFinishingPurge(ctx, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID); err != nil {
 		return nil, err
-	}
-	err = s.fns.run(ctx, createScript, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID).Err()
-	release()
-	if err != nil {
-		return nil, redisError(err)
 	}
 	nb := b
 	nb.sum = defSum(def)

@@ -9,7 +9,7 @@ import (
 
 // refresh does one round of work: at most one Redis read per view and one batched read per window period of
 // rank watches. It plans what to read (under the board's lock), fetches it (without any lock) and installs the
-// results (under the lock again). It returns false when the hub is shutting down.
+// results (under the lock again). It returns false when the hub is shutting down or the board was deleted.
 func (b *board) refresh() bool {
 	h := b.h
 	if !b.pace() {
@@ -19,6 +19,10 @@ func (b *board) refresh() bool {
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
 	r := b.fetch(ctx, p)
+	if r.gone {
+		b.vanish()
+		return false
+	}
 	b.install(r)
 
 	b.inMu.Lock()
@@ -130,6 +134,7 @@ func (b *board) plan() readPlan {
 // readResult is what one refresh read.
 type readResult struct {
 	failed   bool
+	gone     bool // the board was deleted (see vanish)
 	version  bool // epoch and ver were read
 	epoch    string
 	ver      int64
@@ -162,6 +167,10 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 	}
 	for _, k := range p.views {
 		page, err := h.store.Top(ctx, leaderboard.View{Board: k.board, Window: k.window, Period: k.period}, 0, MaxFirst)
+		if isGone(err) {
+			r.gone = true
+			return r
+		}
 		if err != nil {
 			r.failed = true
 			h.cfg.Logger.Warn("pubsub: reading a top list failed; retrying", "board", k.board, "err", err)
@@ -175,6 +184,10 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 			chunk := players[i:min(i+leaderboard.MaxFriends, len(players))]
 			page, err := h.store.Ranks(ctx, leaderboard.View{Board: vk.board, Window: vk.window, Period: vk.period},
 				chunk)
+			if isGone(err) {
+				r.gone = true
+				return r
+			}
 			if err != nil {
 				r.failed, ok = true, false
 				h.cfg.Logger.Warn("pubsub: reading ranks failed; retrying", "board", vk.board, "err", err)

@@ -1,0 +1,203 @@
+package leaderboard
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"errors"
+
+	"slices"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed delete.lua
+	deleteLua string
+	//go:embed purge.lua
+	purgeLua string
+	//go:embed watch.lua
+	watchLua string
+
+	deleteScript = newScript("delete", deleteLua, false)
+	purgeScript  = newScript("purge", purgeLua, false)
+	watchScript  = newScript("watch", watchLua, false)
+)
+
+// DeletedNotice is the payload DeleteBoard publishes on a board's channel. It is not an Event (DecodeEvent
+// refuses it), so a listener that gets it re-reads the board, as after a lost event, and finds it NOT_FOUND.
+const DeletedNotice = "deleted"
+
+// PurgeBatch is how many keys one step of a deletion's purge lists (SCAN COUNT) and deletes (one purge script).
+const PurgeBatch = 1000
+
+// DeleteBoard deletes a board and every key it has: all windows and periods (current and retained), player
+// records, names, histograms, eventId dedupe records, counters. It reports whether a board with the id existed.
+//
+// The visible part is one script: the definition and the board-list entry go, a tombstone stays, and the deletion
+// is announced on the board's channel. From then on every read and write of the board is NOT_FOUND, since every
+// script checks the definition first. The rest of the keys are then deleted in batches of PurgeBatch (SCAN of the
+// board's key pattern on the node of its slot, one short script per batch), so that a board with millions of
+// players never blocks Redis for long; DeleteBoard returns when all of them are gone. If it is interrupted, the
+// tombstone stays, and the next DeleteBoard or CreateBoard of the id finishes the purge.
+func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
+	if err := checkID("board id", id); err != nil {
+		return false, err
+	}
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return false, err
+	}
+	reply, err := s.fns.run(ctx, deleteScript, []string{s.keyBase(id), s.registryKey(id)}, id, rand.Text(),
+		s.publishArg(), s.Channel(id), DeletedNotice).Result()
+	release()
+	if err != nil {
+		return false, redisError(err)
+	}
+	s.forget(id)
+	parts, _ := reply.([]any)
+	if len(parts) != 2 {
+		return false, nil // "none": no such board, nothing to purge
+	}
+	state, _ := parts[0].(string)
+	token, _ := parts[1].(string)
+	// The board is gone for everybody now; a caller that stops waiting must not leave the purge half done.
+	if err := s.purge(context.WithoutCancel(ctx), id, token); err != nil {
+		return false, err
+	}
+	return state == "deleted", nil
+}
+
+// forget drops a board from this store's definition cache and board list.
+func (s *Store) forget(id string) {
+	s.boards.Delete(id)
+	s.listMu.Lock()
+	if i := slices.Index(s.listIDs, id); i >= 0 {
+		s.listIDs = slices.Delete(slices.Clone(s.listIDs), i, i+1)
+	}
+	s.listMu.Unlock()
+}
+
+// purge deletes the remaining keys of a deleted board while its tombstone holds token, then the tombstone. It
+// scans the board's key pattern on the node that holds its slot, PurgeBatch keys per step, until a whole pass finds
+// nothing left (nothing can write to the board meanwhile: there is no definition). Another purge of the same
+// deletion may run at once; whichever ends first removes the tombstone and the other stops at its next batch.
+func (s *Store) purge(ctx context.Context, id, token string) error {
+	base := s.keyBase(id)
+	pattern := s.BoardKeys(id)
+	for {
+		node, err := s.slotNode(ctx, base)
+		if err != nil {
+			return redisError(err)
+		}
+		var deleted int64
+		var cursor uint64
+		for {
+			keys, next, err := node.Scan(ctx, cursor, pattern, PurgeBatch).Result()
+			if err != nil {
+				return redisError(err)
+			}
+			if len(keys) > 0 {
+				n, err := s.purgeStep(ctx, base, keys, token, "")
+				if err != nil || n < 0 {
+					return err // n < 0: another purge finished this deletion
+				}
+				deleted += n
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+		if deleted == 0 {
+			_, err := s.purgeStep(ctx, base, nil, token, "done")
+			return err
+		}
+	}
+}
+
+func (s *Store) purgeStep(ctx context.Context, base string, keys []string, token, final string) (int64, error) {
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	n, err := s.fns.run(ctx, purgeScript, append([]string{base}, keys...), token, final).Int64()
+	return n, redisError(err)
+}
+
+// slotNode returns the client that SCANs the keys of key's hash slot: the master of the slot on a cluster, the
+// store's client otherwise.
+func (s *Store) slotNode(ctx context.Context, key string) (redis.Cmdable, error) {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		return cc.MasterForKey(ctx, key)
+	}
+	return s.rdb, nil
+}
+
+// deletingToken returns the token of an unfinished deletion when err is create.lua's refusal of an id whose
+// deletion is still being purged.
+func deletingToken(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "LB_DELETING ")
+	if i < 0 {
+		return "", false
+	}
+	token, _, _ := strings.Cut(msg[i+len("LB_DELETING "):], " ")
+	return token, token != ""
+}
+
+// createFinishingPurge runs the create script; when a deletion of the id is still being purged, it finishes that
+// purge and tries once more.
+func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id string) error {
+	create := func() error {
+		release, err := s.writes.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+		return s.fns.run(ctx, createScript, keys, def, id).Err()
+	}
+	err := create()
+	if token, ok := deletingToken(err); ok {
+		if err := s.purge(ctx, id, token); err != nil {
+			return err
+		}
+		err = create()
+	}
+	if ErrorCode(err) == RateLimited {
+		return err
+	}
+	if _, ok := deletingToken(err); ok {
+		return &Error{Code: Conflict, Message: "the leaderboard is being deleted; try again",
+			Err: errors.New(err.Error())}
+	}
+	return redisError(err)
+}
+
+// Exists reports whether a board exists now, asking Redis (not the definition cache).
+func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
+	n, err := s.rdb.Exists(ctx, s.keyBase(id)+"def").Result()
+	return n == 1, redisError(err)
+}
+
+// BoardNow is Board checked against Redis: a cached definition of a board that was deleted (by another process)
+// is forgotten and the board is NotFound. One EXISTS per call.
+func (s *Store) BoardNow(ctx context.Context, id string) (*Board, error) {
+	b, err := s.Board(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := s.Exists(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		s.forget(id)
+		return nil, errorf(NotFound, "no leaderboard with id %q", id)
+	}
+	return b, nil
+}

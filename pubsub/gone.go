@@ -1,0 +1,53 @@
+package pubsub
+
+import "github.com/leaderboard/leaderboard/leaderboard"
+
+// isGone reports whether a read failed because the board no longer exists (it was deleted).
+func isGone(err error) bool { return leaderboard.ErrorCode(err) == leaderboard.NotFound }
+
+// vanish ends a board that was deleted (a read found it NOT_FOUND, usually right after the deletion notice
+// arrived): every subscriber's channel is closed, which ends the subscriptions (graph then reports NOT_FOUND to
+// the clients), and the board and its views leave the hub, so that a board created later with the same id starts
+// afresh. Called by the board's loop, which ends after it.
+func (b *board) vanish() {
+	h := b.h
+	h.mu.Lock()
+	b.mu.Lock()
+	b.closed = true
+	if h.boards[b.def.ID] == b {
+		delete(h.boards, b.def.ID)
+		delete(h.byChannel, b.channel)
+	}
+	var tops []*topSub
+	for k, vw := range b.views {
+		if vw.cached {
+			vw.cached = false
+			h.cachedN--
+		}
+		if h.views[k] == vw {
+			delete(h.views, k)
+		}
+		for _, f := range vw.feeds {
+			for s := range f.subs {
+				tops = append(tops, s)
+			}
+		}
+	}
+	var ranks []*rankSub
+	for _, w := range b.watches {
+		for s := range w.subs {
+			ranks = append(ranks, s)
+		}
+	}
+	for _, s := range tops {
+		b.closeTop(s, "")
+	}
+	for _, s := range ranks {
+		b.closeRank(s, "")
+	}
+	b.mu.Unlock()
+	h.mu.Unlock()
+	if !h.pollOnly {
+		h.unlisten(b.channel)
+	}
+}
