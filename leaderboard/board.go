@@ -124,6 +124,10 @@ func (b *Board) Location() *time.Location {
 // DefaultWindow returns the board's first window.
 func (b *Board) DefaultWindow() Window { return b.Windows[0] }
 
+// Definition identifies the board's stored definition (its SHA-1): a board deleted and created again with other
+// settings has another.
+func (b *Board) Definition() string { return b.sum }
+
 // HasWindow reports whether the board keeps window w.
 func (b *Board) HasWindow(w Window) bool { return slices.Contains(b.Windows, w) }
 

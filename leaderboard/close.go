@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -185,14 +186,18 @@ func (s *Store) closedSeasons(ctx context.Context, b *Board, now time.Time) ([]c
 			}
 			continue
 		}
+		// In seconds: a season may stay readable for over a thousand years (retention 1000 of a 400-day season),
+		// beyond what time.Duration holds.
+		secs := min(si.ReadableUntil.Unix()-now.Unix()+86400, math.MaxInt64/int64(time.Second))
 		out = append(out, closedPeriod{w: Season, period: si.ID, end: si.EndsAt,
-			markTTL: si.ReadableUntil.Sub(now) + 24*time.Hour})
+			markTTL: time.Duration(secs) * time.Second})
 	}
 	return out, next, nil
 }
 
-// RecordClose records the close event of one period of any window of the board (a season that an admin ended,
-// say) that ended at endedAt, unless that period has one already; it records one even when the period received
+// RecordClose records the close event of one period of any window of the board that ended at endedAt, on demand
+// (tools, tests: calendar periods and seasons close by themselves, RecordDueCloses), unless that period has one
+// already; it records one even when the period received
 // no score. It returns the event's outbox id and whether this call recorded it. Calendar periods close by
 // themselves (RecordDueCloses); calling it for one that has not closed yet closes it early.
 func (s *Store) RecordClose(ctx context.Context, board string, w Window, period string, endedAt time.Time) (id string, recorded bool, err error) {

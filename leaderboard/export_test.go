@@ -24,3 +24,8 @@ func RegistryKey(s *Store, board string) string { return s.registryKey(board) }
 
 // LibraryFunctions returns how many functions the store's function library registers (one per script).
 func LibraryFunctions() int { return len(library.fn) }
+
+// CloseMarkKey returns the close mark of a window period (close.lua).
+func CloseMarkKey(s *Store, board string, w Window, period string) string {
+	return s.keyBase(board) + "x:" + windowCodes[w] + ":" + period
+}

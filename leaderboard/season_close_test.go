@@ -54,7 +54,7 @@ func TestSeasonCloseEvents(t *testing.T) {
 			for i, e := range ev.Top {
 				p := page.Entries[i]
 				if e.PlayerID != top[i] || e.Rank != int64(i+1) || e.PlayerID != p.PlayerID || e.Score != p.Score ||
-					e.Rank != p.Rank || e.TopPercent != p.TopPercent || !e.UpdatedAt.Equal(p.UpdatedAt) {
+					e.Rank != p.Rank || e.TieRank != p.TieRank || e.TopPercent != p.TopPercent || !e.UpdatedAt.Equal(p.UpdatedAt) {
 					t.Fatalf("event row %d %+v, want %s (top lists %+v)", i, e, top[i], p)
 				}
 			}
@@ -136,6 +136,45 @@ func TestSeasonCloseEvents(t *testing.T) {
 		check(ids[0], "s3", t0.Add(2*time.Hour+3*time.Minute), 2, []string{"p6", "p7"})
 		if again := due(s); len(again) != 0 {
 			t.Fatalf("recorded again: %v", again)
+		}
+	})
+}
+
+// A season readable for centuries (retention 1000 of a 300-day season) records its close event once: the close
+// mark's lifetime, beyond what time.Duration holds, once wrapped to a negative value and the mark expired at once.
+func TestSeasonCloseLongRetention(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := &testClock{t: t0}
+		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		b := mustBoard(t, s, lb.Board{ID: "ages", Windows: []lb.Window{lb.Season}, Grace: time.Minute,
+			Retention: 1000})
+		if _, err := s.StartSeason(ctx, b.ID, "long", t0.Add(300*24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p1", Score: 1})
+		if _, err := s.EndSeason(ctx, b.ID); err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for i := 1; i <= 3; i++ {
+			clock.Set(t0.Add(time.Duration(i) * 2 * time.Minute))
+			ids, _, err := s.RecordDueCloses(ctx, b.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, ids...)
+		}
+		if len(all) != 1 {
+			t.Fatalf("recorded %v, want one event", all)
+		}
+		// The mark lives as long as the season stays readable (Redis's clock, not the store's: a mark that
+		// expired after a second let the next check record the event again).
+		ttl, err := tg.Client.TTL(ctx, lb.CloseMarkKey(s, b.ID, lb.Season, "long")).Result()
+		if err != nil || ttl < 300*24*time.Hour {
+			t.Fatalf("close mark TTL %v %v, want the season's readable life", ttl, err)
 		}
 	})
 }

@@ -18,6 +18,7 @@ type board struct {
 
 	dirty     atomic.Bool // cached lists may be out of date: Top must not serve them
 	confirmed atomic.Bool // Redis confirmed the channel subscription and the connection has not been lost since
+	deleted   atomic.Bool // the board's deletion notice arrived: a NOT_FOUND read ends the board (vanish)
 
 	// seasonCheck asks the loop to look for a new or ended season now (Hub.SeasonChanged). seasonID and
 	// seasonRunning are the season seen last (loop only).
@@ -55,6 +56,9 @@ func (b *board) signal() {
 
 // push queues a change event (called by the reader).
 func (b *board) push(payload string) {
+	if payload == leaderboard.DeletedNotice {
+		b.deleted.Store(true)
+	}
 	b.inMu.Lock()
 	b.dirty.Store(true) // under inMu, so refresh cannot clear it between this and the queued message
 	if len(b.msgs) < maxInbox {

@@ -47,7 +47,7 @@ func NewCloseFeed(store *leaderboard.Store, poll time.Duration, log *slog.Logger
 // Subscribe returns a channel of the board's close events recorded from now on; it is closed when ctx ends. An
 // unknown board is a NotFound error.
 func (f *CloseFeed) Subscribe(ctx context.Context, board string) (<-chan leaderboard.CloseEvent, error) {
-	if _, err := f.store.Board(ctx, board); err != nil {
+	if _, err := f.store.BoardNow(ctx, board); err != nil { // also a board deleted through another server
 		return nil, err
 	}
 	last, err := f.store.LastCloseID(ctx, board)
@@ -68,6 +68,9 @@ func (f *CloseFeed) Subscribe(ctx context.Context, board string) (<-chan leaderb
 	context.AfterFunc(ctx, func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		if _, ok := cb.subs[ch]; !ok {
+			return // ended already: the board was deleted (follow)
+		}
 		delete(cb.subs, ch)
 		close(ch)
 		if len(cb.subs) == 0 && f.boards[board] == cb {
@@ -78,7 +81,9 @@ func (f *CloseFeed) Subscribe(ctx context.Context, board string) (<-chan leaderb
 	return ch, nil
 }
 
-// follow reads the board's outbox after id last until ctx ends.
+// follow reads the board's outbox after id last until ctx ends, or until the board no longer exists (it was
+// deleted): then every subscription of it ends (graph reports NOT_FOUND), so none of them gets the events of a
+// board created later with the same id.
 func (f *CloseFeed) follow(ctx context.Context, board, last string) {
 	t := time.NewTicker(f.poll)
 	defer t.Stop()
@@ -96,6 +101,10 @@ func (f *CloseFeed) follow(ctx context.Context, board, last string) {
 			continue
 		}
 		if len(evs) == 0 {
+			if ok, err := f.store.Exists(ctx, board); err == nil && !ok {
+				f.end(ctx, board)
+				return
+			}
 			continue
 		}
 		f.mu.Lock()
@@ -116,4 +125,20 @@ func (f *CloseFeed) follow(ctx context.Context, board, last string) {
 		f.mu.Unlock()
 		last = evs[len(evs)-1].OutboxID
 	}
+}
+
+// end closes every subscription of a board that is gone and forgets the board.
+func (f *CloseFeed) end(ctx context.Context, board string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ctx.Err() != nil { // the last subscriber left meanwhile
+		return
+	}
+	cb := f.boards[board]
+	for ch := range cb.subs {
+		delete(cb.subs, ch)
+		close(ch)
+	}
+	cb.stop()
+	delete(f.boards, board)
 }

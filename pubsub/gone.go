@@ -2,8 +2,12 @@ package pubsub
 
 import "github.com/leaderboard/leaderboard/leaderboard"
 
-// isGone reports whether a read failed because the board no longer exists (it was deleted).
-func isGone(err error) bool { return leaderboard.ErrorCode(err) == leaderboard.NotFound }
+// isGone reports whether a read failed because the board was deleted: it is NOT_FOUND and the board's deletion
+// notice (leaderboard.DeletedNotice) arrived. NOT_FOUND alone is not enough: a Redis that restarted without its
+// data has lost the definition too, and its subscribers stay until the board is created again (as before).
+func (b *board) isGone(err error) bool {
+	return leaderboard.ErrorCode(err) == leaderboard.NotFound && b.deleted.Load()
+}
 
 // vanish ends a board that was deleted (a read found it NOT_FOUND, usually right after the deletion notice
 // arrived): every subscriber's channel is closed, which ends the subscriptions (graph then reports NOT_FOUND to

@@ -167,7 +167,7 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 	}
 	for _, k := range p.views {
 		page, err := h.store.Top(ctx, leaderboard.View{Board: k.board, Window: k.window, Period: k.period}, 0, MaxFirst)
-		if isGone(err) {
+		if b.isGone(err) {
 			r.gone = true
 			return r
 		}
@@ -184,7 +184,7 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 			chunk := players[i:min(i+leaderboard.MaxFriends, len(players))]
 			page, err := h.store.Ranks(ctx, leaderboard.View{Board: vk.board, Window: vk.window, Period: vk.period},
 				chunk)
-			if isGone(err) {
+			if b.isGone(err) {
 				r.gone = true
 				return r
 			}

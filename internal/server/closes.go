@@ -47,7 +47,14 @@ type closeChecker struct {
 	every   time.Duration
 	log     *slog.Logger
 	metrics *closeMetrics
-	due     map[string]time.Time // board id -> when its next period closes (store clock); only the run goroutine
+	due     map[string]closeDue // board id -> when its next close check is due; only the run goroutine
+}
+
+// closeDue is when a board's next close check is due (store clock; zero: never), for the definition it was
+// computed for: a board deleted and created again with other windows is checked afresh.
+type closeDue struct {
+	def  string // leaderboard.Board.Definition
+	next time.Time
 }
 
 func (c *closeChecker) run(ctx context.Context) {
@@ -80,7 +87,7 @@ func (c *closeChecker) pass(ctx context.Context) {
 			continue
 		}
 		seen[b.ID] = true
-		if d, ok := c.due[b.ID]; ok && (d.IsZero() || now.Before(d)) {
+		if d, ok := c.due[b.ID]; ok && d.def == b.Definition() && (d.next.IsZero() || now.Before(d.next)) {
 			continue
 		}
 		if checks == maxCloseChecksPerPass || ctx.Err() != nil {
@@ -94,7 +101,7 @@ func (c *closeChecker) pass(ctx context.Context) {
 			}
 			continue // due again next pass
 		}
-		c.due[b.ID] = next
+		c.due[b.ID] = closeDue{def: b.Definition(), next: next}
 		for _, id := range ids {
 			c.metrics.recorded.Inc()
 			c.log.Info("period close recorded", "board", b.ID, "outbox_id", id)
@@ -115,7 +122,7 @@ func (a *App) runCloses(ctx context.Context, store *leaderboard.Store, m *closeM
 	if every <= 0 {
 		every = defaultCloseCheckInterval
 	}
-	checker := &closeChecker{store: store, every: every, log: a.log, metrics: m, due: map[string]time.Time{}}
+	checker := &closeChecker{store: store, every: every, log: a.log, metrics: m, due: map[string]closeDue{}}
 	var hooks *webhooks
 	if len(a.cfg.WebhookURLs) > 0 {
 		hooks = newWebhooks(store, a.cfg, a.log, m)

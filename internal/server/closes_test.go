@@ -50,9 +50,11 @@ type hookPayload struct {
 	EndedAt, RecordedAt             time.Time
 	Top                             []struct {
 		Rank        int64
+		TieRank     int64
 		PlayerID    string
 		DisplayName *string
 		Score       float64
+		TopPercent  float64
 		Approximate bool
 		UpdatedAt   time.Time
 		Metadata    json.RawMessage
@@ -258,13 +260,20 @@ func TestPeriodCloseWebhookAndSubscription(t *testing.T) {
 	for i, e := range p.Top {
 		m := model[i]
 		wantName, named := names[m.id]
-		if e.Rank != int64(i+1) || e.PlayerID != m.id || e.Score != m.score || e.Approximate ||
+		tie := int64(1) // competition rank: one more than the players with a strictly better score
+		for _, o := range model {
+			if o.score > m.score {
+				tie++
+			}
+		}
+		if e.Rank != int64(i+1) || e.TieRank != tie || e.TopPercent != 100*float64(i+1)/float64(len(model)) ||
+			e.PlayerID != m.id || e.Score != m.score || e.Approximate ||
 			!e.UpdatedAt.Equal(day) || (e.DisplayName != nil) != named || named && *e.DisplayName != wantName ||
 			string(e.Metadata) != "null" {
 			t.Errorf("top[%d] = %+v, want %s %v", i, e, m.id, m.score)
 		}
 	}
-	if want := `"top":[{"rank":1,"playerId":"bob","displayName":null,"score":70,"approximate":false,` +
+	if want := `"top":[{"rank":1,"tieRank":1,"playerId":"bob","displayName":null,"score":70,"topPercent":25,"approximate":false,` +
 		`"updatedAt":"2031-05-20T10:00:00Z","metadata":null}`; !strings.Contains(string(h.body), want) {
 		t.Errorf("body %s\nlacks %s", h.body, want)
 	}

@@ -22,8 +22,8 @@ import (
 const ExportPage = leaderboard.MaxFirst
 
 // exportColumns are the fields of an exported row, the fields of a GraphQL Entry, in this order (the CSV header).
-var exportColumns = []string{"playerId", "displayName", "rank", "approximate", "score", "topPercent", "updatedAt",
-	"metadata"}
+var exportColumns = []string{"playerId", "displayName", "rank", "tieRank", "approximate", "score", "topPercent",
+	"updatedAt", "metadata"}
 
 // export serves GET /export/<board>?window=&period=&format=csv|ndjson: every row that paging `top` returns for the
 // window period (defaults as in GraphQL: the board's first window, its current period), in rank order, each field
@@ -64,7 +64,7 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 	v := leaderboard.View{Board: strings.TrimPrefix(r.URL.Path, "/export/"), Period: q.Get("period")}
 	if win := q.Get("window"); win != "" {
 		if !model.Window(win).IsValid() {
-			exportError(w, http.StatusBadRequest, leaderboard.Invalid, "window must be one of ALL_TIME, DAILY, WEEKLY, MONTHLY")
+			exportError(w, http.StatusBadRequest, leaderboard.Invalid, "window must be one of ALL_TIME, DAILY, WEEKLY, MONTHLY, SEASON")
 			return
 		}
 		v.Window = leaderboard.Window(win)
@@ -170,13 +170,14 @@ func exportRow(e *leaderboard.Entry, row []string) {
 		row[1] = *e.DisplayName
 	}
 	row[2] = strconv.FormatInt(e.Rank, 10)
-	row[3] = strconv.FormatBool(e.Approximate)
-	row[4] = gqlText(model.MarshalFloat(e.Score))
-	row[5] = gqlText(model.MarshalFloat(e.TopPercent))
-	row[6], _ = strconv.Unquote(gqlText(graphql.MarshalTime(e.UpdatedAt)))
-	row[7] = ""
+	row[3] = strconv.FormatInt(e.TieRank, 10)
+	row[4] = strconv.FormatBool(e.Approximate)
+	row[5] = gqlText(model.MarshalFloat(e.Score))
+	row[6] = gqlText(model.MarshalFloat(e.TopPercent))
+	row[7], _ = strconv.Unquote(gqlText(graphql.MarshalTime(e.UpdatedAt)))
+	row[8] = ""
 	if e.Metadata != nil {
-		row[7] = gqlText(model.MarshalJSON(e.Metadata))
+		row[8] = gqlText(model.MarshalJSON(e.Metadata))
 	}
 }
 
@@ -194,6 +195,8 @@ func writeNDJSON(b *bytes.Buffer, e *leaderboard.Entry) {
 	}
 	b.WriteString(`,"rank":`)
 	b.WriteString(strconv.FormatInt(e.Rank, 10))
+	b.WriteString(`,"tieRank":`)
+	b.WriteString(strconv.FormatInt(e.TieRank, 10))
 	b.WriteString(`,"approximate":`)
 	b.WriteString(strconv.FormatBool(e.Approximate))
 	b.WriteString(`,"score":`)

@@ -81,9 +81,11 @@ type WebhookPayload struct {
 // WebhookEntry is one rank of a payload's top.
 type WebhookEntry struct {
 	Rank        int64           `json:"rank"`
+	TieRank     int64           `json:"tieRank"`
 	PlayerID    string          `json:"playerId"`
 	DisplayName *string         `json:"displayName"`
 	Score       float64         `json:"score"`
+	TopPercent  float64         `json:"topPercent"`
 	Approximate bool            `json:"approximate"`
 	UpdatedAt   time.Time       `json:"updatedAt"`
 	Metadata    json.RawMessage `json:"metadata"`
@@ -95,8 +97,9 @@ func webhookBody(ev *leaderboard.CloseEvent) []byte {
 		Period: ev.Period, Size: ev.Size, EndedAt: ev.EndedAt, RecordedAt: ev.RecordedAt,
 		Top: make([]WebhookEntry, len(ev.Top))}
 	for i, e := range ev.Top {
-		p.Top[i] = WebhookEntry{Rank: e.Rank, PlayerID: e.PlayerID, DisplayName: e.DisplayName, Score: e.Score,
-			Approximate: e.Approximate, UpdatedAt: e.UpdatedAt, Metadata: e.Metadata}
+		p.Top[i] = WebhookEntry{Rank: e.Rank, TieRank: e.TieRank, PlayerID: e.PlayerID, DisplayName: e.DisplayName,
+			Score: e.Score, TopPercent: e.TopPercent, Approximate: e.Approximate, UpdatedAt: e.UpdatedAt,
+			Metadata: e.Metadata}
 		if len(e.Metadata) == 0 {
 			p.Top[i].Metadata = json.RawMessage("null")
 		}
@@ -236,6 +239,13 @@ func (w *webhooks) pass(ctx context.Context, t *webhookTarget, wg *sync.WaitGrou
 	if err != nil {
 		w.warn(ctx, "webhooks: reading the outboxes' groups", "", err)
 		return
+	}
+	for _, id := range have {
+		if _, ok := states[id]; !ok {
+			// The outbox or its group is gone: the board was deleted (and maybe created again between two
+			// passes); the next pass creates the group again when the outbox exists.
+			delete(t.ready, id)
+		}
 	}
 	for _, b := range boards {
 		st, ok := states[b.ID]
