@@ -459,7 +459,9 @@ func TestWebhookTakenOverWhenProcessDies(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the event was not taken over")
 	}
-	if took := time.Since(died); took > 5*time.Second || second.at.Sub(first.at) < cfg.WebhookClaimIdle {
+	// Redis counts the idle time from the read (XREADGROUP), a little before the receiver got the first request:
+	// the takeover may come that little less than WEBHOOK_CLAIM_IDLE after the first request (980 ms was seen).
+	if took := time.Since(died); took > 5*time.Second || second.at.Sub(first.at) < cfg.WebhookClaimIdle-200*time.Millisecond {
 		t.Errorf("taken over %v after the death, %v after the first attempt (WEBHOOK_CLAIM_IDLE %v)", took,
 			second.at.Sub(first.at), cfg.WebhookClaimIdle)
 	}
