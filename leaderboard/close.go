@@ -39,6 +39,9 @@ var (
 	//go:embed group.lua
 	groupLua    string
 	groupScript = newScript("group", groupLua, false)
+	//go:embed deadletter.lua
+	deadLetterLua    string
+	deadLetterScript = newScript("deadletter", deadLetterLua, false)
 )
 
 func (b *Board) normalizeCloseEventTop() error {
@@ -424,16 +427,12 @@ func (s *Store) OutboxAck(ctx context.Context, board, group, id string) error {
 	return redisError(s.rdb.XAck(ctx, s.outboxKey(board), group, id).Err())
 }
 
-// OutboxDeadLetter acknowledges an event for the group and, in the same transaction, appends it to the board's
-// dead-letter stream (fields outbox: its outbox id, group, reason), which keeps the newest OutboxMaxLen.
+// OutboxDeadLetter acknowledges an event for the group and, in the same script, appends it to the board's
+// dead-letter stream (fields outbox: its outbox id, group, reason), which keeps the newest OutboxMaxLen; nothing
+// when the board was deleted meanwhile (its outbox is gone, and a dead-letter stream must not outlive it).
 func (s *Store) OutboxDeadLetter(ctx context.Context, board, group, id, reason string) error {
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAdd(ctx, &redis.XAddArgs{Stream: s.deadLetterKey(board), MaxLen: OutboxMaxLen,
-			Values: []any{"outbox", id, "group", group, "reason", reason}})
-		p.XAck(ctx, s.outboxKey(board), group, id)
-		return nil
-	})
-	return redisError(err)
+	return redisError(s.run(ctx, deadLetterScript, []string{s.keyBase(board), s.outboxKey(board),
+		s.deadLetterKey(board)}, group, id, reason, OutboxMaxLen).Err())
 }
 
 // DeadLetters returns the outbox ids of the board's dead-lettered events of group, oldest first (for tools and

@@ -275,5 +275,16 @@ func TestOutboxGroups(t *testing.T) {
 		if evs, err := s.OutboxRead(ctx, b.ID, "z", "c1", 10); err != nil || len(evs) != 3 {
 			t.Fatalf("a group made by its first read reads every kept event: %d %v", len(evs), err)
 		}
+		// A delivery that gives up after the board was deleted leaves no key behind (no dead-letter stream that
+		// outlives the board and shows up when the id is created again).
+		if ok, err := s.DeleteBoard(ctx, b.ID); err != nil || !ok {
+			t.Fatalf("delete: %v %v", ok, err)
+		}
+		if err := s.OutboxDeadLetter(ctx, b.ID, "g", ids[2], "late"); err != nil {
+			t.Fatal(err)
+		}
+		if keys := boardKeys(t, s, tg, b.ID); len(keys) != 0 {
+			t.Fatalf("keys of the deleted board: %v", keys)
+		}
 	})
 }

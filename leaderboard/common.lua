@@ -29,8 +29,10 @@
 --                        (the latest season's id, start, end and key expiry, unix s; ce is the endsAt it was started
 --                        with until it is closed early, then the moment it closed), prev, ps, pe, px (the season
 --                        before it, which late scores may still reach), grace (the board's grace, s)
---   seasons              every season ever started on the board: id -> "<start>,<end>,<key expiry>" (unix s, end as
---                        ce above); an id is never used twice
+--   seasons              the seasons whose keys have not expired: id -> "<start>,<end>,<key expiry>" (unix s, end
+--                        as ce above)
+--   seasons:used         the ids of the seasons that left 'seasons' (season.lua moves them at the next start): an
+--                        id is never used twice
 --   x:<w>:<period>       close mark: the outbox id of the period's close event (close.lua), so it is recorded once
 --   o                    outbox stream of close events (close.lua appends; owned by outboxKey in close.go)
 --   o:dead               close events whose webhook delivery gave up (deadLetterKey in close.go)

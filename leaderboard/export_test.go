@@ -29,3 +29,6 @@ func LibraryFunctions() int { return len(library.fn) }
 func CloseMarkKey(s *Store, board string, w Window, period string) string {
 	return s.keyBase(board) + "x:" + windowCodes[w] + ":" + period
 }
+
+// SeasonRegistryKey returns the registry of a board's readable seasons (season.lua).
+func SeasonRegistryKey(s *Store, board string) string { return s.keyBase(board) + "seasons" }

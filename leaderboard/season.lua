@@ -9,7 +9,7 @@
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local op, now = ARGV[2], tonumber(ARGV[3])
-local sk, rk = base .. 'season', base .. 'seasons'
+local sk, rk, uk = base .. 'season', base .. 'seasons', base .. 'seasons:used'
 local ss = season_state()
 
 -- season_closed closes the running season at time at: its end becomes at, so scores achieved from then on are
@@ -34,6 +34,19 @@ if op == 'start' then
       return reply('same') -- a retry of the start that opened it
     end
     return redis.error_reply('LB_CONFLICT season ' .. id .. ' was already started on this board')
+  end
+  if redis.call('SISMEMBER', uk, id) == 1 then
+    return redis.error_reply('LB_CONFLICT season ' .. id .. ' was already started on this board')
+  end
+  -- Seasons whose keys have expired leave the registry (which Seasons and the close checks read) for the set of
+  -- used ids, so the registry holds only the seasons still readable however many ran.
+  local all = redis.call('HGETALL', rk)
+  for i = 1, #all, 2 do
+    local x = tonumber(string.match(all[i + 1], ',(%d+)$'))
+    if x and x <= now then
+      redis.call('SADD', uk, all[i])
+      redis.call('HDEL', rk, all[i])
+    end
   end
   if ss.cur and now < ss.ce then closed = season_closed(now) end
   if ss.cur then

@@ -2,6 +2,7 @@ package leaderboard_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -175,6 +176,42 @@ func TestSeasonCloseLongRetention(t *testing.T) {
 		ttl, err := tg.Client.TTL(ctx, lb.CloseMarkKey(s, b.ID, lb.Season, "long")).Result()
 		if err != nil || ttl < 300*24*time.Hour {
 			t.Fatalf("close mark TTL %v %v, want the season's readable life", ttl, err)
+		}
+	})
+}
+
+// The season registry (which Seasons and every close check read) keeps only the seasons still readable: a season
+// whose keys expired leaves it at the next start, and its id still cannot be used again.
+func TestSeasonRegistryKeepsReadableSeasons(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		t0 := time.Date(2031, 2, 1, 0, 0, 0, 0, time.UTC)
+		clock := &testClock{t: t0}
+		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		b := mustBoard(t, s, lb.Board{ID: "short", Windows: []lb.Window{lb.Season}, Grace: time.Minute, Retention: 1})
+		start := func(id string, d time.Duration) {
+			t.Helper()
+			if _, err := s.StartSeason(ctx, b.ID, id, clock.Now().Add(d)); err != nil {
+				t.Fatalf("start %s: %v", id, err)
+			}
+		}
+		start("s1", time.Hour) // readable until its end + grace + 1 hour
+		clock.Set(t0.Add(time.Hour))
+		start("s2", 10*time.Hour)
+		clock.Set(t0.Add(3 * time.Hour)) // s1's keys have expired
+		start("s3", time.Hour)
+		ids, err := tg.Client.HKeys(ctx, lb.SeasonRegistryKey(s, b.ID)).Result()
+		if err != nil || len(ids) != 2 || !slices.Contains(ids, "s2") || !slices.Contains(ids, "s3") {
+			t.Fatalf("registry %v %v, want s2 and s3", ids, err)
+		}
+		seasons, err := s.Seasons(ctx, b.ID)
+		if err != nil || len(seasons) != 2 || seasons[0].ID != "s2" || seasons[1].ID != "s3" {
+			t.Fatalf("seasons %+v %v", seasons, err)
+		}
+		clock.Set(t0.Add(4 * time.Hour))
+		if _, err := s.StartSeason(ctx, b.ID, "s1", clock.Now().Add(time.Hour)); lb.ErrorCode(err) != lb.Conflict {
+			t.Fatalf("starting s1 again: %v, want CONFLICT", err)
 		}
 	})
 }

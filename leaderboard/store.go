@@ -46,7 +46,7 @@ var (
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
 	seasonScript = newScript("season", seasonLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
-		rankAtScript, seasonScript, closeScript, groupScript, deleteScript, purgeScript, watchScript)
+		rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript, purgeScript, watchScript)
 )
 
 // Publish commands for Config.PublishCommand.
