@@ -3,6 +3,7 @@ package pubsub
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,8 @@ type Hub struct {
 	retry    map[string]time.Duration // node -> how long its next reopen waits (Hub.reopenLocked)
 
 	running atomic.Bool
+
+	fanoutTurns chan struct{} // see fanoutTurn
 
 	snapshots, diffs, rankUpdates, replaced, stuckDropped atomic.Uint64 // see Stats
 }
@@ -80,6 +83,7 @@ func New(store *leaderboard.Store, cfg Config) *Hub {
 		done:     make(chan struct{}), boards: map[string]*board{}, byChannel: map[string]*board{},
 		views: map[viewKey]*view{}, conns: map[string]*listenConn{},
 		chanConn: map[string]*listenConn{}, retry: map[string]time.Duration{}}
+	h.fanoutTurns = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
 }

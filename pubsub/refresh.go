@@ -206,6 +206,8 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 // install brings views, watches and their subscribers up to what was read. It takes b.mu.
 func (b *board) install(r readResult) {
 	now := time.Now()
+	release := b.h.fanoutTurn()
+	defer release()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !r.watchSet.IsZero() {

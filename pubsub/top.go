@@ -124,6 +124,15 @@ func (b *board) paced() {
 	}
 }
 
+// fanoutTurn waits for one of the hub's fan-out turns (as many as the Go scheduler has processors) and returns
+// the function that gives it back. Boards bring their subscribers up to date a few at a time: a hundred boards
+// offering at once woke their subscribers all together, and the yields of one board (paced) could not keep the
+// requests' goroutines from waiting behind all of them.
+func (h *Hub) fanoutTurn() func() {
+	h.fanoutTurns <- struct{}{}
+	return func() { <-h.fanoutTurns }
+}
+
 // yieldEvery is how many subscribers a fan-out offers an update to before it lets other goroutines run. Each
 // offer wakes a subscriber's goroutine into this goroutine's run queue; offering to 10,000 at once queued every
 // request's next step (the HTTP read, the Redis reply, the response) behind all of them, several times per
