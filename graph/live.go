@@ -49,6 +49,9 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			return nil
 		}
 		data.MarshalGQL(&buf)
+		if h := payloadHolderFrom(ctx); h != nil && len(graphql.GetErrors(ctx)) == 0 {
+			return &graphql.Response{Data: heldData(h, buf.Bytes())} // buf is not touched before it is written
+		}
 		return &graphql.Response{Data: bytes.Clone(buf.Bytes())}
 	})
 }
@@ -84,13 +87,19 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 // renderShared renders an update with gqlgen's marshalers twice, with versions 1 and 2, and returns the output
 // with a NUL byte wherever the two differ: the places of the version. JSON output never contains a raw NUL.
 // When the two renderings differ in any other way, the result starts with NUL and holds no bytes to share.
+// The output is compact and HTML-escaped, as encoding/json leaves a json.RawMessage it marshals (what gqlgen's
+// transports do with every response), so that it can be written as it is (PayloadHolder).
 func (ec *executionContext) renderShared(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
 	sharedRenders.Add(1)
 	render := func(version int64) []byte {
-		var buf bytes.Buffer
+		var buf, compact, escaped bytes.Buffer
 		ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
 			topUpdateModel(u, version)).MarshalGQL(&buf)
-		return buf.Bytes()
+		if json.Compact(&compact, buf.Bytes()) != nil {
+			return buf.Bytes()
+		}
+		json.HTMLEscape(&escaped, compact.Bytes())
+		return escaped.Bytes()
 	}
 	a, b := render(1), render(2)
 	if len(a) != len(b) {

@@ -204,6 +204,9 @@ func (a *App) websocketInit(ctx context.Context, payload transport.InitPayload) 
 	}
 	ctx = graph.WithPrincipal(ctx, p)
 	ctx = graph.WithConn(ctx, graph.NewConn(a.cfg.MaxSubscriptionsPerConn))
+	if h, ok := ctx.Value(connHolderKey{}).(*connHolder); ok && h.c != nil {
+		ctx = graph.WithPayloadHolder(ctx, h.c) // topUpdates data is written as rendered (graph.PayloadHolder)
+	}
 	return ctx, nil, nil
 }
 

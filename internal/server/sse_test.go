@@ -94,9 +94,12 @@ func TestServerSentEvents(t *testing.T) {
 	cfg.MaxConnsPerAddr = 3
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "sse"})
-	s.submit(t, map[string]any{"board": "sse", "playerId": "a", "score": 5})
+	// A name and metadata that encoding/json rewrites (HTML characters, U+2028, spaces): the websocket writes the
+	// shared rendering as it is, the event stream marshals the response; both must be gqlgen's bytes.
+	s.submit(t, map[string]any{"board": "sse", "playerId": "a", "score": 5, "displayName": "<Ann> & co\u2028",
+		"metadata": map[string]any{"html": "<i>&</i>", "n": []int{1, 2}}})
 	ctx := ctxT(t, 30*time.Second)
-	sub := `subscription($b: ID!) { topUpdates(board: $b, first: 5) { version snapshot entries { playerId rank score } } }`
+	sub := `subscription($b: ID!) { topUpdates(board: $b, first: 5) { version snapshot entries { playerId rank score displayName metadata } } }`
 	vars := map[string]any{"b": "sse"}
 
 	ws := wstest.Dial(t, s.WSURL, wstest.TransportWS, map[string]any{"authorization": "Bearer " + testReadKey})

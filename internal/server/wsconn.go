@@ -31,6 +31,7 @@ type wsConn struct {
 	// frame has been written, or its write has failed, and may close the connection.
 	closeMu   sync.Mutex
 	firstRead atomic.Bool // graphql-ws: a message has arrived (gqlgen's init timeout counted any message)
+	held      heldPayloads
 }
 
 var errWSClosing = errors.New("websocket: connection closing")
@@ -152,6 +153,9 @@ func (c *wsConn) onPeerClose(code int, _ string) error {
 // peer's (transportState.outbound), and messages the peer must not get are dropped.
 func (c *wsConn) WriteJSON(v any) error {
 	m, ok := protocolFields(v)
+	if ok && len(m.payload) > 0 {
+		m.payload = c.unhold(m.payload)
+	}
 	if c.tws == nil {
 		if !ok {
 			return c.writeWith(func() error { return c.ws.WriteJSON(v) })

@@ -1,0 +1,73 @@
+package server
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+
+	"github.com/leaderboard/leaderboard/graph"
+)
+
+// heldPayloads are the data bytes of subscription responses that gqlgen is about to write on a connection, by
+// token (graph.PayloadHolder): the response's data is the token, and the writer puts the bytes back in its place.
+type heldPayloads struct {
+	mu   sync.Mutex
+	next uint64
+	m    map[uint64][]byte
+}
+
+var _ graph.PayloadHolder = (*wsConn)(nil)
+
+// Hold keeps data until the response that carries its token is written (graph.PayloadHolder).
+func (c *wsConn) Hold(data []byte) uint64 {
+	h := &c.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[uint64][]byte{}
+	}
+	h.next++
+	h.m[h.next] = data
+	return h.next
+}
+
+var dataKey = []byte(`"data":`)
+
+// unhold returns payload (a response as gqlgen marshaled it) with the token that stands for its data replaced by
+// the held bytes, which it forgets; payload itself when it carries no held token. Every message passes here
+// before the transport decides whether to send it, so a response that is dropped does not leave its bytes held.
+func (c *wsConn) unhold(payload []byte) []byte {
+	h := &c.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.m) == 0 {
+		return payload
+	}
+	// The data member: `"data":` and digits, last but for `}` (encoding/json writes errors, then data). No
+	// other `"data":` can follow it unescaped: error messages are strings.
+	i := bytes.LastIndex(payload, dataKey)
+	if i < 0 {
+		return payload
+	}
+	start := i + len(dataKey)
+	end := start
+	for end < len(payload) && payload[end] >= '0' && payload[end] <= '9' {
+		end++
+	}
+	if end == start || end != len(payload)-1 || payload[end] != '}' {
+		return payload
+	}
+	tok, err := strconv.ParseUint(string(payload[start:end]), 10, 64)
+	if err != nil {
+		return payload
+	}
+	data, ok := h.m[tok]
+	if !ok {
+		return payload
+	}
+	delete(h.m, tok)
+	out := make([]byte, 0, len(payload)-(end-start)+len(data))
+	out = append(out, payload[:start]...)
+	out = append(out, data...)
+	return append(out, payload[end:]...)
+}
