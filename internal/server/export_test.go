@@ -261,7 +261,7 @@ func TestExportErrors(t *testing.T) {
 // NDJSON, read slowly, keeps the server's heap growth far below the size of the data: the export holds one page
 // at a time. The row count and the last rank are checked too.
 func TestExportMemoryFlat(t *testing.T) {
-	const players = exportBigPlayers
+	players := exportBigPlayers
 	s := startServer(t, testConfig(t))
 	s.create(t, map[string]any{"id": "huge"})
 	start := time.Now()
