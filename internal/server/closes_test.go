@@ -600,3 +600,32 @@ func TestWebhookSlowReceiver(t *testing.T) {
 		t.Errorf("slow receiver: %+v", reqs)
 	}
 }
+
+// The embedded store (`make run`, EVALSHA on miniredis) records a season's close and delivers it to a webhook, as
+// Redis does.
+func TestSeasonCloseWebhookEmbedded(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: time.Date(2031, 11, 2, 12, 0, 0, 0, time.UTC)}
+	rx := newHookReceiver(t, 0, nil)
+	cfg := closeTestConfig(t, clock, rx.srv.URL)
+	cfg.RedisURL = ""
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "emb-league", "windows": []string{"ALL_TIME", "SEASON"}, "graceSeconds": 60})
+	s.must(t, testAdminKey, `mutation($e: Time!) { startSeason(board: "emb-league", id: "s1", endsAt: $e) { changed } }`,
+		map[string]any{"e": clock.Now().Add(time.Hour).Format(time.RFC3339)}, nil)
+	s.submit(t, map[string]any{"board": "emb-league", "playerId": "ann", "score": 4})
+	s.submit(t, map[string]any{"board": "emb-league", "playerId": "bob", "score": 9})
+	s.must(t, testAdminKey, `mutation { endSeason(board: "emb-league") { changed } }`, nil, nil)
+	clock.Set(clock.Now().Add(2 * time.Minute)) // past the grace, and past the season board's next check
+	var h hookRequest
+	select {
+	case h = <-rx.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no webhook for the season's close")
+	}
+	p := h.payload
+	if !h.sigOK || p.Window != "SEASON" || p.Period != "s1" || p.Size != 2 || len(p.Top) != 2 ||
+		p.Top[0].PlayerID != "bob" || p.Top[1].PlayerID != "ann" {
+		t.Fatalf("payload %s (signature ok %v)", h.body, h.sigOK)
+	}
+}
