@@ -629,3 +629,45 @@ func TestSeasonCloseWebhookEmbedded(t *testing.T) {
 		t.Fatalf("payload %s (signature ok %v)", h.body, h.sigOK)
 	}
 }
+
+// periodClosed over the event-stream transport (GraphQL over SSE): the close event arrives as a next event with
+// the same fields as over a websocket.
+func TestPeriodClosedOverSSE(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: time.Date(2031, 12, 9, 15, 0, 0, 0, time.UTC)}
+	s := startServer(t, closeTestConfig(t, clock))
+	s.create(t, map[string]any{"id": "sse-cup", "windows": []string{"DAILY"}, "graceSeconds": 0, "closeEventTop": 1})
+	s.submit(t, map[string]any{"board": "sse-cup", "playerId": "ann", "score": 3, "displayName": "Ann"})
+	s.submit(t, map[string]any{"board": "sse-cup", "playerId": "bob", "score": 2})
+	ctx := ctxT(t, 20*time.Second)
+	resp, events := sseOpen(t, ctx, s, http.MethodPost, "", periodClosedSub, map[string]any{"b": "sse-cup"})
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	// The subscription has started (it sees the events recorded after it started).
+	waitMetric(t, s, `lb_subscriptions{field="periodClosed"}`, 1, 5*time.Second)
+	clock.Set(time.Date(2031, 12, 10, 0, 0, 1, 0, time.UTC))
+	ev := nextEvent(t, events, 10*time.Second)
+	var out struct {
+		Data struct {
+			PeriodClosed struct {
+				Board, Window, Period string
+				Size                  int
+				Top                   []struct {
+					PlayerID    string
+					DisplayName *string
+					Rank        int
+				}
+			}
+		}
+	}
+	if ev.event != "next" || json.Unmarshal([]byte(ev.data), &out) != nil {
+		t.Fatalf("event %+v", ev)
+	}
+	pc := out.Data.PeriodClosed
+	if pc.Board != "sse-cup" || pc.Window != "DAILY" || pc.Period != "2031-12-09" || pc.Size != 2 || len(pc.Top) != 1 ||
+		pc.Top[0].PlayerID != "ann" || pc.Top[0].Rank != 1 || pc.Top[0].DisplayName == nil || *pc.Top[0].DisplayName != "Ann" {
+		t.Fatalf("periodClosed %s", ev.data)
+	}
+}
