@@ -1,7 +1,8 @@
 // Package pubsub fans live leaderboard changes out to local subscribers.
 //
-// One Redis pub/sub connection per process (per cluster hash slot in use on Redis Cluster, where a sharded
-// subscription is bound to one slot) carries the change events of every watched board. Per watched board a
+// One Redis pub/sub connection per process (on Redis Cluster one per primary that serves a watched board's slot,
+// each board's channel subscribed on its own: SSUBSCRIBE takes channels of one slot) carries the change events of
+// every watched board. Per watched board a
 // goroutine turns events into at most MaxUpdateRate Redis reads per second: per board-window-period one top-100
 // list is read, each subscriber group (same `first`) gets one diff computed once and shared by all of its
 // subscribers, and a subscriber that falls behind gets a merged diff or a snapshot instead of a growing queue.
