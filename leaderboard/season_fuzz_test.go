@@ -17,7 +17,7 @@ func FuzzSeasonID(f *testing.F) {
 	}
 	loc := time.UTC
 	f.Fuzz(func(t *testing.T, id string) {
-		want := rule(id)
+		want := seasonIDRule(id)
 		err := CheckSeasonID(id)
 		if (err == nil) != want {
 			t.Fatalf("CheckSeasonID(%q) = %v, the rule says valid: %v", id, err, want)
@@ -36,8 +36,8 @@ func FuzzSeasonID(f *testing.F) {
 	})
 }
 
-// rule is the documented season id rule, written out without regular expressions.
-func rule(id string) bool {
+// seasonIDRule is the documented season id rule, written out without regular expressions.
+func seasonIDRule(id string) bool {
 	if len(id) < 1 || len(id) > MaxSeasonIDBytes || strings.EqualFold(id, "all") {
 		return false
 	}
