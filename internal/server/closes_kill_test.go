@@ -60,7 +60,10 @@ func TestWebhookSurvivesKilledProcess(t *testing.T) {
 	if _, err := st.CreateBoard(ctx, leaderboard.Board{ID: "k", Windows: []leaderboard.Window{leaderboard.Daily}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.RecordClose(ctx, "k", leaderboard.Daily, "2030-01-01", time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)); err != nil {
+	// Yesterday by the real clock (the child process has no other): a closed day on any date the test runs.
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	yesterday := today.AddDate(0, 0, -1).Format("2006-01-02")
+	if _, _, err := st.RecordClose(ctx, "k", leaderboard.Daily, yesterday, today); err != nil {
 		t.Fatal(err)
 	}
 	var first hookRequest

@@ -11,9 +11,9 @@ import (
 
 const deleteMutation = `mutation($id: ID!) { deleteLeaderboard(id: $id) }`
 
-// TestDeleteLeaderboardEndsSubscriptions: topUpdates (both websocket subprotocols) and rankUpdates subscribers of
-// a board get a NOT_FOUND error when it is deleted, then their subscription completes, while a subscription on
-// another board goes on; the connection stays usable; no goroutine is left behind. Only the admin role may delete;
+// TestDeleteLeaderboardEndsSubscriptions: topUpdates (both websocket subprotocols), rankUpdates and periodClosed
+// subscribers of a board get a NOT_FOUND error when it is deleted, then their subscription completes, while a
+// subscription on another board goes on; the connection stays usable; no goroutine is left behind. Only the admin role may delete;
 // after the call top and submitScore are NOT_FOUND, leaderboard is null and leaderboards no longer lists it;
 // deleting again is false; created again, the board is empty.
 func TestDeleteLeaderboardEndsSubscriptions(t *testing.T) {
@@ -44,14 +44,21 @@ func TestDeleteLeaderboardEndsSubscriptions(t *testing.T) {
 	}
 	tws := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
 	legacy := wstest.Dial(t, s.WSURL, wstest.LegacyWS, nil)
-	subs := []sub{{tws, "top"}, {tws, "rank"}, {legacy, "top-legacy"}}
+	subs := []sub{{tws, "top"}, {tws, "rank"}, {legacy, "top-legacy"}, {tws, "closes"}}
 	for _, sb := range subs {
 		q, vars := topUpdatesSub, map[string]any{"b": "doomed", "n": 10}
-		if sb.id == "rank" {
+		switch sb.id {
+		case "rank":
 			q, vars = rankUpdatesSub, map[string]any{"b": "doomed", "p": "b"}
+		case "closes":
+			q, vars = periodClosedSub, map[string]any{"b": "doomed"}
 		}
 		if err := sb.conn.Subscribe(sb.id, q, vars); err != nil {
 			t.Fatal(err)
+		}
+		if sb.id == "closes" { // sends nothing until a period closes: wait until it has started
+			waitMetric(t, s, `lb_subscriptions{field="periodClosed"}`, 1, 5*time.Second)
+			continue
 		}
 		sb.conn.NextData(t, ctx, sb.id, nil)
 	}
