@@ -19,9 +19,8 @@ func TestCloseEvents(t *testing.T) {
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		berlin, _ := time.LoadLocation("Europe/Berlin")
-		clock := &testClock{t: time.Date(2030, 3, 13, 12, 0, 0, 0, berlin)} // a Wednesday
-		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
-		other := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now}) // a second process
+		s, clock := clockedStore(s, tg, time.Date(2030, 3, 13, 12, 0, 0, 0, berlin)) // a Wednesday
+		other := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})  // a second process
 		b := mustBoard(t, s, lb.Board{ID: "cup {1}", Windows: []lb.Window{lb.Daily, lb.Weekly},
 			TimeZone: "Europe/Berlin", Grace: time.Minute, CloseEventTop: 3, Retention: 7})
 		if b.CloseEventTop != 3 {

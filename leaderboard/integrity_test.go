@@ -247,8 +247,7 @@ func TestEventIDConflicts(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
-		clock := &testClock{t: time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)}
-		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		s, clock := clockedStore(s, tg, time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC))
 		b := mustBoard(t, s, lb.Board{ID: "ev", Windows: []lb.Window{lb.AllTime, lb.Daily}})
 		at := clock.Now().Add(-time.Minute)
 		first := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "ann", Score: 10, EventID: "m1", AchievedAt: at})

@@ -40,6 +40,12 @@ func eachTarget(t *testing.T, f func(t *testing.T, s *lb.Store, tg redistest.Tar
 	}
 }
 
+// clockedStore returns a store with s's prefix on tg whose clock is the returned test clock, set to at.
+func clockedStore(s *lb.Store, tg redistest.Target, at time.Time) (*lb.Store, *testClock) {
+	clock := &testClock{t: at}
+	return lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now}), clock
+}
+
 func mustBoard(t *testing.T, s *lb.Store, b lb.Board) *lb.Board {
 	t.Helper()
 	nb, err := s.CreateBoard(context.Background(), b)

@@ -188,8 +188,7 @@ func TestRemovePlayerReachesGracePeriods(t *testing.T) {
 	t.Parallel()
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
-		clock := &testClock{t: time.Date(2034, 7, 20, 18, 0, 0, 0, time.UTC)}
-		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		s, clock := clockedStore(s, tg, time.Date(2034, 7, 20, 18, 0, 0, 0, time.UTC))
 		b := mustBoard(t, s, lb.Board{ID: "grace", Windows: []lb.Window{lb.Daily, lb.Weekly}, Retention: 1, Grace: 72 * time.Hour})
 		var periods []string
 		for d := 0; d <= 3; d++ {

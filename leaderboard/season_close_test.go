@@ -20,8 +20,7 @@ func TestSeasonCloseEvents(t *testing.T) {
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		t0 := time.Date(2031, 5, 4, 18, 0, 0, 0, time.UTC)
-		clock := &testClock{t: t0}
-		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		s, clock := clockedStore(s, tg, t0)
 		other := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
 		b := mustBoard(t, s, lb.Board{ID: "league", Windows: []lb.Window{lb.AllTime, lb.Season},
 			Grace: time.Minute, CloseEventTop: 2, Retention: 3})
@@ -148,8 +147,7 @@ func TestSeasonCloseLongRetention(t *testing.T) {
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		t0 := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
-		clock := &testClock{t: t0}
-		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		s, clock := clockedStore(s, tg, t0)
 		b := mustBoard(t, s, lb.Board{ID: "ages", Windows: []lb.Window{lb.Season}, Grace: time.Minute,
 			Retention: 1000})
 		if _, err := s.StartSeason(ctx, b.ID, "long", t0.Add(300*24*time.Hour)); err != nil {
@@ -187,8 +185,7 @@ func TestSeasonRegistryKeepsReadableSeasons(t *testing.T) {
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		t0 := time.Date(2031, 2, 1, 0, 0, 0, 0, time.UTC)
-		clock := &testClock{t: t0}
-		s = lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+		s, clock := clockedStore(s, tg, t0)
 		b := mustBoard(t, s, lb.Board{ID: "short", Windows: []lb.Window{lb.Season}, Grace: time.Minute, Retention: 1})
 		start := func(id string, d time.Duration) {
 			t.Helper()
