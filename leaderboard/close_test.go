@@ -232,17 +232,19 @@ func TestOutboxGroups(t *testing.T) {
 		if ev, err := s.OutboxClaim(ctx, b.ID, "g", "c2", ids[0], time.Hour); err != nil || ev != nil {
 			t.Fatalf("claimed before an hour idle: %+v %v", ev, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-		p, err := s.OutboxPending(ctx, b.ID, "g", 10*time.Millisecond, 10)
+		// Idle times are Redis's real time: the pending events idle 200 ms, claims ask for 100 ms, so a claim
+		// right after another one (which resets the idle time) finds nothing unless that takes 100 ms.
+		time.Sleep(200 * time.Millisecond)
+		p, err := s.OutboxPending(ctx, b.ID, "g", 100*time.Millisecond, 10)
 		if err != nil || len(p) != 2 || p[0].OutboxID != ids[0] || p[0].Consumer != "c1" || p[0].Deliveries != 1 ||
 			p[1].OutboxID != ids[2] || p[1].Consumer != "c2" {
 			t.Fatalf("pending %+v %v", p, err)
 		}
-		ev, err := s.OutboxClaim(ctx, b.ID, "g", "c2", ids[0], 10*time.Millisecond)
+		ev, err := s.OutboxClaim(ctx, b.ID, "g", "c2", ids[0], 100*time.Millisecond)
 		if err != nil || ev == nil || ev.OutboxID != ids[0] || ev.Period != "2030-01-01" {
 			t.Fatalf("claim %+v %v", ev, err)
 		}
-		if ev, _ := s.OutboxClaim(ctx, b.ID, "g", "c1", ids[0], 10*time.Millisecond); ev != nil {
+		if ev, _ := s.OutboxClaim(ctx, b.ID, "g", "c1", ids[0], 100*time.Millisecond); ev != nil {
 			t.Fatalf("claimed twice: %+v", ev)
 		}
 		p, _ = s.OutboxPending(ctx, b.ID, "g", 0, 10)
