@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -40,19 +41,34 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	}
 	ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
 	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription"})
-	next := ec.sharedTopUpdates(ctx, r, fields[0], sharedKey(opCtx))
+	holder := payloadHolderFrom(ctx)
+	var stream *LiveStream // the connection writes the responses after the first itself (StreamHolder)
+	sh, ok := holder.(StreamHolder)
+	if ok {
+		stream = newLiveStream(fields[0].Name)
+	}
+	next := ec.sharedTopUpdates(ctx, r, fields[0], sharedKey(opCtx), stream)
 	var buf bytes.Buffer
+	streamed := false
 	return r.endIfDeleted(fields[0], opCtx, func(ctx context.Context) *graphql.Response {
+		if streamed {
+			stream.wait(ctx.Done())
+			return nil
+		}
 		buf.Reset()
 		data := next(ctx)
 		if data == nil {
 			return nil
 		}
 		data.MarshalGQL(&buf)
-		if h := payloadHolderFrom(ctx); h != nil && len(graphql.GetErrors(ctx)) == 0 {
-			return &graphql.Response{Data: heldData(h, buf.Bytes())} // buf is not touched before it is written
+		switch {
+		case len(graphql.GetErrors(ctx)) > 0 || holder == nil:
+			return &graphql.Response{Data: bytes.Clone(buf.Bytes())}
+		case stream != nil && stream.render != nil:
+			streamed = true
+			return &graphql.Response{Data: strconv.AppendUint(nil, sh.HoldStream(buf.Bytes(), stream), 10)}
 		}
-		return &graphql.Response{Data: bytes.Clone(buf.Bytes())}
+		return &graphql.Response{Data: heldData(holder, buf.Bytes())} // buf is not touched before it is written
 	})
 }
 
@@ -64,24 +80,66 @@ func sharedKey(opCtx *graphql.OperationContext) string {
 }
 
 // sharedTopUpdates mirrors the generated _Subscription_topUpdates, with the hub's updates marshaled through
-// TopUpdate.Shared.
+// TopUpdate.Shared. With a stream, the hub's channel and the rendering of later updates are kept in it for the
+// connection (StreamHolder).
 func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, field graphql.CollectedField,
-	key string) func(context.Context) graphql.Marshaler {
+	key string, stream *LiveStream) func(context.Context) graphql.Marshaler {
+	var notify func()
+	if stream != nil {
+		notify = stream.notify
+	}
 	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.fieldContext_Subscription_topUpdates(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			return r.subscribeTop(ctx, fc.Args["board"].(string), fc.Args["first"].(*int),
-				fc.Args["window"].(*model.Window), fc.Args["period"].(*string))
+			ch, err := r.subscribeTop(ctx, fc.Args["board"].(string), fc.Args["first"].(*int),
+				fc.Args["window"].(*model.Window), fc.Args["period"].(*string), notify)
+			if stream != nil {
+				stream.ch = ch
+			}
+			return ch, err
 		},
 		nil,
 		func(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) graphql.Marshaler {
+			if stream != nil && stream.render == nil {
+				// The response's data is {"<alias>":<update>}, as ResolveFieldStream writes it.
+				var prefix bytes.Buffer
+				prefix.WriteByte('{')
+				graphql.MarshalString(field.Alias).MarshalGQL(&prefix)
+				prefix.WriteByte(':')
+				stream.render = func(out []byte, u *pubsub.TopUpdate) []byte {
+					out = append(out, prefix.Bytes()...)
+					parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return ec.renderShared(ctx, sel, u) })
+					if len(parts) > 0 && parts[0] == 0 {
+						out = append(out, ec.renderOne(ctx, sel, u)...)
+					} else {
+						out = versioned{parts: parts, version: u.Version}.append(out)
+					}
+					return append(out, '}')
+				}
+			}
 			parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return ec.renderShared(ctx, sel, u) })
+			if len(parts) > 0 && parts[0] == 0 {
+				return ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
+					topUpdateModel(u, u.Version))
+			}
 			return versioned{parts: parts, version: u.Version}
 		},
 		true, true)
+}
+
+// renderOne renders an update for one subscriber, compact and HTML-escaped like renderShared.
+func (ec *executionContext) renderOne(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
+	var buf, compact, escaped bytes.Buffer
+	ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
+		topUpdateModel(u, u.Version)).MarshalGQL(&buf)
+	if json.Compact(&compact, buf.Bytes()) != nil {
+		return buf.Bytes()
+	}
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return escaped.Bytes()
 }
 
 // renderShared renders an update with gqlgen's marshalers twice, with versions 1 and 2, and returns the output
@@ -143,6 +201,21 @@ func (v versioned) MarshalGQL(w io.Writer) {
 	}
 }
 
+// append appends the shared bytes with the version in place of each NUL to dst.
+func (v versioned) append(dst []byte) []byte {
+	dst = slices.Grow(dst, len(v.parts)+8)
+	rest := v.parts
+	for {
+		i := bytes.IndexByte(rest, 0)
+		if i < 0 {
+			return append(dst, rest...)
+		}
+		dst = append(dst, rest[:i]...)
+		dst = strconv.AppendInt(dst, v.version, 10)
+		rest = rest[i+1:]
+	}
+}
+
 // topUpdateModel converts a hub update to the GraphQL model with the given version.
 func topUpdateModel(u *pubsub.TopUpdate, version int64) *model.TopUpdate {
 	m := &model.TopUpdate{Board: u.Board, Window: model.Window(u.Window), Period: u.Period, Version: int(version),
@@ -160,7 +233,7 @@ func topUpdateModel(u *pubsub.TopUpdate, version int64) *model.TopUpdate {
 // to the hub. The slot and the hub subscription are released when ctx ends: gqlgen ends it when the subscription
 // completes, also when the hub closes the channel.
 func (r *Resolver) subscribeTop(ctx context.Context, board string, first *int, window *model.Window,
-	period *string) (<-chan *pubsub.TopUpdate, error) {
+	period *string, notify func()) (<-chan *pubsub.TopUpdate, error) {
 	n := deref(first, 10)
 	if n < 1 || n > MaxLiveFirst {
 		return nil, newError(leaderboard.Invalid, "first must be between 1 and 100")
@@ -168,7 +241,7 @@ func (r *Resolver) subscribeTop(ctx context.Context, board string, first *int, w
 	if err := r.startSubscription(ctx, "topUpdates"); err != nil {
 		return nil, err
 	}
-	in, err := r.Hub.SubscribeTop(ctx, view(board, window, period), n)
+	in, err := r.Hub.SubscribeTopNotify(ctx, view(board, window, period), n, notify)
 	if err != nil {
 		return nil, internal(err)
 	}

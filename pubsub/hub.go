@@ -126,6 +126,14 @@ var errClosed = &leaderboard.Error{Code: leaderboard.Unavailable, Message: "the 
 // rollover. The channel is closed when ctx is done, when the subscriber stays stuck (see Config.StuckAfter) and
 // at shutdown. Errors are *leaderboard.Error (BAD_USER_INPUT, NOT_FOUND, UNAVAILABLE).
 func (h *Hub) SubscribeTop(ctx context.Context, v leaderboard.View, first int) (<-chan *TopUpdate, error) {
+	return h.SubscribeTopNotify(ctx, v, first, nil)
+}
+
+// SubscribeTopNotify is SubscribeTop for a reader that does not wait on the channel: notify (when not nil) is
+// called after each update is put in the channel and after the channel is closed, from the hub's goroutines
+// and with the board's lock held, so it must return at once (schedule the read, never do it).
+func (h *Hub) SubscribeTopNotify(ctx context.Context, v leaderboard.View, first int, notify func()) (<-chan *TopUpdate,
+	error) {
 	if first < 1 || first > MaxFirst {
 		return nil, &leaderboard.Error{Code: leaderboard.Invalid,
 			Message: fmt.Sprintf("first must be between 1 and %d for live updates", MaxFirst)}
@@ -134,7 +142,8 @@ func (h *Hub) SubscribeTop(ctx context.Context, v leaderboard.View, first int) (
 	if err != nil {
 		return nil, err
 	}
-	s := &topSub{ch: make(chan *TopUpdate, h.cfg.QueueSize), first: first, follow: v.Period == "", base: -1}
+	s := &topSub{ch: make(chan *TopUpdate, h.cfg.QueueSize), first: first, follow: v.Period == "", base: -1,
+		notify: notify}
 	key := viewKey{r.Board.ID, r.Window, r.Period}
 	h.mu.Lock()
 	if h.closed {

@@ -49,6 +49,7 @@ type topSub struct {
 	stuckSince time.Time
 	closed     bool
 	stop       func() bool
+	notify     func() // see Hub.SubscribeTopNotify; nil: the reader waits on ch
 }
 
 // attachTop adds a top subscriber to a view. b.mu is held.
@@ -83,6 +84,9 @@ func (b *board) closeTop(s *topSub, why string) {
 	b.detachTop(s)
 	s.closed = true
 	close(s.ch)
+	if s.notify != nil {
+		s.notify()
+	}
 	if why != "" {
 		b.h.cfg.Logger.Warn("pubsub: dropped a subscriber", "board", b.def.ID, "why", why)
 	}
@@ -239,6 +243,9 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 		Snapshot: p.snapshot, Entries: p.entries, Removed: p.removed, Size: p.size, shared: p}
 	s.sent++
 	s.queued = append(s.queued, f.ver)
+	if s.notify != nil {
+		s.notify()
+	}
 	if p.snapshot {
 		b.h.snapshots.Add(1)
 	} else {

@@ -65,7 +65,7 @@ func (l *liveList) apply(payload json.RawMessage) {
 	}
 	u := r.Data.TopUpdates
 	if u.Version != l.ver+1 {
-		fail("version %d after %d", u.Version, l.ver)
+		fail("version %d after %d: %s", u.Version, l.ver, payload)
 	}
 	if l.ver == 0 && !u.Snapshot {
 		fail("the first update is not a snapshot")

@@ -67,6 +67,8 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 	up := websocket.Upgrader{
 		Subprotocols:     opts.Subprotocols,
 		HandshakeTimeout: 10 * time.Second,
+		// Frames are written by wsConn (wswrite.go), not by gorilla: no write buffer of its own per connection.
+		WriteBufferPool: unusedWriteBuffers,
 		CheckOrigin:      func(*http.Request) bool { return true }, // done by guard, with an error body
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			writeError(w, status, codeInvalid, "websocket upgrade failed: "+reason.Error())
@@ -79,8 +81,9 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 	// From here on only our own deadlines apply: not the http.Server's ReadTimeout and WriteTimeout, which it
 	// set on the connection before it was hijacked.
 	_ = ws.NetConn().SetDeadline(time.Time{})
-	c := &wsConn{ws: ws, owner: s, done: make(chan struct{})}
+	c := &wsConn{ws: ws, owner: s, done: make(chan struct{}), wl: make(writeLock, 1)}
 	ws.SetCloseHandler(c.onPeerClose)
+	ws.SetPingHandler(c.onPeerPing)
 	if h, ok := r.Context().Value(connHolderKey{}).(*connHolder); ok {
 		h.c = c
 	}

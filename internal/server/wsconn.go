@@ -11,6 +11,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
 	"github.com/gorilla/websocket"
+
+	"github.com/leaderboard/leaderboard/graph"
 )
 
 // wsConn adapts a gorilla connection to gqlgen's WebsocketConn. On graphql-transport-ws it enforces the protocol
@@ -21,7 +23,15 @@ type wsConn struct {
 	tws          *transportState // nil on graphql-ws
 	writeTimeout time.Duration
 	initTimer    *time.Timer // closes a peer that sends no connection_init in time
-	wmu          sync.Mutex  // gorilla allows one concurrent writer
+	wl           writeLock   // held while a frame is written (wswrite.go)
+	wbuf         []byte      // frames being written (under wl)
+	mbuf         []byte      // the data of one stream response (under wl)
+	writeBy      time.Time   // the write deadline set last (under wl)
+	// Streams woken by the hub whose responses are to be written (wswrite.go), and whether a goroutine is
+	// writing them.
+	readyMu  sync.Mutex
+	ready    []*streamOp
+	flushing bool
 	once         sync.Once
 	done         chan struct{}
 	// closeSent: a close frame has gone to the peer (or the peer's was answered). Nothing more is written, and
@@ -153,14 +163,23 @@ func (c *wsConn) onPeerClose(code int, _ string) error {
 // peer's (transportState.outbound), and messages the peer must not get are dropped.
 func (c *wsConn) WriteJSON(v any) error {
 	m, ok := protocolFields(v)
+	var stream *graph.LiveStream
 	if ok && len(m.payload) > 0 {
-		m.payload = c.unhold(m.payload)
+		m.payload, stream = c.unhold(m.payload)
 	}
 	if c.tws == nil {
 		if !ok {
-			return c.writeWith(func() error { return c.ws.WriteJSON(v) })
+			b, err := json.Marshal(v)
+			if err != nil {
+				return err
+			}
+			return c.write(b)
 		}
-		return c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, m.id, m.typ))
+		err := c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, m.id, m.typ))
+		if err == nil && stream != nil {
+			c.bind(stream, m.id, m.id, m.typ)
+		}
+		return err
 	}
 	if !ok {
 		// Not shaped like gqlgen's messages (a gqlgen upgrade?): read back what encoding/json makes of it.
@@ -182,26 +201,12 @@ func (c *wsConn) WriteJSON(v any) error {
 	if !send {
 		return nil
 	}
-	return c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, id, m.typ))
+	err := c.write(appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, id, m.typ))
+	if err == nil && stream != nil {
+		c.bind(stream, m.id, id, m.typ)
+	}
+	return err
 }
 
-// write sends one text message within the write timeout. A failed write closes the connection: gorilla fails
-// every later write too, and a peer that stopped reading must not keep the connection (gqlgen only reports write
-// errors).
-func (c *wsConn) write(msg []byte) error {
-	return c.writeWith(func() error { return c.ws.WriteMessage(websocket.TextMessage, msg) })
-}
-
-func (c *wsConn) writeWith(w func() error) error {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.closeSent.Load() {
-		return errWSClosing
-	}
-	_ = c.ws.SetWriteDeadline(time.Now().Add(c.writeTimeout))
-	if err := w(); err != nil {
-		c.Close()
-		return err
-	}
-	return nil
-}
+// write sends one text message within the write timeout (send).
+func (c *wsConn) write(msg []byte) error { return c.send(opText, msg) }

@@ -92,7 +92,13 @@ func (c *wsConn) writeClose(code int, message string, deadline time.Time) error 
 	c.closeSent.Store(true) // from now on nothing else is written
 	// A close frame's reason is at most 123 bytes, and must be valid UTF-8.
 	message = truncateString(message, 123)
-	return c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, message), deadline)
+	if !c.wl.lockBy(deadline) {
+		return errWSClosing // a write to a peer that does not read holds the lock; the caller closes
+	}
+	defer c.wl.unlock()
+	payload := websocket.FormatCloseMessage(code, message)
+	c.wbuf = append(appendFrameHeader(c.wbuf[:0], opClose, len(payload)), payload...)
+	return c.flushLocked(deadline)
 }
 
 func (c *wsConn) Subprotocol() string      { return c.ws.Subprotocol() }
@@ -140,7 +146,5 @@ func (c *wsConn) ping() {
 	if c.closeSent.Load() {
 		return // closing: gorilla fails writes after the close frame, and the linger must run its course
 	}
-	if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
-		c.Close()
-	}
+	_ = c.send(opPing, nil) // a failed write closes the connection
 }
