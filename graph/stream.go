@@ -34,7 +34,9 @@ type LiveStream struct {
 	sync    func() // from Bind
 }
 
-func newLiveStream(field string) *LiveStream { return &LiveStream{field: field, done: make(chan struct{})} }
+func newLiveStream(field string) *LiveStream {
+	return &LiveStream{field: field, done: make(chan struct{})}
+}
 
 // Field is the subscription's root field (topUpdates).
 func (s *LiveStream) Field() string { return s.field }

@@ -69,7 +69,7 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 		HandshakeTimeout: 10 * time.Second,
 		// Frames are written by wsConn (wswrite.go), not by gorilla: no write buffer of its own per connection.
 		WriteBufferPool: unusedWriteBuffers,
-		CheckOrigin:      func(*http.Request) bool { return true }, // done by guard, with an error body
+		CheckOrigin:     func(*http.Request) bool { return true }, // done by guard, with an error body
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			writeError(w, status, codeInvalid, "websocket upgrade failed: "+reason.Error())
 		},

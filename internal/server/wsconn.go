@@ -32,8 +32,8 @@ type wsConn struct {
 	readyMu  sync.Mutex
 	ready    []*streamOp
 	flushing bool
-	once         sync.Once
-	done         chan struct{}
+	once     sync.Once
+	done     chan struct{}
 	// closeSent: a close frame has gone to the peer (or the peer's was answered). Nothing more is written, and
 	// what the peer still sends is discarded.
 	closeSent atomic.Bool
