@@ -140,11 +140,6 @@ func TestSlowAndIdleConnections(t *testing.T) {
 	resp.Body.Close()
 }
 
-func isTimeout(err error) bool {
-	ne, ok := err.(net.Error)
-	return ok && ne.Timeout()
-}
-
 // SIGTERM does not wait for slow uploads: a body still arriving ends at once, the shutdown takes well under its
 // timeout.
 func TestShutdownDoesNotWaitForSlowUploads(t *testing.T) {

@@ -35,6 +35,8 @@ type websockets struct {
 
 	maxQueryTokens int // MAX_QUERY_TOKENS, for the mutation check of event streams over GET
 
+	writers streamWriters // write the connections' stream responses (wswrite.go)
+
 	pingOnce sync.Once     // starts pingAll with the first connection
 	pingStop chan struct{} // closed by closeAll: pingAll returns
 	stopOnce sync.Once

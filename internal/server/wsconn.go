@@ -26,11 +26,12 @@ type wsConn struct {
 	wl           writeLock   // held while a frame is written (wswrite.go)
 	wbuf         []byte      // frames being written (under wl)
 	mbuf         []byte      // the data of one stream response (under wl)
-	writeBy      time.Time   // the write deadline set last (under wl)
+	deadline     time.Time   // the write deadline set last (under wl)
 	// Streams woken by the hub whose responses are to be written (wswrite.go), and whether a goroutine is
 	// writing them.
 	readyMu  sync.Mutex
 	ready    []*streamOp
+	turn     []*streamOp // the streams of the turn being written (owned by whoever set flushing)
 	flushing bool
 	once     sync.Once
 	done     chan struct{}

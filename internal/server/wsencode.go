@@ -98,7 +98,7 @@ func (c *wsConn) writeClose(code int, message string, deadline time.Time) error 
 	defer c.wl.unlock()
 	payload := websocket.FormatCloseMessage(code, message)
 	c.wbuf = append(appendFrameHeader(c.wbuf[:0], opClose, len(payload)), payload...)
-	return c.flushLocked(deadline)
+	return c.flushLocked(c.wbuf, deadline)
 }
 
 func (c *wsConn) Subprotocol() string      { return c.ws.Subprotocol() }

@@ -2,6 +2,9 @@ package server
 
 import (
 	"encoding/binary"
+	"errors"
+	"net"
+	"runtime"
 	"sync"
 	"time"
 
@@ -81,25 +84,20 @@ func (c *wsConn) send(opcode byte, payload []byte) error {
 		return errWSClosing
 	}
 	c.wbuf = append(appendFrameHeader(c.wbuf[:0], opcode, len(payload)), payload...)
-	return c.flushLocked(time.Time{})
+	return c.flushLocked(c.wbuf, time.Time{})
 }
 
-// flushLocked writes c.wbuf by deadline (zero: the write timeout). The lock is held. A failed write closes the
+// flushLocked writes b by deadline (zero: the write timeout). The lock is held. A failed write closes the
 // connection: a peer that stopped reading must not keep it.
-func (c *wsConn) flushLocked(deadline time.Time) error {
-	conn := c.ws.NetConn()
+func (c *wsConn) flushLocked(b []byte, deadline time.Time) error {
 	if deadline.IsZero() {
 		// The deadline is moved only when less than half the write timeout is left: a write may block between
 		// half the timeout and all of it, and most writes set no deadline.
-		if now := time.Now(); c.writeBy.Sub(now) < c.writeTimeout/2 {
-			c.writeBy = now.Add(c.writeTimeout)
-			_ = conn.SetWriteDeadline(c.writeBy)
+		if now := time.Now(); c.deadline.Sub(now) < c.writeTimeout/2 {
+			deadline = now.Add(c.writeTimeout)
 		}
-	} else {
-		c.writeBy = deadline
-		_ = conn.SetWriteDeadline(deadline)
 	}
-	_, err := conn.Write(c.wbuf)
+	_, err := c.writeBy(b, deadline)
 	if cap(c.wbuf) > maxKeptWriteBuf {
 		c.wbuf = nil
 	}
@@ -107,6 +105,16 @@ func (c *wsConn) flushLocked(deadline time.Time) error {
 		c.Close()
 	}
 	return err
+}
+
+// writeBy writes b with deadline (zero: the one set last). The lock is held.
+func (c *wsConn) writeBy(b []byte, deadline time.Time) (int, error) {
+	conn := c.ws.NetConn()
+	if !deadline.IsZero() {
+		c.deadline = deadline
+		_ = conn.SetWriteDeadline(deadline)
+	}
+	return conn.Write(b)
 }
 
 // streamOp is a subscription whose responses after the first the connection writes itself (graph.StreamHolder).
@@ -129,8 +137,8 @@ func (c *wsConn) bind(s *graph.LiveStream, id, peerID, typ string) {
 }
 
 // wake schedules op's waiting responses to be written. It is called by the hub with a board's lock held: it
-// never waits for a write, and the writing goroutine runs only while there is something to write (an idle
-// connection holds none).
+// never waits for a write. The connection joins the queue of the server's stream writers (streamWriters) unless
+// it is in it already or its writes have a goroutine of their own (a slow peer).
 func (c *wsConn) wake(op *streamOp) {
 	c.readyMu.Lock()
 	if !op.queued {
@@ -141,29 +149,65 @@ func (c *wsConn) wake(op *streamOp) {
 	c.flushing = true
 	c.readyMu.Unlock()
 	if start {
-		go c.writeReady()
+		c.owner.writers.add(c)
 	}
 }
 
-// writeReady writes the responses of the streams woken until none is left.
-func (c *wsConn) writeReady() {
-	var ops []*streamOp
+// takeReady takes the woken streams; with none left it ends the connection's turn (flushing false).
+func (c *wsConn) takeReady() []*streamOp {
+	c.readyMu.Lock()
+	defer c.readyMu.Unlock()
+	ops := append(c.turn[:0], c.ready...)
+	clear(c.ready)
+	c.ready = c.ready[:0]
+	for _, op := range ops {
+		op.queued = false
+	}
+	if len(ops) == 0 {
+		c.flushing = false
+	}
+	c.turn = ops
+	return ops
+}
+
+// writeTurn is one turn of the connection in a stream writer: it writes what its streams have waiting, giving the
+// write streamWriteSlice; a peer that does not take the bytes by then gets a goroutine of its own that finishes
+// the write (writeRest). With more woken meanwhile, the connection goes to the back of the queue.
+func (c *wsConn) writeTurn() {
+	ops := c.takeReady()
+	if len(ops) == 0 {
+		return
+	}
+	if c.writeStreams(ops, true) {
+		return
+	}
+	clear(ops)
+	c.readyMu.Lock()
+	more := len(c.ready) > 0
+	if !more {
+		c.flushing = false
+	}
+	c.readyMu.Unlock()
+	if more {
+		c.owner.writers.add(c)
+	}
+}
+
+// writeRest finishes, in a goroutine of its own, a write that the peer did not take within streamWriteSlice: the
+// rest of it within the write timeout (the write lock, taken by writeStreams, is handed over with it), then every
+// stream woken until none is left.
+func (c *wsConn) writeRest(rest []byte, ended []*streamOp) {
+	_ = c.flushLocked(rest, time.Time{})
+	c.wl.unlock()
+	for _, op := range ended {
+		op.s.Finish()
+	}
 	for {
-		c.readyMu.Lock()
-		ops = append(ops[:0], c.ready...)
-		clear(c.ready)
-		c.ready = c.ready[:0]
-		for _, op := range ops {
-			op.queued = false
-		}
-		if len(ops) == 0 {
-			c.flushing = false
-		}
-		c.readyMu.Unlock()
+		ops := c.takeReady()
 		if len(ops) == 0 {
 			return
 		}
-		c.writeStreams(ops)
+		c.writeStreams(ops, false)
 		clear(ops)
 	}
 }
@@ -179,7 +223,10 @@ var (
 // writeStreams writes what the streams have waiting, in one write, and finishes the ones that ended once what
 // they had before their end is written. Under the write lock, so that a stream whose subscription has stopped
 // (its context ended, graph.LiveStream.Stopped) is written no more once its sync has returned.
-func (c *wsConn) writeStreams(ops []*streamOp) {
+//
+// With slice, the write gets streamWriteSlice; when the peer has not taken it all by then, writeRest finishes it
+// in a goroutine of its own (handedOff true, the connection's turn goes on there).
+func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 	var ended []*streamOp
 	c.wl.lock()
 	buf := c.wbuf[:0]
@@ -216,10 +263,79 @@ func (c *wsConn) writeStreams(ops []*streamOp) {
 		c.mbuf = nil
 	}
 	if len(buf) > 0 && !c.closeSent.Load() {
-		_ = c.flushLocked(time.Time{})
+		if !slice {
+			_ = c.flushLocked(buf, time.Time{})
+		} else if n, err := c.writeBy(buf, time.Now().Add(streamWriteSlice)); isTimeout(err) {
+			go c.writeRest(buf[n:], ended)
+			return true
+		} else if err != nil {
+			c.Close()
+		}
 	}
 	c.wl.unlock()
 	for _, op := range ended {
 		op.s.Finish()
+	}
+	return false
+}
+
+// streamWriteSlice is how long a stream writer waits for one peer to take a write before a goroutine of the
+// connection's own takes it over: a peer that reads slowly must not hold up the others.
+const streamWriteSlice = 5 * time.Millisecond
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// streamWriters are the few goroutines (one per processor, started when there is work, ending when there is
+// none) that write the connections' stream responses. A fan-out to 10,000 connections woke 10,000 goroutines at
+// once, and every request's next step queued behind them; a writer lets other goroutines run after every
+// yieldEvery connections.
+type streamWriters struct {
+	mu      sync.Mutex
+	queue   []*wsConn // queue[head:] wait for a turn, oldest first
+	head    int
+	running int
+}
+
+// writerYieldEvery is how many connections a stream writer serves before it lets other goroutines run.
+const writerYieldEvery = 16
+
+func (p *streamWriters) add(c *wsConn) {
+	p.mu.Lock()
+	if p.head > 1024 && p.head > len(p.queue)/2 {
+		n := copy(p.queue, p.queue[p.head:])
+		clear(p.queue[n:])
+		p.queue, p.head = p.queue[:n], 0
+	}
+	p.queue = append(p.queue, c)
+	start := p.running < runtime.GOMAXPROCS(0)
+	if start {
+		p.running++
+	}
+	p.mu.Unlock()
+	if start {
+		go p.work()
+	}
+}
+
+func (p *streamWriters) work() {
+	for n := 1; ; n++ {
+		p.mu.Lock()
+		if p.head == len(p.queue) {
+			p.queue, p.head = p.queue[:0], 0
+			p.running--
+			p.mu.Unlock()
+			return
+		}
+		c := p.queue[p.head]
+		p.queue[p.head] = nil
+		p.head++
+		p.mu.Unlock()
+		c.writeTurn()
+		if n%writerYieldEvery == 0 {
+			runtime.Gosched()
+		}
 	}
 }
