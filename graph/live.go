@@ -25,7 +25,8 @@ type liveSchema struct {
 	*executableSchema
 }
 
-// Exec runs an operation: topUpdates subscriptions on the shared path, everything else as generated.
+// Exec runs an operation: topUpdates subscriptions on the shared path, rankUpdates over a connection that writes
+// its streams itself (StreamHolder) on a streamed path, everything else as generated.
 func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	opCtx := graphql.GetOperationContext(ctx)
 	if opCtx.Operation.Operation != ast.Subscription {
@@ -33,21 +34,27 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	}
 	fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionImplementors)
 	r, ok := s.Resolvers.(*Resolver)
-	if len(fields) != 1 || fields[0].Name != "topUpdates" || !ok {
-		if ok && len(fields) == 1 {
-			return r.endIfDeleted(fields[0], opCtx, s.executableSchema.Exec(ctx))
-		}
+	if !ok || len(fields) != 1 {
 		return s.executableSchema.Exec(ctx)
 	}
-	ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
-	ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription"})
 	holder := payloadHolderFrom(ctx)
+	sh, streams := holder.(StreamHolder)
 	var stream *LiveStream // the connection writes the responses after the first itself (StreamHolder)
-	sh, ok := holder.(StreamHolder)
-	if ok {
+	if streams {
 		stream = newLiveStream(fields[0].Name)
 	}
-	next := ec.sharedTopUpdates(ctx, r, fields[0], sharedKey(opCtx), stream)
+	ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
+	fctx := graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription"})
+	var next func(context.Context) graphql.Marshaler
+	rendered := true // next's output is compact and HTML-escaped already (renderShared)
+	switch {
+	case fields[0].Name == "topUpdates":
+		next = ec.sharedTopUpdates(fctx, r, fields[0], sharedKey(opCtx), stream)
+	case fields[0].Name == "rankUpdates" && streams:
+		next, rendered = ec.streamRankUpdates(fctx, r, fields[0], stream), false
+	default:
+		return r.endIfDeleted(fields[0], opCtx, s.executableSchema.Exec(ctx))
+	}
 	var buf bytes.Buffer
 	streamed := false
 	return r.endIfDeleted(fields[0], opCtx, func(ctx context.Context) *graphql.Response {
@@ -64,12 +71,85 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		switch {
 		case len(graphql.GetErrors(ctx)) > 0 || holder == nil:
 			return &graphql.Response{Data: bytes.Clone(buf.Bytes())}
-		case stream != nil && stream.render != nil:
+		case stream != nil && stream.next != nil:
 			streamed = true
-			return &graphql.Response{Data: strconv.AppendUint(nil, sh.HoldStream(buf.Bytes(), stream), 10)}
+			out := buf.Bytes()
+			if !rendered {
+				out = appendWire(nil, out)
+			}
+			return &graphql.Response{Data: strconv.AppendUint(nil, sh.HoldStream(out, stream), 10)}
+		case !rendered:
+			return &graphql.Response{Data: bytes.Clone(buf.Bytes())}
 		}
 		return &graphql.Response{Data: heldData(holder, buf.Bytes())} // buf is not touched before it is written
 	})
+}
+
+// appendWire appends data (JSON from gqlgen's marshalers) to dst as gqlgen's transports write it: compact and
+// HTML-escaped, which is what encoding/json makes of a json.RawMessage.
+func appendWire(dst, data []byte) []byte {
+	var compact, escaped bytes.Buffer
+	if json.Compact(&compact, data) != nil {
+		return append(dst, data...)
+	}
+	json.HTMLEscape(&escaped, compact.Bytes())
+	return append(dst, escaped.Bytes()...)
+}
+
+// fieldPrefix is how ResolveFieldStream starts a subscription's data: {"<alias>":
+func fieldPrefix(field graphql.CollectedField) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	graphql.MarshalString(field.Alias).MarshalGQL(&b)
+	b.WriteByte(':')
+	return b.Bytes()
+}
+
+// streamFrom makes a LiveStream's puller for a hub channel: render appends one value's data.
+func streamFrom[T any](ch <-chan T, render func([]byte, T) []byte) func([]byte) ([]byte, bool, bool) {
+	return func(dst []byte) ([]byte, bool, bool) {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return dst, false, true
+			}
+			return render(dst, v), true, false
+		default:
+			return dst, false, false
+		}
+	}
+}
+
+// streamRankUpdates mirrors the generated _Subscription_rankUpdates, with the hub's channel and the rendering of
+// later entries kept in stream for the connection (StreamHolder).
+func (ec *executionContext) streamRankUpdates(ctx context.Context, r *Resolver, field graphql.CollectedField,
+	stream *LiveStream) func(context.Context) graphql.Marshaler {
+	var ch <-chan *leaderboard.Entry
+	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Subscription_rankUpdates(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			var err error
+			ch, err = r.subscribeRank(ctx, fc.Args["board"].(string), fc.Args["playerId"].(string),
+				fc.Args["window"].(*model.Window), stream.notify)
+			return ch, err
+		},
+		nil,
+		func(ctx context.Context, sel ast.SelectionSet, e *leaderboard.Entry) graphql.Marshaler {
+			if stream.next == nil {
+				prefix := fieldPrefix(field)
+				var buf bytes.Buffer
+				stream.next = streamFrom(ch, func(dst []byte, e *leaderboard.Entry) []byte {
+					buf.Reset()
+					ec.marshalNEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry(ctx, sel, e).MarshalGQL(&buf)
+					return append(appendWire(append(dst, prefix...), buf.Bytes()), '}')
+				})
+			}
+			return ec.marshalNEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry(ctx, sel, e)
+		},
+		true, true)
 }
 
 // sharedKey names what the rendering of an update depends on besides the update: the document, the operation and
@@ -88,29 +168,24 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 	if stream != nil {
 		notify = stream.notify
 	}
+	var ch <-chan *pubsub.TopUpdate
 	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.fieldContext_Subscription_topUpdates(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
-			ch, err := r.subscribeTop(ctx, fc.Args["board"].(string), fc.Args["first"].(*int),
+			var err error
+			ch, err = r.subscribeTop(ctx, fc.Args["board"].(string), fc.Args["first"].(*int),
 				fc.Args["window"].(*model.Window), fc.Args["period"].(*string), notify)
-			if stream != nil {
-				stream.ch = ch
-			}
 			return ch, err
 		},
 		nil,
 		func(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) graphql.Marshaler {
-			if stream != nil && stream.render == nil {
-				// The response's data is {"<alias>":<update>}, as ResolveFieldStream writes it.
-				var prefix bytes.Buffer
-				prefix.WriteByte('{')
-				graphql.MarshalString(field.Alias).MarshalGQL(&prefix)
-				prefix.WriteByte(':')
-				stream.render = func(out []byte, u *pubsub.TopUpdate) []byte {
-					out = append(out, prefix.Bytes()...)
+			if stream != nil && stream.next == nil {
+				prefix := fieldPrefix(field)
+				stream.next = streamFrom(ch, func(out []byte, u *pubsub.TopUpdate) []byte {
+					out = append(out, prefix...)
 					parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return ec.renderShared(ctx, sel, u) })
 					if len(parts) > 0 && parts[0] == 0 {
 						out = append(out, ec.renderOne(ctx, sel, u)...)
@@ -118,7 +193,7 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 						out = versioned{parts: parts, version: u.Version}.append(out)
 					}
 					return append(out, '}')
-				}
+				})
 			}
 			parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return ec.renderShared(ctx, sel, u) })
 			if len(parts) > 0 && parts[0] == 0 {
@@ -132,14 +207,10 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 
 // renderOne renders an update for one subscriber, compact and HTML-escaped like renderShared.
 func (ec *executionContext) renderOne(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
-	var buf, compact, escaped bytes.Buffer
+	var buf bytes.Buffer
 	ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
 		topUpdateModel(u, u.Version)).MarshalGQL(&buf)
-	if json.Compact(&compact, buf.Bytes()) != nil {
-		return buf.Bytes()
-	}
-	json.HTMLEscape(&escaped, compact.Bytes())
-	return escaped.Bytes()
+	return appendWire(nil, buf.Bytes())
 }
 
 // renderShared renders an update with gqlgen's marshalers twice, with versions 1 and 2, and returns the output
@@ -242,6 +313,20 @@ func (r *Resolver) subscribeTop(ctx context.Context, board string, first *int, w
 		return nil, err
 	}
 	in, err := r.Hub.SubscribeTopNotify(ctx, view(board, window, period), n, notify)
+	if err != nil {
+		return nil, internal(err)
+	}
+	return in, nil
+}
+
+// subscribeRank takes a subscription slot of the connection and subscribes to one player's entry in the hub;
+// both are released when ctx ends. notify: see pubsub.Hub.SubscribeRankNotify.
+func (r *Resolver) subscribeRank(ctx context.Context, board, player string, window *model.Window,
+	notify func()) (<-chan *leaderboard.Entry, error) {
+	if err := r.startSubscription(ctx, "rankUpdates"); err != nil {
+		return nil, err
+	}
+	in, err := r.Hub.SubscribeRankNotify(ctx, view(board, window, nil), player, notify)
 	if err != nil {
 		return nil, internal(err)
 	}

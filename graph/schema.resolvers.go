@@ -394,14 +394,10 @@ func (r *subscriptionResolver) TopUpdates(ctx context.Context, board string, fir
 // RankUpdates is the resolver for the rankUpdates field.
 func (r *subscriptionResolver) RankUpdates(ctx context.Context, board string, playerID string, window *model.Window) (<-chan *leaderboard.Entry, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	if err := r.startSubscription(ctx, "rankUpdates"); err != nil {
-		cancel()
-		return nil, err
-	}
-	in, err := r.Hub.SubscribeRank(ctx, view(board, window, nil), playerID)
+	in, err := r.subscribeRank(ctx, board, playerID, window, nil)
 	if err != nil {
 		cancel()
-		return nil, internal(err)
+		return nil, err
 	}
 	// The hub's channel is handed to gqlgen as is; cancel when it closes so the slot is released.
 	out := make(chan *leaderboard.Entry)

@@ -3,17 +3,16 @@ package graph
 import (
 	"sync"
 	"sync/atomic"
-
-	"github.com/leaderboard/leaderboard/pubsub"
 )
 
-// StreamHolder is a PayloadHolder that can also write the rest of a topUpdates subscription itself. gqlgen's
-// transport runs one goroutine per subscription that wakes for every update and takes it through the executor's
-// response chain and encoding/json before writing it; at 10,000 subscribers that was a third of the server's CPU.
-// A StreamHolder's connection instead pulls the later updates from a LiveStream when the hub has put them in
-// (LiveStream.Bind), writes them with the subscription's id and gets each one's data bytes from Next, which
-// renders them once per distinct update for every subscriber (TopUpdate.Shared). The first response, and the end
-// of the subscription, still go through gqlgen: every check and error before the stream runs stays gqlgen's.
+// StreamHolder is a PayloadHolder that can also write the rest of a subscription (topUpdates, rankUpdates)
+// itself. gqlgen's transport runs one goroutine per subscription that wakes for every update and takes it through
+// the executor's response chain and encoding/json before writing it; at 10,000 subscribers that was a third of
+// the server's CPU. A StreamHolder's connection instead pulls the later updates from a LiveStream when the hub has
+// put them in (LiveStream.Bind), writes them with the subscription's id, and gets each one's data bytes from
+// AppendNext (a topUpdates update is rendered once for every subscriber that gets it, TopUpdate.Shared). The
+// first response, and the end of the subscription, still go through gqlgen: every check and error before the
+// stream runs stays gqlgen's.
 type StreamHolder interface {
 	PayloadHolder
 	// HoldStream is Hold for the first response of s. Once the connection has written that response it calls
@@ -24,8 +23,8 @@ type StreamHolder interface {
 // LiveStream is the rest of one topUpdates subscription, for the connection that writes it (StreamHolder).
 type LiveStream struct {
 	field  string // the subscription's root field
-	ch     <-chan *pubsub.TopUpdate
-	render func(dst []byte, u *pubsub.TopUpdate) []byte // appends the data of a response to dst
+	// next appends the data of the next response waiting to dst (see AppendNext); set with the first response.
+	next func(dst []byte) (_ []byte, got, end bool)
 
 	wake    atomic.Pointer[func()]
 	stopped atomic.Bool   // the subscription's context ended: nothing more of it may be written
@@ -38,7 +37,7 @@ func newLiveStream(field string) *LiveStream {
 	return &LiveStream{field: field, done: make(chan struct{})}
 }
 
-// Field is the subscription's root field (topUpdates).
+// Field is the subscription's root field (topUpdates or rankUpdates).
 func (s *LiveStream) Field() string { return s.field }
 
 // notify is the hub's signal (pubsub.Hub.SubscribeTopNotify): an update or the end is in the channel.
@@ -61,17 +60,7 @@ func (s *LiveStream) Bind(wake, sync func()) {
 // AppendNext appends the data of the next update waiting to dst, compact and HTML-escaped as gqlgen's transports
 // write it; got is false when none is waiting, end reports that the hub has ended the subscription (then Finish
 // must follow, once what was pulled before is written). It never waits.
-func (s *LiveStream) AppendNext(dst []byte) (_ []byte, got, end bool) {
-	select {
-	case u, ok := <-s.ch:
-		if !ok {
-			return dst, false, true
-		}
-		return s.render(dst, u), true, false
-	default:
-		return dst, false, false
-	}
-}
+func (s *LiveStream) AppendNext(dst []byte) (_ []byte, got, end bool) { return s.next(dst) }
 
 // Stopped reports that the subscription's context has ended: the connection writes nothing more of it.
 func (s *LiveStream) Stopped() bool { return s.stopped.Load() }

@@ -169,6 +169,12 @@ func (h *Hub) SubscribeTopNotify(ctx context.Context, v leaderboard.View, first 
 // when the player has none yet, later when the player is removed or a followed period rolls over. With v.Period empty it follows the current period. Channel and errors as for SubscribeTop.
 func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player string) (<-chan *leaderboard.Entry,
 	error) {
+	return h.SubscribeRankNotify(ctx, v, player, nil)
+}
+
+// SubscribeRankNotify is SubscribeRank with notify, as SubscribeTopNotify.
+func (h *Hub) SubscribeRankNotify(ctx context.Context, v leaderboard.View, player string,
+	notify func()) (<-chan *leaderboard.Entry, error) {
 	r, err := h.store.Resolve(ctx, v)
 	if err != nil {
 		return nil, err
@@ -177,7 +183,7 @@ func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player stri
 		return nil, &leaderboard.Error{Code: leaderboard.Invalid,
 			Message: fmt.Sprintf("player id must be 1 to %d bytes", leaderboard.MaxIDBytes)}
 	}
-	s := &rankSub{ch: make(chan *leaderboard.Entry, h.cfg.QueueSize), follow: v.Period == ""}
+	s := &rankSub{ch: make(chan *leaderboard.Entry, h.cfg.QueueSize), follow: v.Period == "", notify: notify}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

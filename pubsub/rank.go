@@ -29,6 +29,7 @@ type rankSub struct {
 	stuckSince time.Time
 	closed     bool
 	stop       func() bool
+	notify     func() // see Hub.SubscribeTopNotify
 }
 
 // attachRank adds a rank subscriber to the watch of key. b.mu is held.
@@ -67,6 +68,9 @@ func (b *board) closeRank(s *rankSub, why string) {
 	b.leaveWatch(s)
 	s.closed = true
 	close(s.ch)
+	if s.notify != nil {
+		s.notify()
+	}
 	if why != "" {
 		b.h.cfg.Logger.Warn("pubsub: dropped a rank subscriber", "board", b.def.ID, "why", why)
 	}
@@ -131,4 +135,7 @@ func (b *board) offerRank(s *rankSub, e *leaderboard.Entry, now time.Time) {
 	s.ch <- &c
 	s.queued++
 	b.h.rankUpdates.Add(1)
+	if s.notify != nil {
+		s.notify()
+	}
 }

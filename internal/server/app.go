@@ -205,7 +205,9 @@ func (a *App) websocketInit(ctx context.Context, payload transport.InitPayload) 
 	ctx = graph.WithPrincipal(ctx, p)
 	ctx = graph.WithConn(ctx, graph.NewConn(a.cfg.MaxSubscriptionsPerConn))
 	if h, ok := ctx.Value(connHolderKey{}).(*connHolder); ok && h.c != nil {
-		ctx = graph.WithPayloadHolder(ctx, h.c) // topUpdates data is written as rendered (graph.PayloadHolder)
+		// topUpdates data is written as rendered, and the connection writes the streams' later responses
+		// (graph.PayloadHolder, graph.StreamHolder)
+		ctx = graph.WithPayloadHolder(ctx, h.c.holder())
 	}
 	return ctx, nil, nil
 }

@@ -51,6 +51,7 @@ type websockets struct {
 	initTimeout  time.Duration // wsInitTimeout
 	writeTimeout time.Duration // wsWriteTimeout
 	maxOps       int           // graphql-transport-ws operations in flight per connection (0: no bound)
+	noStreams    bool          // gqlgen writes every response (tests compare the two ways; graph.StreamHolder)
 }
 
 // newWebsockets: maxOps bounds the operations in flight on one graphql-transport-ws connection
@@ -98,6 +99,7 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 		return nil, errors.New("server shutting down")
 	}
 	c.writeTimeout = s.writeTimeout
+	c.noStreams = s.noStreams
 	if ws.Subprotocol() == "graphql-transport-ws" {
 		c.tws = newTransportState(s.maxOps)
 	}

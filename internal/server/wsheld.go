@@ -28,6 +28,19 @@ func (c *wsConn) Hold(data []byte) uint64 { return c.hold(heldPayload{data: data
 
 var _ graph.StreamHolder = (*wsConn)(nil)
 
+// holder is what the connection's subscriptions hand their responses to (graph.WithPayloadHolder).
+func (c *wsConn) holder() graph.PayloadHolder {
+	if c.noStreams {
+		return heldOnly{c}
+	}
+	return c
+}
+
+// heldOnly is a connection as a PayloadHolder only: gqlgen writes every response of its subscriptions.
+type heldOnly struct{ c *wsConn }
+
+func (h heldOnly) Hold(data []byte) uint64 { return h.c.Hold(data) }
+
 // HoldStream is Hold for the first response of a stream that the connection writes the rest of once it has
 // written this response (graph.StreamHolder).
 func (c *wsConn) HoldStream(data []byte, s *graph.LiveStream) uint64 {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -256,6 +257,7 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 			buf = append(buf, op.typJSON...)
 			buf = append(buf, '}')
 			op.count.Inc()
+			streamedFrames.Add(1)
 		}
 	}
 	c.wbuf = buf
@@ -278,6 +280,9 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 	}
 	return false
 }
+
+// streamedFrames counts the stream responses written (tests check that the stream path ran).
+var streamedFrames atomic.Int64
 
 // streamWriteSlice is how long a stream writer waits for one peer to take a write before a goroutine of the
 // connection's own takes it over: a peer that reads slowly must not hold up the others.

@@ -37,6 +37,7 @@ type Message struct {
 	Type    string          `json:"type"`
 	ID      string          `json:"id,omitempty"`
 	Payload json.RawMessage `json:"payload,omitempty"`
+	Raw     []byte          `json:"-"` // the message as it arrived
 }
 
 // IsData reports whether m carries a result: "next" (graphql-transport-ws) or "data" (graphql-ws).
@@ -278,7 +279,7 @@ func (c *Conn) read() {
 			c.err = err
 			return
 		}
-		var m Message
+		m := Message{Raw: data}
 		if err := json.Unmarshal(data, &m); err != nil {
 			c.err = fmt.Errorf("wstest: undecodable message %q: %w", data, err)
 			return
