@@ -22,7 +22,7 @@ type StreamHolder interface {
 
 // LiveStream is the rest of one topUpdates subscription, for the connection that writes it (StreamHolder).
 type LiveStream struct {
-	field  string // the subscription's root field
+	field string // the subscription's root field
 	// next appends the data of the next response waiting to dst (see AppendNext); set with the first response.
 	next func(dst []byte) (_ []byte, got, end bool)
 

@@ -22,7 +22,7 @@ type wsConn struct {
 	owner        *websockets
 	tws          *transportState // nil on graphql-ws
 	writeTimeout time.Duration
-	noStreams    bool // gqlgen writes every response (websockets.noStreams)
+	noStreams    bool        // gqlgen writes every response (websockets.noStreams)
 	initTimer    *time.Timer // closes a peer that sends no connection_init in time
 	wl           writeLock   // held while a frame is written (wswrite.go)
 	wbuf         []byte      // frames being written (under wl)
