@@ -39,6 +39,7 @@ type env struct {
 	serverErr   error
 	svcs        []*service // [new] or, with -baseline, [new, base]
 	pprofAddr   string     // the new server's pprof listener with -profile
+	nofile      int        // RLIMIT_NOFILE of this process and of the servers it starts
 	profileName string     // see profileNext
 
 	loaded  map[string]int // fixture boards and sorted sets written through store: how many players they hold
@@ -138,8 +139,8 @@ func newEnv(ctx context.Context, o options) (*env, error) {
 	} else if err := os.MkdirAll(e.dir, 0o755); err != nil {
 		return nil, err
 	}
-	nofile := raiseFileLimit()
-	e.logf("work directory %s; open file limit %d", e.dir, nofile)
+	e.nofile = int(raiseFileLimit())
+	e.logf("work directory %s; open file limit %d", e.dir, e.nofile)
 	var err error
 	e.redis, e.redisAddr, err = startRedis(ctx, e.dir)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -44,6 +45,7 @@ type fanout struct {
 	msgs    atomic.Int64
 	gaps    atomic.Int64 // version gaps
 	errs    atomic.Int64 // error/complete messages, dropped connections, undecodable messages
+	sources []net.IP     // local addresses to connect from, in turn (none: the system's choice)
 }
 
 type subscriber struct {
@@ -59,6 +61,14 @@ func (f *fanout) connect(ctx context.Context, urls []string, n int) error {
 	f.subs = make([]*subscriber, n)
 	d := websocket.Dialer{Subprotocols: []string{"graphql-transport-ws"}, HandshakeTimeout: 30 * time.Second,
 		ReadBufferSize: 2048, WriteBufferSize: 512}
+	if len(f.sources) > 0 {
+		// Connections from several loopback source addresses: one address has ~28,000 ephemeral ports.
+		var next atomic.Uint32
+		d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			src := f.sources[int(next.Add(1))%len(f.sources)]
+			return (&net.Dialer{LocalAddr: &net.TCPAddr{IP: src}}).DialContext(ctx, network, addr)
+		}
+	}
 	sub := mustJSON(map[string]any{"type": "subscribe", "id": "1",
 		"payload": map[string]any{"query": topSubscription, "variables": map[string]any{"b": f.board}}})
 	var next atomic.Int64

@@ -140,7 +140,11 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	if err != nil {
 		return []*table{t, ct}, err
 	}
-	return []*table{t, ct, rt}, nil
+	it, err := e.idleStep(ctx)
+	if err != nil {
+		return []*table{t, ct, rt}, err
+	}
+	return []*table{t, ct, rt, it}, nil
 }
 
 // fanoutStep connects n subscribers to sv, runs e.o.Runs submission phases and returns the medians.
