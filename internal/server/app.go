@@ -122,6 +122,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
 	a.ws.clientAddr = px.clientAddr
+	a.ws.log = log
 	a.ws.maxQueryTokens = cfg.MaxQueryTokens
 	a.gql = a.graphQLHandler(schema)
 

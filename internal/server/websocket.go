@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -32,6 +34,7 @@ type websockets struct {
 	pingInterval time.Duration // websocket (RFC 6455) pings to every peer; one silent for two intervals is dropped
 	metrics      *Metrics
 	clientAddr   func(*http.Request) string // the address MAX_CONNS_PER_ADDR counts (see proxies)
+	log          *slog.Logger
 
 	maxQueryTokens int // MAX_QUERY_TOKENS, for the mutation check of event streams over GET
 
@@ -59,7 +62,7 @@ type websockets struct {
 func newWebsockets(origins *originPolicy, pingInterval, initTimeout time.Duration, maxOps int, m *Metrics) *websockets {
 	return &websockets{origins: origins, pingInterval: pingInterval, metrics: m, clientAddr: proxies{}.clientAddr,
 		conns: map[*wsConn]struct{}{}, perAddr: map[string]int{}, streams: map[*context.CancelFunc]struct{}{},
-		pingStop:    make(chan struct{}),
+		pingStop: make(chan struct{}), log: slog.Default(),
 		initTimeout: initTimeout, writeTimeout: wsWriteTimeout, maxOps: maxOps}
 }
 
@@ -113,6 +116,9 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 		c.watchPongs(s.pingInterval)
 		s.pingOnce.Do(func() { go s.pingAll() })
 	}
+	if h, ok := r.Context().Value(connHolderKey{}).(*connHolder); ok && h.upgraded != nil {
+		close(h.upgraded)
+	}
 	return c, nil
 }
 
@@ -138,16 +144,31 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		if !s.reserve(w, addr, maxPerAddr, nil) {
 			return
 		}
-		defer s.release(addr)
-		holder := &connHolder{}
-		r = r.WithContext(context.WithValue(r.Context(), connHolderKey{}, holder))
-		defer func() {
-			// gqlgen returns when the connection is over, but leaves it open on some init failures.
-			if holder.c != nil {
-				holder.c.Close()
-			}
+		// The connection runs in a goroutine of its own, and this handler returns as soon as it is upgraded:
+		// net/http's goroutine then ends and lets go of the connection's HTTP buffers and response (~7 KiB that
+		// an idle websocket held for its whole life). Its context must outlive the request's, which net/http
+		// cancels when the handler returns.
+		holder := &connHolder{upgraded: make(chan struct{})}
+		r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), connHolderKey{}, holder))
+		finished := make(chan struct{})
+		go func() {
+			defer close(finished)
+			defer s.release(addr)
+			defer func() {
+				if v := recover(); v != nil {
+					s.log.Error("websocket connection panicked", "panic", v, "stack", string(debug.Stack()))
+				}
+				// gqlgen returns when the connection is over, but leaves it open on some init failures.
+				if holder.c != nil {
+					holder.c.Close()
+				}
+			}()
+			next.ServeHTTP(w, r)
 		}()
-		next.ServeHTTP(w, r)
+		select {
+		case <-holder.upgraded: // w is not written any more
+		case <-finished:
+		}
 	})
 }
 
@@ -249,8 +270,12 @@ func (s *websockets) stream(maxPerAddr int, w http.ResponseWriter, r *http.Reque
 	next.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// connHolder lets guard close the connection that Accept made for its request.
-type connHolder struct{ c *wsConn }
+// connHolder lets guard close the connection that Accept made for its request; upgraded is closed once Accept
+// has made it.
+type connHolder struct {
+	c        *wsConn
+	upgraded chan struct{}
+}
 
 type connHolderKey struct{}
 

@@ -27,7 +27,6 @@ type wsConn struct {
 	wl           writeLock   // held while a frame is written (wswrite.go)
 	wbuf         []byte      // frames being written (under wl)
 	mbuf         []byte      // the data of one stream response (under wl)
-	deadline     time.Time   // the write deadline set last (under wl)
 	// Streams woken by the hub whose responses are to be written (wswrite.go), and whether a goroutine is
 	// writing them.
 	readyMu  sync.Mutex

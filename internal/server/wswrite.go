@@ -92,11 +92,7 @@ func (c *wsConn) send(opcode byte, payload []byte) error {
 // connection: a peer that stopped reading must not keep it.
 func (c *wsConn) flushLocked(b []byte, deadline time.Time) error {
 	if deadline.IsZero() {
-		// The deadline is moved only when less than half the write timeout is left: a write may block between
-		// half the timeout and all of it, and most writes set no deadline.
-		if now := time.Now(); c.deadline.Sub(now) < c.writeTimeout/2 {
-			deadline = now.Add(c.writeTimeout)
-		}
+		deadline = time.Now().Add(c.writeTimeout)
 	}
 	_, err := c.writeBy(b, deadline)
 	if cap(c.wbuf) > maxKeptWriteBuf {
@@ -108,13 +104,10 @@ func (c *wsConn) flushLocked(b []byte, deadline time.Time) error {
 	return err
 }
 
-// writeBy writes b with deadline (zero: the one set last). The lock is held.
+// writeBy writes b by deadline. The lock is held.
 func (c *wsConn) writeBy(b []byte, deadline time.Time) (int, error) {
 	conn := c.ws.NetConn()
-	if !deadline.IsZero() {
-		c.deadline = deadline
-		_ = conn.SetWriteDeadline(deadline)
-	}
+	_ = conn.SetWriteDeadline(deadline)
 	return conn.Write(b)
 }
 
