@@ -66,6 +66,10 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	if err != nil {
 		return nil, err
 	}
+	it, err := e.idleStep(ctx) // next: its RSS is measured from a server that has not grown yet
+	if err != nil {
+		return nil, err
+	}
 	// One board per subscriber count, then the largest count spread over fanoutBoards boards.
 	type step struct{ n, boards int }
 	var steps []step
@@ -139,10 +143,6 @@ func runFanout(ctx context.Context, e *env) ([]*table, error) {
 	rt, err := e.rankWatchStep(ctx)
 	if err != nil {
 		return []*table{t, ct}, err
-	}
-	it, err := e.idleStep(ctx)
-	if err != nil {
-		return []*table{t, ct, rt}, err
 	}
 	return []*table{t, ct, rt, it}, nil
 }

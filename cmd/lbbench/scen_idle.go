@@ -42,6 +42,10 @@ func (e *env) idleStep(ctx context.Context) (*table, error) {
 	if err != nil {
 		return nil, err
 	}
+	st0, err := e.serverGauge(ctx, "go_memstats_stack_inuse_bytes")
+	if err != nil {
+		return nil, err
+	}
 	rss0 := sv.usage().RSS
 	f := &fanout{board: board, resp: make([]atomic.Int64, idleSubmissions+2), decoded: newDecodeCache()}
 	for i := range idleSources {
@@ -56,6 +60,10 @@ func (e *env) idleStep(ctx context.Context) (*table, error) {
 	time.Sleep(2 * time.Second) // the last connections' first responses settle
 	rss1 := sv.usage().RSS
 	g1, h1, err := e.serverGauges(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st1, err := e.serverGauge(ctx, "go_memstats_stack_inuse_bytes")
 	if err != nil {
 		return nil, err
 	}
@@ -75,13 +83,14 @@ func (e *env) idleStep(ctx context.Context) (*table, error) {
 	per := func(a, b float64) string { return fmtBytes(int64((b - a) / float64(n))) }
 	t := &table{title: "5d. Idle subscribers: topUpdates(first:10), one websocket each, then one write",
 		head: []string{"subscribers", "connected in", "server RSS (before → after)", "RSS each", "heap each",
-			"goroutines each", "a write reaches all: p50", "p99", "seen", "converged"}}
+			"stacks each", "goroutines each", "a write reaches all: p50", "p99", "seen", "converged"}}
 	t.add(fmt.Sprint(n), fmtDur(connected), fmtBytes(rss0)+" → "+fmtBytes(rss1), per(float64(rss0), float64(rss1)),
-		per(h0, h1), fmt.Sprintf("%.2f", (g1-g0)/float64(n)), fmtDur(s.P50), fmtDur(s.P99),
+		per(h0, h1), per(st0, st1), fmt.Sprintf("%.2f", (g1-g0)/float64(n)), fmtDur(s.P50), fmtDur(s.P99),
 		fmt.Sprintf("%.2f%%", 100*x["seen"]), fmt.Sprintf("%.0f/%d", x["converged"], n))
 	t.notes = append(t.notes, fmt.Sprintf("Subscribers connect from %d loopback source addresses, 32 at a time; "+
-		"connected: until every one has its snapshot. RSS, heap in use (go_memstats_heap_inuse_bytes) and goroutines "+
-		"of the server before connecting and 2 s after the last snapshot. Then %d submissions at %d/s each take rank "+
+		"connected: until every one has its snapshot. RSS, heap in use (go_memstats_heap_inuse_bytes), goroutine "+
+		"stacks (go_memstats_stack_inuse_bytes) and goroutines of the server before connecting and 2 s after the "+
+		"last snapshot; the step runs right after the churn, on a server that has held nothing bigger. Then %d submissions at %d/s each take rank "+
 		"1; \"reaches\" is the time from the last one's HTTP response until each subscriber holds it.",
 		idleSources, idleSubmissions, idleSubmissions))
 	count := fmt.Sprint(n)

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"sort"
@@ -33,6 +34,24 @@ func (e *env) serverGauges(ctx context.Context) (goroutines, heap float64, err e
 		}
 	}
 	return goroutines, heap, sc.Err()
+}
+
+// serverGauge reads one unlabelled gauge of the new server's /metrics.
+func (e *env) serverGauge(ctx context.Context, name string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+e.newSvc().addr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: not in /metrics (%v)", name, sc.Err())
 }
 
 // serverBuckets reads the cumulative buckets (upper bound in seconds -> count) of a histogram series from the
