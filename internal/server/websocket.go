@@ -24,6 +24,8 @@ const (
 	// peer still sends, before the TCP connection is closed: closing it with unread input would reset it, and
 	// the peer could lose the close frame with its code. On shutdown it is one wait shared by all connections.
 	wsCloseLinger = time.Second
+	// wsReadBuffer is the size of a websocket connection's read buffer, in bytes.
+	wsReadBuffer = 1024
 )
 
 // websockets is gqlgen's WebsocketImplementation on gorilla/websocket. It keeps every open connection so that
@@ -75,7 +77,11 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 		HandshakeTimeout: 10 * time.Second,
 		// Frames are written by wsConn (wswrite.go), not by gorilla: no write buffer of its own per connection.
 		WriteBufferPool: unusedWriteBuffers,
-		CheckOrigin:     func(*http.Request) bool { return true }, // done by guard, with an error body
+		// A client's messages are small (connection_init, subscribe, complete): a read buffer of wsReadBuffer
+		// instead of net/http's 4 KiB one, which an idle connection held for its whole life. Larger messages
+		// are read in several pieces.
+		ReadBufferSize: wsReadBuffer,
+		CheckOrigin:    func(*http.Request) bool { return true }, // done by guard, with an error body
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
 			writeError(w, status, codeInvalid, "websocket upgrade failed: "+reason.Error())
 		},
