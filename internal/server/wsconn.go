@@ -33,8 +33,11 @@ type wsConn struct {
 	ready    []*streamOp
 	turn     []*streamOp // the streams of the turn being written (owned by whoever set flushing)
 	flushing bool
-	once     sync.Once
-	done     chan struct{}
+	// slowUntil: the peer did not take a write in time (wswrite.go); until then its writes have goroutines of
+	// their own.
+	slowUntil time.Time
+	once      sync.Once
+	done      chan struct{}
 	// closeSent: a close frame has gone to the peer (or the peer's was answered). Nothing more is written, and
 	// what the peer still sends is discarded.
 	closeSent atomic.Bool

@@ -4,8 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/gorilla/websocket"
 
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
@@ -103,5 +109,98 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 			streamed.Close()
 			gqlgen.Close()
 		})
+	}
+}
+
+// Peers that read too slowly do not hold up the others' updates: a stream writer gives a write streamWriteSlice,
+// hands a peer that has not taken it to a goroutine of its own, and that peer's later writes stay off the stream
+// writers for slowFor, so each slow connection costs the writers one slice, not one each time its buffers fill.
+// The slow peers here read in bursts: nothing for 400 ms (their socket buffers fill), then everything there is.
+func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "slow"})
+	var in []map[string]any
+	for i := range 100 {
+		in = append(in, map[string]any{"board": "slow", "playerId": fmt.Sprintf("player-with-a-long-name-%03d", i),
+			"score": float64(i)})
+	}
+	s.must(t, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+		map[string]any{"in": in}, nil)
+	const slow, subsEach = 5, 100
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	for c := range slow {
+		ws, _, err := websocket.DefaultDialer.Dial(s.WSURL, http.Header{"Sec-WebSocket-Protocol": {wstest.TransportWS}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		// A small receive buffer (Linux would grow it to tens of MB): the peer's buffers fill within a pause.
+		if err := ws.NetConn().(*net.TCPConn).SetReadBuffer(256 << 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := ws.WriteJSON(map[string]any{"type": "connection_init"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ack, err := ws.ReadMessage(); err != nil || !strings.Contains(string(ack), "connection_ack") {
+			t.Fatalf("connection %d: no ack: %s %v", c, ack, err)
+		}
+		for i := range subsEach { // every update of the top 100 is ~10 KB: ~1 MB a connection per submission
+			if err := ws.WriteJSON(map[string]any{"type": "subscribe", "id": fmt.Sprint(i), "payload": map[string]any{
+				"query": topUpdatesSub, "variables": map[string]any{"b": "slow", "n": 100}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// From here the bytes are read raw (a read deadline would end a gorilla connection): frames are not
+		// looked at, only taken out of the socket.
+		raw := ws.NetConn()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, 1<<20)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(400 * time.Millisecond):
+				}
+				for { // drain until the server has sent nothing for 50 ms
+					_ = raw.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+					if _, err := raw.Read(buf); err != nil {
+						if !isTimeout(err) {
+							return
+						}
+						break
+					}
+				}
+			}
+		}()
+	}
+	conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+	l := &liveList{first: 10}
+	pump(t, conn, map[string]*liveList{"r": l})
+	if err := conn.Subscribe("r", topUpdatesSub, map[string]any{"b": "slow", "n": 10}); err != nil {
+		t.Fatal(err)
+	}
+	waitLive(t, s, l, "slow", 5*time.Second)
+	before, start := slowHandoffs.Load(), time.Now()
+	// Each submission takes rank 1: every row of every top 100 moves, a full diff each time.
+	const rounds = 60
+	for i := range rounds {
+		s.submit(t, map[string]any{"board": "slow", "playerId": fmt.Sprintf("climber-%d", i), "score": float64(1000 + i)})
+		time.Sleep(50 * time.Millisecond)
+	}
+	waitLive(t, s, l, "slow", 5*time.Second) // the reading client kept up
+	handoffs, elapsed := slowHandoffs.Load()-before, time.Since(start)
+	t.Logf("%d hand-offs for %d slow connections over %d updates in %v", handoffs, slow, rounds, elapsed)
+	if handoffs == 0 {
+		t.Fatal("no write was handed off: the slow peers' socket buffers never filled (make the updates bigger)")
+	}
+	// At most one each per slowFor begun (a slow run under the race detector may outlast it).
+	if handoffs > int64(slow*(int(elapsed/slowFor)+2)) {
+		t.Fatalf("%d hand-offs for %d slow connections: the slow peers keep coming back to the stream writers",
+			handoffs, slow)
 	}
 }

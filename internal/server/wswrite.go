@@ -141,11 +141,19 @@ func (c *wsConn) wake(op *streamOp) {
 	}
 	start := !c.flushing
 	c.flushing = true
+	slow := start && time.Now().Before(c.slowUntil)
 	c.readyMu.Unlock()
-	if start {
+	switch {
+	case slow:
+		go c.writeOwn()
+	case start:
 		c.owner.writers.add(c)
 	}
 }
+
+// slowFor is how long a connection whose peer did not take a write within streamWriteSlice keeps writing from
+// goroutines of its own instead of the stream writers: each slow write would hold a writer for the slice again.
+const slowFor = 10 * time.Second
 
 // takeReady takes the woken streams; with none left it ends the connection's turn (flushing false).
 func (c *wsConn) takeReady() []*streamOp {
@@ -173,6 +181,9 @@ func (c *wsConn) writeTurn() {
 		return
 	}
 	if c.writeStreams(ops, true) {
+		c.readyMu.Lock()
+		c.slowUntil = time.Now().Add(slowFor)
+		c.readyMu.Unlock()
 		return
 	}
 	clear(ops)
@@ -196,6 +207,12 @@ func (c *wsConn) writeRest(rest []byte, ended []*streamOp) {
 	for _, op := range ended {
 		op.s.Finish()
 	}
+	c.writeOwn()
+}
+
+// writeOwn writes every stream woken until none is left, each write within the write timeout (a slow peer's
+// writes, in a goroutine of their own).
+func (c *wsConn) writeOwn() {
 	for {
 		ops := c.takeReady()
 		if len(ops) == 0 {
@@ -261,6 +278,7 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 		if !slice {
 			_ = c.flushLocked(buf, time.Time{})
 		} else if n, err := c.writeBy(buf, time.Now().Add(streamWriteSlice)); isTimeout(err) {
+			slowHandoffs.Add(1)
 			go c.writeRest(buf[n:], ended)
 			return true
 		} else if err != nil {
@@ -274,8 +292,9 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 	return false
 }
 
-// streamedFrames counts the stream responses written (tests check that the stream path ran).
-var streamedFrames atomic.Int64
+// streamedFrames counts the stream responses written, slowHandoffs the writes handed to a goroutine of the
+// connection's own (tests check that those paths ran).
+var streamedFrames, slowHandoffs atomic.Int64
 
 // streamWriteSlice is how long a stream writer waits for one peer to take a write before a goroutine of the
 // connection's own takes it over: a peer that reads slowly must not hold up the others.
