@@ -52,6 +52,7 @@ type transportState struct {
 type wsOp struct {
 	client    string // the peer's id
 	completed bool   // the peer sent complete (gqlgen was asked to stop it)
+	ended     bool   // gqlgen wrote its complete or error
 }
 
 func newTransportState(maxOps int) *transportState {
@@ -149,14 +150,36 @@ func (s *transportState) outbound(typ, id string) (peerID string, send bool) {
 	}
 	if typ == "complete" || typ == "error" {
 		delete(s.ops, id)
+		op.ended = true
 		if !op.completed {
 			delete(s.byClient, op.client)
 		}
 	}
-	if _, reused := s.byClient[op.client]; op.completed && reused {
+	if op.completed && s.reused(op) {
 		return "", false
 	}
 	return op.client, true
+}
+
+// reused reports whether the peer has started another operation with op's id. s.mu is held.
+func (s *transportState) reused(op *wsOp) bool {
+	_, ok := s.byClient[op.client]
+	return ok
+}
+
+// op returns the state of gqlgen's operation id (nil when it has ended), for streamSend.
+func (s *transportState) op(id string) *wsOp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ops[id]
+}
+
+// streamSend is outbound for a data message of op (from op, taken when its stream was bound): whether it may go
+// out. It is called for every streamed response, so it looks nothing up unless the peer has completed op.
+func (s *transportState) streamSend(op *wsOp) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !op.ended && !(op.completed && s.reused(op))
 }
 
 // expire marks the connection as timed out waiting for connection_init; false if connection_init came first.

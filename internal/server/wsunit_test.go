@@ -104,11 +104,18 @@ func TestTransportStateIDs(t *testing.T) {
 	}
 	s.outbound("connection_ack", "")
 	a := gqlID(in(`{"type":"subscribe","id":"a","payload":{}}`))
+	aState := s.op(a) // as a stream bound to it holds it (streamSend)
+	if !s.streamSend(aState) {
+		t.Fatal("stream response of a running operation dropped")
+	}
 	if i := in(`{"type":"subscribe","id":"a","payload":{}}`); i.closeCode != 4409 {
 		t.Fatalf("duplicate: %+v", i)
 	}
 	if got := gqlID(in(`{"type":"complete","id":"a"}`)); got != a {
 		t.Fatalf("complete of a went to %q, want %q", got, a)
+	}
+	if !s.streamSend(aState) {
+		t.Fatal("stream response dropped after the peer's complete, before the id was used again")
 	}
 	a2 := gqlID(in(`{"type":"subscribe","id":"a","payload":{}}`)) // a is free, the first one still runs
 	if a2 == a {
@@ -119,12 +126,16 @@ func TestTransportStateIDs(t *testing.T) {
 		t.Fatalf("third operation in flight: %+v", i)
 	}
 	// The first one's messages are dropped: a is the second one's now.
+	if s.streamSend(aState) {
+		t.Fatal("stream response of the replaced operation sent")
+	}
 	for _, typ := range []string{"next", "complete", "complete"} {
 		if _, send := s.outbound(typ, a); send {
 			t.Fatalf("%s of the replaced operation sent", typ)
 		}
 	}
 	b := gqlID(in(`{"type":"subscribe","id":"b","payload":{}}`))
+	a2State := s.op(a2)
 	if id, send := s.outbound("next", a2); !send || id != "a" {
 		t.Fatalf("next of a: %q %v", id, send)
 	}
@@ -133,6 +144,9 @@ func TestTransportStateIDs(t *testing.T) {
 	}
 	if _, send := s.outbound("complete", a2); send {
 		t.Fatal("complete after error sent")
+	}
+	if s.streamSend(a2State) {
+		t.Fatal("stream response after the operation's error sent")
 	}
 	if i := in(`{"type":"complete","id":"a"}`); i.forward != nil {
 		t.Fatalf("complete of an ended operation forwarded: %+v", i)

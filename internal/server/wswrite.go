@@ -114,10 +114,9 @@ func (c *wsConn) writeBy(b []byte, deadline time.Time) (int, error) {
 // streamOp is a subscription whose responses after the first the connection writes itself (graph.StreamHolder).
 type streamOp struct {
 	s        *graph.LiveStream
-	id       string // gqlgen's id of the operation
+	state    *wsOp  // graphql-transport-ws: the operation's protocol state (transportState.streamSend)
 	peerJSON []byte // the id the peer knows it by, JSON-encoded
-	typ      string // the data message type: next, or data on graphql-ws
-	typJSON  []byte // typ, JSON-encoded
+	typJSON  []byte // the data message type (next, or data on graphql-ws), JSON-encoded
 	queued   bool   // in c.ready (guarded by c.readyMu)
 	count    prometheus.Counter
 }
@@ -125,8 +124,13 @@ type streamOp struct {
 // bind takes over a stream whose first response, with gqlgen's id and type, has just been written to the peer
 // as peerID.
 func (c *wsConn) bind(s *graph.LiveStream, id, peerID, typ string) {
-	op := &streamOp{s: s, id: id, peerJSON: appendJSONString(nil, peerID), typ: typ, typJSON: appendJSONString(nil, typ),
+	op := &streamOp{s: s, peerJSON: appendJSONString(nil, peerID), typJSON: appendJSONString(nil, typ),
 		count: c.owner.metrics.operations.WithLabelValues("subscription", s.Field(), "ok")}
+	if c.tws != nil {
+		if op.state = c.tws.op(id); op.state == nil {
+			return // ended already
+		}
+	}
 	s.Bind(func() { c.wake(op) }, func() { c.wl.lock(); c.wl.unlock() })
 }
 
@@ -252,10 +256,8 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 			if !got {
 				break
 			}
-			if c.tws != nil {
-				if _, send := c.tws.outbound(op.typ, op.id); !send {
-					continue
-				}
+			if c.tws != nil && !c.tws.streamSend(op.state) {
+				continue
 			}
 			n := len(dataPrefix) + len(data) + len(dataID) + len(op.peerJSON) + len(dataType) + len(op.typJSON) + 1
 			buf = appendFrameHeader(buf, opText, n)
