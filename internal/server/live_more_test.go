@@ -155,6 +155,20 @@ func TestLiveNoGoroutineLeak(t *testing.T) {
 
 	const conns, perConn = 10, 100 // 1,000 subscribe/unsubscribe cycles
 	start := time.Now()
+	// Submissions all along, so that subscriptions are stopped while their streams are being written.
+	stopSubmits := make(chan struct{})
+	submitted := make(chan struct{})
+	go func() {
+		defer close(submitted)
+		for i := 0; ; i++ {
+			select {
+			case <-stopSubmits:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			s.submit(t, map[string]any{"board": "cycles", "playerId": fmt.Sprintf("q%d", i%20), "score": float64(i)})
+		}
+	}()
 	var wg sync.WaitGroup
 	for c := range conns {
 		wg.Add(1)
@@ -191,6 +205,8 @@ func TestLiveNoGoroutineLeak(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(stopSubmits)
+	<-submitted
 	t.Logf("cycles done after %v", time.Since(start))
 	n := runtime.NumGoroutine()
 	for deadline := time.Now().Add(5 * time.Second); n > base && time.Now().Before(deadline); {
