@@ -132,9 +132,9 @@ func (b *board) offerRank(s *rankSub, e *leaderboard.Entry, now time.Time) {
 		}
 	}
 	c := *e
+	b.h.rankUpdates.Add(1) // counted first, as in offer
 	s.ch <- &c
 	s.queued++
-	b.h.rankUpdates.Add(1)
 	if s.notify != nil {
 		s.notify()
 	}

@@ -239,17 +239,19 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 		at = s.base
 	}
 	p := b.h.payloadFrom(f, at)
+	// Counted first: the subscriber may have the update, and look at the counters, before this goroutine
+	// runs again.
+	if p.snapshot {
+		b.h.snapshots.Add(1)
+	} else {
+		b.h.diffs.Add(1)
+	}
 	s.ch <- &TopUpdate{Board: vw.key.board, Window: vw.key.window, Period: vw.key.period, Version: s.sent + 1,
 		Snapshot: p.snapshot, Entries: p.entries, Removed: p.removed, Size: p.size, shared: p}
 	s.sent++
 	s.queued = append(s.queued, f.ver)
 	if s.notify != nil {
 		s.notify()
-	}
-	if p.snapshot {
-		b.h.snapshots.Add(1)
-	} else {
-		b.h.diffs.Add(1)
 	}
 }
 
