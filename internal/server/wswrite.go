@@ -185,9 +185,6 @@ func (c *wsConn) writeTurn() {
 		return
 	}
 	if c.writeStreams(ops, true) {
-		c.readyMu.Lock()
-		c.slowUntil = time.Now().Add(slowFor)
-		c.readyMu.Unlock()
 		return
 	}
 	clear(ops)
@@ -281,6 +278,9 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 			_ = c.flushLocked(buf, time.Time{})
 		} else if n, err := c.writeBy(buf, time.Now().Add(streamWriteSlice)); isTimeout(err) {
 			slowHandoffs.Add(1)
+			c.readyMu.Lock()
+			c.slowUntil = time.Now().Add(slowFor) // before writeRest can end the turn
+			c.readyMu.Unlock()
 			go c.writeRest(buf[n:], ended)
 			return true
 		} else if err != nil {
