@@ -24,7 +24,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -88,7 +90,7 @@ func main() {
 	flag.StringVar(&clients, "clients", "", "submit scenario: comma-separated client counts (default 8,32,128; 32,128 with -quick)")
 	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
 	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
-	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir")
+	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir, and the load generator's own CPU profile of the whole run (lbbench.cpu.pprof)")
 	flag.Usage = func() {
 		w := flag.CommandLine.Output()
 		fmt.Fprintf(w, "Usage: go run ./cmd/lbbench [flags]\n\n"+
@@ -112,6 +114,16 @@ func main() {
 		os.Exit(2)
 	}
 	o.Out = os.Stdout
+	if o.Profile && o.Workdir != "" {
+		// The load generator shares the cores with the server: its own CPU profile shows what it takes.
+		if err := os.MkdirAll(o.Workdir, 0o755); err == nil {
+			if f, err := os.Create(filepath.Join(o.Workdir, "lbbench.cpu.pprof")); err == nil {
+				if pprof.StartCPUProfile(f) == nil {
+					defer pprof.StopCPUProfile()
+				}
+			}
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
