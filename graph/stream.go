@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 )
@@ -31,6 +32,9 @@ type LiveStream struct {
 	done    chan struct{} // closed by Finish
 	finish  sync.Once
 	sync    func() // from Bind
+
+	endMu sync.Mutex
+	onEnd func() // OnEnd's, called by Finish
 }
 
 func newLiveStream(field string) *LiveStream {
@@ -67,7 +71,41 @@ func (s *LiveStream) Stopped() bool { return s.stopped.Load() }
 
 // Finish tells the subscription that the connection has written everything up to the end that Next reported:
 // gqlgen may now end it.
-func (s *LiveStream) Finish() { s.finish.Do(func() { close(s.done) }) }
+func (s *LiveStream) Finish() {
+	s.finish.Do(func() {
+		close(s.done)
+		s.endMu.Lock()
+		f := s.onEnd
+		s.endMu.Unlock()
+		if f != nil {
+			f()
+		}
+	})
+}
+
+// OnEnd is wait for a transport that does not keep a goroutine waiting: f is called once (it must not block)
+// when the stream has ended (Finish) or ctx has; in the latter case, as in wait, once nothing more of the stream
+// is written. The subscription's next response then comes at once.
+func (s *LiveStream) OnEnd(ctx context.Context, f func()) {
+	var once sync.Once
+	end := func() { once.Do(f) }
+	stop := context.AfterFunc(ctx, func() {
+		s.stopped.Store(true)
+		if s.sync != nil {
+			s.sync()
+		}
+		end()
+	})
+	s.endMu.Lock()
+	s.onEnd = func() { stop(); end() }
+	s.endMu.Unlock()
+	select {
+	case <-s.done: // ended before onEnd was set
+		stop()
+		end()
+	default:
+	}
+}
 
 // wait is the subscription's second response: it returns when the stream has ended (Finish) or ctx has, and
 // then no response of the stream is written any more.

@@ -140,21 +140,13 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 
 func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv := handler.New(schema)
-	var protocolPings time.Duration
-	if a.cfg.WSProtocolPings {
-		protocolPings = a.cfg.WSPingInterval
-	}
-	srv.AddTransport(transport.Websocket{
-		Implementation:        a.ws,
-		InitFunc:              a.websocketInit,
-		InitTimeout:           2 * wsInitTimeout,    // a backstop: a.ws closes first (4408; 1002 on graphql-ws)
-		KeepAlivePingInterval: a.cfg.WSPingInterval, // graphql-ws: "ka" messages
-		// graphql-transport-ws ping messages only with WS_PROTOCOL_PINGS, and never a reason to drop a peer:
-		// liveness is the websocket pings of websockets.pingAll, which every client answers.
-		PingPongInterval: protocolPings,
-		MissingPongOk:    true,
-		PayloadReadLimit: &a.cfg.MaxWSMessageBytes,
-		ErrorFunc: func(ctx context.Context, err error) {
+	a.ws.protocolPings = a.cfg.WSProtocolPings
+	srv.AddTransport(wsTransport{
+		ws:          a.ws,
+		initFunc:    a.websocketInit,
+		initTimeout: 2 * wsInitTimeout, // a backstop: a.ws closes first (4408; 1002 on graphql-ws)
+		readLimit:   a.cfg.MaxWSMessageBytes,
+		onError: func(ctx context.Context, err error) {
 			a.log.Debug("websocket error", "err", err)
 		},
 	})
@@ -193,8 +185,7 @@ func (a *App) websocketInit(ctx context.Context, payload transport.InitPayload) 
 		p = a.Keys.Lookup(auth)
 	}
 	reject := func(msg string) (context.Context, *transport.InitPayload, error) {
-		ctx = transport.WithWebsocketCloseCode(ctx, 4403)
-		ctx = transport.AppendCloseReason(ctx, "UNAUTHENTICATED: "+msg)
+		ctx = withWSClose(ctx, 4403, "UNAUTHENTICATED: "+msg)
 		return ctx, nil, errors.New("UNAUTHENTICATED: " + msg)
 	}
 	if p.Presented && p.Roles == 0 {

@@ -107,3 +107,30 @@ func TestLivenessPings(t *testing.T) {
 		}
 	}
 }
+
+// graphql-ws clients get a "ka" message right after connection_ack and then every WS_PING_INTERVAL, as gqlgen's
+// transport sent them (the websocket pings' round sends them, not a goroutine per connection).
+func TestLegacyKeepAlive(t *testing.T) {
+	t.Parallel()
+	const every = 300 * time.Millisecond
+	cfg := testConfig(t)
+	cfg.WSPingInterval = every
+	s := startServer(t, cfg)
+	ws := wsDial(t, s, wstest.LegacyWS)
+	wsSend(t, ws, `{"type":"connection_init"}`)
+	for i, want := range []string{"connection_ack", "ka"} {
+		if m, err := wsRead(ws, 5*time.Second); err != nil || m.Type != want {
+			t.Fatalf("message %d: %+v %v, want %s", i, m, err, want)
+		}
+	}
+	start := time.Now()
+	for i := range 3 {
+		m, err := wsRead(ws, 10*every)
+		if err != nil || m.Type != "ka" {
+			t.Fatalf("keep-alive %d: %+v %v", i, m, err)
+		}
+	}
+	if d := time.Since(start); d > 10*every {
+		t.Fatalf("3 keep-alives took %v at an interval of %v", d, every)
+	}
+}

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"sync"
@@ -57,6 +59,9 @@ type websockets struct {
 	writeTimeout time.Duration // wsWriteTimeout
 	maxOps       int           // graphql-transport-ws operations in flight per connection (0: no bound)
 	noStreams    bool          // gqlgen writes every response (tests compare the two ways; graph.StreamHolder)
+	// protocolPings: graphql-transport-ws ping messages with every websocket ping (WS_PROTOCOL_PINGS); set
+	// before the first connection.
+	protocolPings bool
 }
 
 // newWebsockets: maxOps bounds the operations in flight on one graphql-transport-ws connection
@@ -157,6 +162,7 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		holder := &connHolder{upgraded: make(chan struct{})}
 		r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), connHolderKey{}, holder))
 		finished := make(chan struct{})
+		uw := &upgradeWriter{w: w} // the goroutine must not hold w: it would keep net/http's connection state
 		go func() {
 			defer close(finished)
 			defer s.release(addr)
@@ -169,10 +175,11 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 					holder.c.Close()
 				}
 			}()
-			next.ServeHTTP(w, r)
+			next.ServeHTTP(uw, r)
 		}()
 		select {
 		case <-holder.upgraded: // w is not written any more
+			uw.release()
 		case <-finished:
 		}
 	})
@@ -199,6 +206,7 @@ func (s *websockets) pingAll() {
 			conns = append(conns, c)
 		}
 		s.mu.Unlock()
+		protocolPings := s.protocolPings
 		work := make(chan *wsConn)
 		var wg sync.WaitGroup
 		for range min(pingWorkers, len(conns)) {
@@ -207,6 +215,9 @@ func (s *websockets) pingAll() {
 				defer wg.Done()
 				for c := range work {
 					c.ping()
+					if s := c.session.Load(); s != nil {
+						s.keepAlive(protocolPings)
+					}
 				}
 			}()
 		}
@@ -334,4 +345,51 @@ func (c *wsConn) shutdown(deadline time.Time) {
 	case <-t.C:
 	}
 	c.Close()
+}
+
+// upgradeWriter is the ResponseWriter a websocket upgrade runs with. Once the connection is upgraded it lets go
+// of net/http's response, which references the connection's HTTP buffers (8 KiB): the handlers of a websocket
+// keep their ResponseWriter for the connection's life. After release it writes nothing.
+type upgradeWriter struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+}
+
+func (u *upgradeWriter) get() http.ResponseWriter {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.w
+}
+
+func (u *upgradeWriter) release() {
+	u.mu.Lock()
+	u.w = nil
+	u.mu.Unlock()
+}
+
+func (u *upgradeWriter) Header() http.Header {
+	if w := u.get(); w != nil {
+		return w.Header()
+	}
+	return http.Header{}
+}
+
+func (u *upgradeWriter) Write(b []byte) (int, error) {
+	if w := u.get(); w != nil {
+		return w.Write(b)
+	}
+	return 0, http.ErrHijacked
+}
+
+func (u *upgradeWriter) WriteHeader(status int) {
+	if w := u.get(); w != nil {
+		w.WriteHeader(status)
+	}
+}
+
+func (u *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := u.get().(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, http.ErrHijacked
 }

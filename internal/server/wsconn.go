@@ -46,6 +46,9 @@ type wsConn struct {
 	closeMu   sync.Mutex
 	firstRead atomic.Bool // graphql-ws: a message has arrived (gqlgen's init timeout counted any message)
 	held      heldPayloads
+	boundMu   sync.Mutex
+	bound     map[string]*graph.LiveStream // streams taken over, by gqlgen's operation id (takeBound)
+	session   atomic.Pointer[wsSession]    // the GraphQL session, once initialised (keep-alives)
 }
 
 var errWSClosing = errors.New("websocket: connection closing")

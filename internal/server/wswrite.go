@@ -131,7 +131,23 @@ func (c *wsConn) bind(s *graph.LiveStream, id, peerID, typ string) {
 			return // ended already
 		}
 	}
+	c.boundMu.Lock()
+	if c.bound == nil {
+		c.bound = map[string]*graph.LiveStream{}
+	}
+	c.bound[id] = s
+	c.boundMu.Unlock()
 	s.Bind(func() { c.wake(op) }, func() { c.wl.lock(); c.wl.unlock() })
+}
+
+// takeBound returns the stream of gqlgen's operation id that the connection has taken over since the last call
+// (nil: none), for the transport (wsTransport) to let the operation's goroutine go.
+func (c *wsConn) takeBound(id string) *graph.LiveStream {
+	c.boundMu.Lock()
+	defer c.boundMu.Unlock()
+	s := c.bound[id]
+	delete(c.bound, id)
+	return s
 }
 
 // wake schedules op's waiting responses to be written. It is called by the hub with a board's lock held: it
