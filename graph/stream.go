@@ -7,13 +7,13 @@ import (
 )
 
 // StreamHolder is a PayloadHolder that can also write the rest of a subscription (topUpdates, rankUpdates)
-// itself. gqlgen's transport runs one goroutine per subscription that wakes for every update and takes it through
-// the executor's response chain and encoding/json before writing it; at 10,000 subscribers that was a third of
-// the server's CPU. A StreamHolder's connection instead pulls the later updates from a LiveStream when the hub has
-// put them in (LiveStream.Bind), writes them with the subscription's id, and gets each one's data bytes from
-// AppendNext (a topUpdates update is rendered once for every subscriber that gets it, TopUpdate.Shared). The
-// first response, and the end of the subscription, still go through gqlgen: every check and error before the
-// stream runs stays gqlgen's.
+// itself. gqlgen's websocket transport ran one goroutine per subscription that woke for every update and took it
+// through the executor's response chain and encoding/json before writing it; at 10,000 subscribers that was a
+// third of the server's CPU. A StreamHolder's connection instead pulls the later updates from a LiveStream when
+// the hub has put them in (LiveStream.Bind), writes them with the subscription's id, and gets each one's data
+// bytes from AppendNext (a topUpdates update is rendered once for every subscriber that gets it,
+// TopUpdate.Shared). The first response, and the end of the subscription, still go through gqlgen's executor:
+// every check and error before the stream runs stays gqlgen's.
 type StreamHolder interface {
 	PayloadHolder
 	// HoldStream is Hold for the first response of s. Once the connection has written that response it calls

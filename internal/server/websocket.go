@@ -20,7 +20,7 @@ const (
 	// closes the connection.
 	wsWriteTimeout = 10 * time.Second
 	// wsInitTimeout: a peer that has not sent connection_init by then is closed, with 4408 (graphql-transport-ws)
-	// or, as gqlgen did, 1002 (graphql-ws). gqlgen's own InitTimeout must be longer.
+	// or, as gqlgen did, 1002 (graphql-ws). wsTransport's initTimeout must be longer.
 	wsInitTimeout = 10 * time.Second
 	// wsCloseLinger is how long a connection that we close waits for the peer's close frame, discarding what the
 	// peer still sends, before the TCP connection is closed: closing it with unread input would reset it, and
@@ -30,7 +30,8 @@ const (
 	wsReadBuffer = 1024
 )
 
-// websockets is gqlgen's WebsocketImplementation on gorilla/websocket. It keeps every open connection so that
+// websockets accepts websocket connections on gorilla/websocket for wsTransport (in the shape of gqlgen's
+// WebsocketImplementation). It keeps every open connection so that
 // shutdown can close them (http.Server.Shutdown does not touch hijacked connections), and counts connections per
 // client address.
 type websockets struct {
@@ -134,8 +135,8 @@ func (s *websockets) Accept(w http.ResponseWriter, r *http.Request, opts transpo
 }
 
 // guard rejects websocket upgrades from origins outside the allow-list (403) and from addresses that already
-// hold their share of connections (429, RATE_LIMITED). The reservation lasts while the handler runs, which for
-// gqlgen's websocket transport is the life of the connection.
+// hold their share of connections (429, RATE_LIMITED). The reservation lasts while the handler runs, which is the
+// life of the connection.
 func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isSSE(r) {
@@ -170,7 +171,8 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 				if v := recover(); v != nil {
 					s.log.Error("websocket connection panicked", "panic", v, "stack", string(debug.Stack()))
 				}
-				// gqlgen returns when the connection is over, but leaves it open on some init failures.
+				// The transport returns when the connection is over, but leaves it open on some init
+				// failures.
 				if holder.c != nil {
 					holder.c.Close()
 				}

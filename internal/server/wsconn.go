@@ -16,7 +16,7 @@ import (
 )
 
 // wsConn adapts a gorilla connection to gqlgen's WebsocketConn. On graphql-transport-ws it enforces the protocol
-// (tws, wsprotocol.go): gqlgen reads only checked messages and writes through it.
+// (tws, wsprotocol.go): the transport (wsTransport) reads only checked messages and writes through it.
 type wsConn struct {
 	ws           *websocket.Conn
 	owner        *websockets

@@ -10,7 +10,8 @@ import (
 )
 
 // The graphql-transport-ws protocol (https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md), enforced
-// by wsConn before gqlgen reads a message. gqlgen accepts duplicate and empty operation ids, subscribe before
+// by wsConn before the session reads a message ("gqlgen" below: the session of wsTransport, which follows
+// gqlgen's transport message for message). gqlgen accepts duplicate and empty operation ids, subscribe before
 // connection_ack, repeated connection_init, any JSON it can decode (Go turns invalid UTF-8 and lone surrogate
 // escapes into U+FFFD, so different ids collide) and any number of operations at once; it closes every violation
 // it does see with 1000 or 1002. transportState checks each message from the peer, closes with the protocol's own
