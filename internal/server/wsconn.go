@@ -25,8 +25,6 @@ type wsConn struct {
 	noStreams    bool        // gqlgen writes every response (websockets.noStreams)
 	initTimer    *time.Timer // closes a peer that sends no connection_init in time
 	wl           writeLock   // held while a frame is written (wswrite.go)
-	wbuf         []byte      // frames being written (under wl)
-	mbuf         []byte      // the data of one stream response (under wl)
 	// Streams woken by the hub whose responses are to be written (wswrite.go), and whether a goroutine is
 	// writing them.
 	readyMu  sync.Mutex

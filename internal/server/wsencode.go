@@ -97,8 +97,10 @@ func (c *wsConn) writeClose(code int, message string, deadline time.Time) error 
 	}
 	defer c.wl.unlock()
 	payload := websocket.FormatCloseMessage(code, message)
-	c.wbuf = append(appendFrameHeader(c.wbuf[:0], opClose, len(payload)), payload...)
-	return c.flushLocked(c.wbuf, deadline)
+	bp := getFrameBuf()
+	defer putFrameBuf(bp)
+	*bp = append(appendFrameHeader((*bp)[:0], opClose, len(payload)), payload...)
+	return c.flushLocked(*bp, deadline)
 }
 
 func (c *wsConn) Subprotocol() string      { return c.ws.Subprotocol() }

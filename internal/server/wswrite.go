@@ -84,8 +84,23 @@ func (c *wsConn) send(opcode byte, payload []byte) error {
 	if c.closeSent.Load() {
 		return errWSClosing
 	}
-	c.wbuf = append(appendFrameHeader(c.wbuf[:0], opcode, len(payload)), payload...)
-	return c.flushLocked(c.wbuf, time.Time{})
+	bp := getFrameBuf()
+	defer putFrameBuf(bp)
+	*bp = append(appendFrameHeader((*bp)[:0], opcode, len(payload)), payload...)
+	return c.flushLocked(*bp, time.Time{})
+}
+
+// frameBufs are the buffers frames are built in, shared by the connections: an idle connection holds none.
+var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+func getFrameBuf() *[]byte { return frameBufs.Get().(*[]byte) }
+
+// putFrameBuf gives a buffer back, unless it grew beyond maxKeptWriteBuf (a large response).
+func putFrameBuf(bp *[]byte) {
+	if cap(*bp) <= maxKeptWriteBuf {
+		*bp = (*bp)[:0]
+		frameBufs.Put(bp)
+	}
 }
 
 // flushLocked writes b by deadline (zero: the write timeout). The lock is held. A failed write closes the
@@ -95,9 +110,6 @@ func (c *wsConn) flushLocked(b []byte, deadline time.Time) error {
 		deadline = time.Now().Add(c.writeTimeout)
 	}
 	_, err := c.writeBy(b, deadline)
-	if cap(c.wbuf) > maxKeptWriteBuf {
-		c.wbuf = nil
-	}
 	if err != nil {
 		c.Close()
 	}
@@ -218,9 +230,10 @@ func (c *wsConn) writeTurn() {
 // writeRest finishes, in a goroutine of its own, a write that the peer did not take within streamWriteSlice: the
 // rest of it within the write timeout (the write lock, taken by writeStreams, is handed over with it), then every
 // stream woken until none is left.
-func (c *wsConn) writeRest(rest []byte, ended []*streamOp) {
+func (c *wsConn) writeRest(bp *[]byte, rest []byte, ended []*streamOp) {
 	_ = c.flushLocked(rest, time.Time{})
 	c.wl.unlock()
+	putFrameBuf(bp)
 	for _, op := range ended {
 		op.s.Finish()
 	}
@@ -257,11 +270,12 @@ var (
 func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 	var ended []*streamOp
 	c.wl.lock()
-	buf := c.wbuf[:0]
+	bp, mp := getFrameBuf(), getFrameBuf()
+	buf := *bp
 	for _, op := range ops {
 		for !op.s.Stopped() {
-			data, got, end := op.s.AppendNext(c.mbuf[:0])
-			c.mbuf = data
+			data, got, end := op.s.AppendNext((*mp)[:0])
+			*mp = data
 			if end {
 				ended = append(ended, op)
 				break
@@ -285,10 +299,8 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 			streamedFrames.Add(1)
 		}
 	}
-	c.wbuf = buf
-	if cap(c.mbuf) > maxKeptWriteBuf {
-		c.mbuf = nil
-	}
+	*bp = buf
+	putFrameBuf(mp)
 	if len(buf) > 0 && !c.closeSent.Load() {
 		if !slice {
 			_ = c.flushLocked(buf, time.Time{})
@@ -297,13 +309,14 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 			c.readyMu.Lock()
 			c.slowUntil = time.Now().Add(slowFor) // before writeRest can end the turn
 			c.readyMu.Unlock()
-			go c.writeRest(buf[n:], ended)
+			go c.writeRest(bp, buf[n:], ended) // bp goes back to the pool there
 			return true
 		} else if err != nil {
 			c.Close()
 		}
 	}
 	c.wl.unlock()
+	putFrameBuf(bp)
 	for _, op := range ended {
 		op.s.Finish()
 	}
