@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -213,9 +214,10 @@ func (s *testServer) request(key string, body []byte) *http.Request {
 func doRequest(t testing.TB, req *http.Request) gqlResponse {
 	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
-	// net/http's error for it is not exported: its text is what there is to match.
-	for i := 0; err != nil && strings.Contains(err.Error(), "server closed idle connection") && req.GetBody != nil &&
-		i < 3; i++ {
+	// net/http's error for it is not exported: its text is what there is to match; or the connection ends (EOF)
+	// before any byte of a response.
+	for i := 0; err != nil && (strings.Contains(err.Error(), "server closed idle connection") ||
+		errors.Is(err, io.EOF)) && req.GetBody != nil && i < 3; i++ {
 		// A server with a short READ_TIMEOUT closes a new connection whose request has not arrived in time (a
 		// loaded make test): net/http retries only on a reused connection. The server read nothing, so the
 		// request is sent again.
