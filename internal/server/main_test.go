@@ -153,15 +153,31 @@ func (s *testServer) Shutdown(t testing.TB) {
 
 // testLogger logs errors to t.Log.
 func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	w := &testWriter{t: t}
+	t.Cleanup(w.end)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// testWriter sends logs to t.Log while the test runs.
-type testWriter struct{ t testing.TB }
+// testWriter sends logs to t.Log while the test runs. A server's goroutine that is still ending when the test has
+// ended (one waiting for a Redis the test stopped) logs nothing: t.Log then races with the test's end.
+type testWriter struct {
+	t     testing.TB
+	mu    sync.Mutex
+	ended bool
+}
 
-func (w testWriter) Write(p []byte) (int, error) {
-	defer func() { recover() }() // a log line after the test ended
-	w.t.Log(strings.TrimSpace(string(p)))
+func (w *testWriter) end() {
+	w.mu.Lock()
+	w.ended = true
+	w.mu.Unlock()
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.ended {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
 	return len(p), nil
 }
 
