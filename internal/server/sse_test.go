@@ -90,7 +90,9 @@ func TestServerSentEvents(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
 	cfg.APIKeys += ",read:" + testReadKey
-	cfg.RequestTimeout, cfg.WriteTimeout = 300*time.Millisecond, 600*time.Millisecond
+	// Short, for the streams to outlive them, and long enough for the test's own requests on a loaded make test
+	// (a submit at 300 ms timed out there).
+	cfg.RequestTimeout, cfg.WriteTimeout = time.Second, 1500*time.Millisecond
 	cfg.MaxConnsPerAddr = 3
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "sse"})
