@@ -221,14 +221,10 @@ func (ec *executionContext) renderOne(ctx context.Context, sel ast.SelectionSet,
 func (ec *executionContext) renderShared(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
 	sharedRenders.Add(1)
 	render := func(version int64) []byte {
-		var buf, compact, escaped bytes.Buffer
+		var buf bytes.Buffer
 		ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
 			topUpdateModel(u, version)).MarshalGQL(&buf)
-		if json.Compact(&compact, buf.Bytes()) != nil {
-			return buf.Bytes()
-		}
-		json.HTMLEscape(&escaped, compact.Bytes())
-		return escaped.Bytes()
+		return appendWire(nil, buf.Bytes())
 	}
 	a, b := render(1), render(2)
 	if len(a) != len(b) {

@@ -345,6 +345,7 @@ type streamWriters struct {
 	queue   []*wsConn // queue[head:] wait for a turn, oldest first
 	head    int
 	running int
+	max     int // writers at most: GOMAXPROCS when first used
 }
 
 // writerYieldEvery is how many connections a stream writer serves before it lets other goroutines run.
@@ -358,7 +359,10 @@ func (p *streamWriters) add(c *wsConn) {
 		p.queue, p.head = p.queue[:n], 0
 	}
 	p.queue = append(p.queue, c)
-	start := p.running < runtime.GOMAXPROCS(0)
+	if p.max == 0 {
+		p.max = runtime.GOMAXPROCS(0) // read once: it takes the scheduler's lock, and add runs per woken connection
+	}
+	start := p.running < p.max
 	if start {
 		p.running++
 	}
