@@ -48,6 +48,7 @@ fuzz:
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzRecordEncoding -fuzztime $(FUZZTIME)
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzSeasonID -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzClientAddr -fuzztime $(FUZZTIME)
+	$(GO) test ./graph -run '^$$' -fuzz FuzzEncodeScalars -fuzztime $(FUZZTIME)
 
 # Fetch GraphiQL's vendored assets from npm again and check them against web/graphiql/vendor.txt.
 graphiql-assets:

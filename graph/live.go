@@ -23,13 +23,18 @@ import (
 // generated marshalers); only the version, the one per-subscription field, is spliced in per subscriber.
 type liveSchema struct {
 	*executableSchema
+	plans *preparedPlans // nil: results are written by the generated marshalers only (prepared.go)
 }
 
-// Exec runs an operation: topUpdates subscriptions on the shared path, rankUpdates over a connection that writes
-// its streams itself (StreamHolder) on a streamed path, everything else as generated.
+// Exec runs an operation: the hot queries and mutations on the prepared path (prepared.go), topUpdates
+// subscriptions on the shared path, rankUpdates over a connection that writes its streams itself (StreamHolder)
+// on a streamed path, everything else as generated.
 func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	opCtx := graphql.GetOperationContext(ctx)
 	if opCtx.Operation.Operation != ast.Subscription {
+		if h := s.prepared(opCtx); h != nil {
+			return h
+		}
 		return s.executableSchema.Exec(ctx)
 	}
 	fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionImplementors)

@@ -112,7 +112,8 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
-		Closes: pubsub.NewCloseFeed(hubStore, cfg.WebhookPollInterval, log)}
+		PreparedResults: cfg.PreparedResults,
+		Closes:          pubsub.NewCloseFeed(hubStore, cfg.WebhookPollInterval, log)}
 	schema := graph.NewSchema(resolver)
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())

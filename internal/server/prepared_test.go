@@ -1,0 +1,156 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/graph"
+)
+
+// TestPreparedResultsMatchGqlgen runs the same requests, in the same order, on a server whose hot operations take
+// the prepared path (PREPARED_RESULTS, graph/prepared.go) and on one where gqlgen's generated marshalers write
+// every result, over the same Redis with the same clock and their own key prefixes: every response must be the
+// same bytes, with the same status and Content-Type. The requests cover every field of Entry and ScoreResult
+// (aliases, __typename, any order), names and metadata that need escaping, approximate ranks, nulls (a missing
+// player, no previous score), resolver errors (NOT_FOUND, BAD_USER_INPUT, RATE_LIMITED, UNAUTHENTICATED,
+// FORBIDDEN), an argument the generated code refuses (metadata too large), with a read key required and not.
+func TestPreparedResultsMatchGqlgen(t *testing.T) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	for _, readKey := range []bool{false, true} {
+		t.Run(fmt.Sprintf("readKey=%v", readKey), func(t *testing.T) {
+			start := func(prepared bool) *testServer {
+				cfg := testConfig(t)
+				cfg.KeyPrefix += fmt.Sprintf("-%v", prepared)
+				cfg.Clock = func() time.Time { return now }
+				cfg.PreparedResults = prepared
+				if readKey {
+					cfg.APIKeys += ",read:" + testReadKey
+				}
+				return startServer(t, cfg)
+			}
+			prep, gen := start(true), start(false)
+			for _, s := range []*testServer{prep, gen} {
+				s.create(t, map[string]any{"id": "p", "windows": []string{"ALL_TIME", "DAILY"}, "maxScore": 9e15})
+				s.create(t, map[string]any{"id": "px", "exactTop": 2, "order": "ASC"})
+				s.create(t, map[string]any{"id": "slow", "maxSubmitsPerMinute": 1})
+			}
+			reader := ""
+			if readKey {
+				reader = testReadKey
+			}
+			before := graph.PreparedOperations()
+			steps := preparedSteps(reader)
+			for i, st := range steps {
+				a, b := prep.raw(t, st.key, st.query, st.vars), gen.raw(t, st.key, st.query, st.vars)
+				if a.status != b.status || a.contentType != b.contentType || !bytes.Equal(a.body, b.body) {
+					t.Fatalf("step %d: %s %v\nprepared %d %s %s\n  gqlgen %d %s %s", i, st.query, st.vars,
+						a.status, a.contentType, a.body, b.status, b.contentType, b.body)
+				}
+				if st.want != "" && !strings.Contains(string(a.body), st.want) {
+					t.Fatalf("step %d: %s\nwant %s in %s", i, st.query, st.want, a.body)
+				}
+			}
+			// Most steps are prepared; the others (fragments, directives, an alias twice) stay gqlgen's.
+			if n := graph.PreparedOperations() - before; n < int64(len(steps))*2/3 {
+				t.Fatalf("%d of %d steps took the prepared path", n, len(steps))
+			}
+		})
+	}
+}
+
+type preparedStep struct {
+	key, query string
+	vars       map[string]any
+	want       string // a part the response must hold (that the step tests what it says)
+}
+
+func preparedSteps(reader string) []preparedStep {
+	const all = `playerId displayName rank tieRank approximate score topPercent updatedAt metadata`
+	const reversed = `metadata updatedAt topPercent score approximate tieRank rank displayName playerId`
+	submit := func(sel string, in map[string]any) preparedStep {
+		return preparedStep{key: testSubmitKey, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { ` + sel + ` } }`,
+			vars: map[string]any{"in": in}}
+	}
+	var steps []preparedStep
+	names := []string{`<b>&"quoted"</b>`, "tab\tnew\nline\\ \u2028 \x01\x1b\r", "日本語 ✓", "plain"}
+	scores := []float64{8e15, 0.0001, 1e-7, 1234567.25, 9e15, 42, 42}
+	for i, sc := range scores {
+		in := map[string]any{"board": "p", "playerId": fmt.Sprintf("p%d", i), "score": sc,
+			"displayName": names[i%len(names)]}
+		if i%2 == 0 {
+			in["metadata"] = map[string]any{"html": "<script>&</script>", "n": 1.5, "nested": map[string]any{"a": []any{1, "\u2028"}}}
+		}
+		sel := `entry { ` + all + ` } previousRank previousScore updated duplicate __typename`
+		if i%3 == 1 {
+			sel = `d: duplicate u: updated ps: previousScore pr: previousRank e: entry { __typename ` + reversed + ` }`
+		}
+		steps = append(steps, submit(sel, in))
+	}
+	// Again: previous rank and score, an unchanged best score, a duplicate event.
+	steps = append(steps,
+		submit(`entry { rank score } previousRank previousScore updated`, map[string]any{"board": "p", "playerId": "p0", "score": 5.0}),
+		submit(`entry { `+all+` } previousRank previousScore updated duplicate`, map[string]any{"board": "p", "playerId": "p3", "score": 8.5e15, "eventId": "e1"}),
+		submit(`entry { `+all+` } previousRank previousScore updated duplicate`, map[string]any{"board": "p", "playerId": "p3", "score": 8.5e15, "eventId": "e1"}),
+		submit(`entry { playerId }`, map[string]any{"board": "p", "playerId": "p9", "score": 1.0, "achievedAt": "2001-02-03T04:05:06.789Z"}),
+	)
+	for i := range 6 { // approximate ranks beyond exactTop 2, ascending
+		steps = append(steps, submit(`entry { `+all+` } updated`, map[string]any{"board": "px", "playerId": fmt.Sprintf("x%d", i), "score": float64(10 * (i % 4))}))
+	}
+	// Errors of the resolver and of the arguments, on the prepared path.
+	big := map[string]any{"s": strings.Repeat("m", 2000)}
+	steps = append(steps,
+		preparedStep{key: testSubmitKey, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
+			vars: map[string]any{"in": map[string]any{"board": "nope", "playerId": "a", "score": 1.0}}, want: `"NOT_FOUND"`},
+		preparedStep{key: "", query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
+			vars: map[string]any{"in": map[string]any{"board": "p", "playerId": "a", "score": 1.0}}, want: `"UNAUTHENTICATED"`},
+		preparedStep{key: testSubmitKey, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
+			vars: map[string]any{"in": map[string]any{"board": "p", "playerId": "a", "score": 9.007e15}}, want: `"BAD_USER_INPUT"`},
+		preparedStep{key: testSubmitKey, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
+			vars: map[string]any{"in": map[string]any{"board": "p", "playerId": "a", "score": 1.0, "metadata": big}}, want: `"BAD_USER_INPUT"`},
+		submit(`updated`, map[string]any{"board": "slow", "playerId": "s", "score": 1.0}),
+		preparedStep{key: testSubmitKey, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
+			vars: map[string]any{"in": map[string]any{"board": "slow", "playerId": "s", "score": 2.0}}, want: `"RATE_LIMITED"`},
+		// A literal input, no variables.
+		preparedStep{key: testSubmitKey, query: `mutation { submitScore(input: {board: "p", playerId: "lit", score: 3.5, displayName: "<lit>"}) { entry { ` + all + ` } } }`},
+	)
+	if reader != "" {
+		steps = append(steps,
+			preparedStep{key: "", query: `query { rank(board: "p", playerId: "p1") { rank } }`, want: `"UNAUTHENTICATED"`},
+			preparedStep{key: testSubmitKey, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
+				vars: map[string]any{"in": map[string]any{"board": "p", "playerId": "a", "score": 1.0}}},
+			preparedStep{key: reader, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
+				vars: map[string]any{"in": map[string]any{"board": "p", "playerId": "a", "score": 1.0}}, want: `"FORBIDDEN"`},
+		)
+	}
+	read := func(q string, vars map[string]any, want string) {
+		steps = append(steps, preparedStep{key: reader, query: q, vars: vars, want: want})
+	}
+	for _, b := range []string{"p", "px"} {
+		for _, p := range []string{"p0", "p1", "p2", "p3", "x1", "x4", "x5", "missing"} {
+			read(`query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { `+all+` __typename } }`, map[string]any{"b": b, "p": p}, "")
+			read(`query($b: ID!, $p: ID!) { me: rank(board: $b, playerId: $p) { `+reversed+` } }`, map[string]any{"b": b, "p": p}, "")
+			for _, r := range []int{0, 1, 3} {
+				read(`query($b: ID!, $p: ID!, $r: Int) { aroundMe(board: $b, playerId: $p, radius: $r) { `+all+` } }`,
+					map[string]any{"b": b, "p": p, "r": r}, "")
+			}
+			read(`query($b: ID!, $p: ID!, $f: [ID!]!) { friends(board: $b, playerId: $p, friendIds: $f) { __typename `+all+` } }`,
+				map[string]any{"b": b, "p": p, "f": []string{"p2", "x0", "x3", "p5", "nobody", "p9"}}, "")
+		}
+	}
+	read(`query { rank(board: "p", playerId: "missing") { rank } }`, nil, `{"data":{"rank":null}}`)
+	read(`query { rank(board: "px", playerId: "x5") { approximate } }`, nil, `"approximate":true`)
+	read(`query { rank(board: "nope", playerId: "p1") { rank } }`, nil, `"NOT_FOUND"`)
+	read(`query { rank(board: "p", playerId: "p1", window: WEEKLY) { rank } }`, nil, `"BAD_USER_INPUT"`)
+	read(`query { aroundMe(board: "nope", playerId: "p1") { rank } }`, nil, `"NOT_FOUND"`)
+	read(`query { friends(board: "p", playerId: "p1", friendIds: []) { rank playerId } }`, nil, "")
+	read(`query { rank(board: "p", playerId: "p1", window: DAILY) { rank score } }`, nil, "")
+	// Not prepared (fragments, directives, an alias twice, two root fields): gqlgen's on both.
+	read(`query { rank(board: "p", playerId: "p1") { ...E } } fragment E on Entry { rank playerId }`, nil, "")
+	read(`query($s: Boolean!) { rank(board: "p", playerId: "p1") { rank @skip(if: $s) playerId } }`, map[string]any{"s": true}, "")
+	read(`query { rank(board: "p", playerId: "p1") { rank rank playerId } }`, nil, "")
+	read(`query { rank(board: "p", playerId: "p1") { rank } __typename }`, nil, "")
+	return steps
+}
