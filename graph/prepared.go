@@ -156,16 +156,15 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 		if v == invalid {
 			return &graphql.Response{Data: []byte("null")}
 		}
-		data := make([]byte, 0, 64+256*len(p.sel))
-		data = appendQuoted(append(data, '{'), field.Alias)
-		data = append(data, ':')
-		if e, ok := v.(encoded); ok {
-			data = append(data, e...)
-		} else {
-			w := byteWriter{data}
+		e, ok := v.(encoded)
+		if !ok { // null, or what the generated marshaler wrote
+			var w byteWriter
 			v.MarshalGQL(&w)
-			data = w.b
+			e = w.b
 		}
+		data := make([]byte, 0, len(field.Alias)+len(e)+5)
+		data = appendQuoted(append(data, '{'), field.Alias)
+		data = append(append(data, ':'), e...)
 		return &graphql.Response{Data: append(data, '}')}
 	}
 }
