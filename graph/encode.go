@@ -177,6 +177,23 @@ func appendScoreResult(dst []byte, sel []selField, r *leaderboard.Result) (_ []b
 	return append(dst, '}'), true
 }
 
+// appendScoreResults appends a list of results as the generated [ScoreResult]! marshaler writes it (a failed
+// item is null; its error is the resolver's).
+func appendScoreResults(dst []byte, sel []selField, rs []*leaderboard.Result) (_ []byte, ok bool) {
+	dst = append(dst, '[')
+	for i, r := range rs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if r == nil {
+			dst = append(dst, "null"...)
+		} else if dst, ok = appendScoreResult(dst, sel, r); !ok {
+			return dst, false
+		}
+	}
+	return append(dst, ']'), true
+}
+
 // appendEntries appends a list of entries as the generated [Entry!]! marshaler writes it.
 func appendEntries(dst []byte, sel []selField, es []leaderboard.Entry) (_ []byte, ok bool) {
 	dst = append(dst, '[')

@@ -12,20 +12,21 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// Prepared results: the hot operations (a mutation of one submitScore, a query of one rank, aroundMe or friends)
-// run as the generated code runs them, field context, arguments, root middleware (ReadGuard), resolver, errors
-// and panics included, except for the last step: the result is written by the encoder of encode.go for the
-// selection compiled once per document, instead of by the generated marshalers (a field context, a closure and
-// a middleware call per field, a goroutine per list element: 0.52 s of the 5.17 s a submitScore profile took,
-// twice the store call). Only selections of plain fields are prepared (no fragments, no directives, no alias
-// twice); everything else, and any value the generated code would answer with an error, goes the generated way.
-// TestPreparedResultsMatchGqlgen holds the two byte for byte.
+// Prepared results: the hot operations (a mutation of one submitScore or submitScores, a query of one rank,
+// aroundMe or friends) run as the generated code runs them, field context, arguments, root middleware
+// (ReadGuard), resolver, errors and panics included, except for the last step: the result is written by the
+// encoder of encode.go for the selection compiled once per document, instead of by the generated marshalers (a
+// field context, a closure and a middleware call per field, a goroutine per list element: 0.52 s of the 5.17 s
+// a submitScore profile took, twice the store call). Only selections of plain fields are prepared (no fragments,
+// no directives, no alias twice); everything else, and any value the generated code would answer with an error,
+// goes the generated way. TestPreparedResultsMatchGqlgen holds the two byte for byte.
 
 // preparedRoot is the root field a plan runs.
 type preparedRoot uint8
 
 const (
 	prepSubmitScore preparedRoot = iota + 1
+	prepSubmitScores
 	prepRank
 	prepAroundMe
 	prepFriends
@@ -36,10 +37,11 @@ var preparedRoots = map[string]struct {
 	root  preparedRoot
 	kinds map[string]selKind
 }{
-	"submitScore": {ast.Mutation, prepSubmitScore, scoreResultSelKinds},
-	"rank":        {ast.Query, prepRank, entrySelKinds},
-	"aroundMe":    {ast.Query, prepAroundMe, entrySelKinds},
-	"friends":     {ast.Query, prepFriends, entrySelKinds},
+	"submitScore":  {ast.Mutation, prepSubmitScore, scoreResultSelKinds},
+	"submitScores": {ast.Mutation, prepSubmitScores, scoreResultSelKinds},
+	"rank":         {ast.Query, prepRank, entrySelKinds},
+	"aroundMe":     {ast.Query, prepAroundMe, entrySelKinds},
+	"friends":      {ast.Query, prepFriends, entrySelKinds},
 }
 
 // preparedPlan is a prepared root field: what it runs and its compiled selection.
@@ -193,6 +195,20 @@ func (ec *executionContext) preparedField(ctx context.Context, field graphql.Col
 					}
 				}
 				return ec.marshalNScoreResult2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult(ctx, sel, v)
+			},
+			true, true)
+	case prepSubmitScores:
+		return graphql.ResolveField(ctx, ec.OperationContext, field, ec.fieldContext_Mutation_submitScores,
+			func(ctx context.Context) (any, error) {
+				fc := graphql.GetFieldContext(ctx)
+				return ec.Resolvers.Mutation().SubmitScores(ctx, fc.Args["inputs"].([]model.ScoreInput))
+			},
+			nil,
+			func(ctx context.Context, sel ast.SelectionSet, v []*leaderboard.Result) graphql.Marshaler {
+				if b, ok := appendScoreResults(make([]byte, 0, 384*len(v)+2), p.sel, v); ok {
+					return encoded(b)
+				}
+				return ec.marshalNScoreResult2ᚕᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult(ctx, sel, v)
 			},
 			true, true)
 	case prepRank:

@@ -55,7 +55,7 @@ type Config struct {
 	QueryCacheSize          int           // QUERY_CACHE_SIZE: parsed queries kept (LRU); default 1000
 	QueryCacheBytes         int64         // QUERY_CACHE_BYTES: memory the kept documents may hold (estimate); default 64 MiB
 	APQCacheSize            int           // APQ_CACHE_SIZE: automatic persisted queries kept (LRU); default 1000
-	PreparedResults         bool          // PREPARED_RESULTS: submitScore/rank/aroundMe/friends results by graph's own encoder; default true
+	PreparedResults         bool          // PREPARED_RESULTS: submitScore(s)/rank/aroundMe/friends results by graph's own encoder; default true
 
 	// Period-close events and their webhooks (closes.go, webhook.go; README "Period-close events and webhooks").
 	CloseCheckInterval  time.Duration // CLOSE_CHECK_INTERVAL: how often boards are checked for periods that closed; default 5s

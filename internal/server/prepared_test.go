@@ -113,6 +113,24 @@ func preparedSteps(reader string) []preparedStep {
 		submit(`updated`, map[string]any{"board": "slow", "playerId": "s", "score": 1.0}),
 		preparedStep{key: testSubmitKey, query: `mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }`,
 			vars: map[string]any{"in": map[string]any{"board": "slow", "playerId": "s", "score": 2.0}}, want: `"RATE_LIMITED"`},
+		// submitScores: items that fail are null with their errors at their paths; the others stand.
+		preparedStep{key: testSubmitKey, query: `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { entry { ` + all + ` } previousRank previousScore updated duplicate __typename } }`,
+			vars: map[string]any{"in": []any{
+				map[string]any{"board": "p", "playerId": "b1", "score": 7.5, "displayName": "<b1>", "metadata": map[string]any{"k": "&"}},
+				map[string]any{"board": "nope", "playerId": "b2", "score": 1.0},
+				map[string]any{"board": "px", "playerId": "b3", "score": 15.0, "eventId": "bulk-1"},
+				map[string]any{"board": "px", "playerId": "b3", "score": 15.0, "eventId": "bulk-1"},
+				map[string]any{"board": "p", "playerId": "b4", "score": 9.007e15},
+				map[string]any{"board": "slow", "playerId": "s", "score": 3.0},
+			}}, want: `"path":["submitScores",1]`},
+		preparedStep{key: testSubmitKey, query: `mutation($in: [ScoreInput!]!) { r: submitScores(inputs: $in) { u: updated e: entry { rank playerId } } }`,
+			vars: map[string]any{"in": []any{}}, want: `{"data":{"r":[]}}`},
+		preparedStep{key: testSubmitKey, query: `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+			vars: map[string]any{"in": manyInputs(1001)}, want: `"BAD_USER_INPUT"`},
+		preparedStep{key: "", query: `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+			vars: map[string]any{"in": manyInputs(2)}, want: `"UNAUTHENTICATED"`},
+		preparedStep{key: testSubmitKey, query: `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { entry { ` + reversed + ` } updated } }`,
+			vars: map[string]any{"in": manyInputs(40)}},
 		// A literal input, no variables.
 		preparedStep{key: testSubmitKey, query: `mutation { submitScore(input: {board: "p", playerId: "lit", score: 3.5, displayName: "<lit>"}) { entry { ` + all + ` } } }`},
 	)
@@ -153,4 +171,13 @@ func preparedSteps(reader string) []preparedStep {
 	read(`query { rank(board: "p", playerId: "p1") { rank rank playerId } }`, nil, "")
 	read(`query { rank(board: "p", playerId: "p1") { rank } __typename }`, nil, "")
 	return steps
+}
+
+// manyInputs is n submissions to board p, players m0..m<n-1>.
+func manyInputs(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = map[string]any{"board": "p", "playerId": fmt.Sprintf("m%d", i), "score": float64(i) / 4}
+	}
+	return out
 }
