@@ -26,8 +26,8 @@ type Resolver struct {
 	Log    *slog.Logger
 	// ReadKeyRequired: subscriptions need a key with the read role (see ReadGuard for queries).
 	ReadKeyRequired bool
-	// PreparedResults: submitScore, submitScores, rank, aroundMe and friends results are written by the prepared path's
-	// encoder (prepared.go), byte for byte what the generated marshalers write, at a fraction of the CPU.
+	// PreparedResults: submitScore, submitScores, rank, aroundMe and friends results are written by the prepared
+	// path's encoder (prepared.go), byte for byte what the generated marshalers write, at a fraction of the CPU.
 	PreparedResults bool
 	// OnSubscription, if set, is called with +1 when a subscription starts and -1 when it ends (metrics).
 	OnSubscription func(field string, delta int)
