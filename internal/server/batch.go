@@ -78,10 +78,16 @@ func batchBody(r *http.Request) ([]byte, bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil, false
 	}
-	body, err := io.ReadAll(r.Body) // already read and bounded by limitBody
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	if err != nil {
-		return nil, false
+	var body []byte
+	if rb, ok := r.Body.(*readBody); ok {
+		body = rb.Bytes() // read and bounded by limitBody
+	} else {
+		var err error
+		body, err = io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if err != nil {
+			return nil, false
+		}
 	}
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
 	return body, len(trimmed) > 0 && trimmed[0] == '['

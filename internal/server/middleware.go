@@ -70,12 +70,25 @@ func limitBody(max int64, next http.Handler) http.Handler {
 				writeError(w, http.StatusBadRequest, codeInvalid, msg)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = newReadBody(body)
 			r.ContentLength = int64(len(body))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// readBody is a request body that limitBody has read whole. Bytes returns what is still unread of it without
+// a copy, so that the handlers after limitBody that look at the whole body first (batches, the top cache) need
+// not read it and put a copy back.
+type readBody struct {
+	*bytes.Reader
+	b []byte
+}
+
+func newReadBody(b []byte) *readBody { return &readBody{Reader: bytes.NewReader(b), b: b} }
+
+func (r *readBody) Bytes() []byte { return r.b[len(r.b)-r.Len():] }
+func (r *readBody) Close() error  { return nil }
 
 // maxErrorMessage is the longest transport error message sent, in bytes.
 const maxErrorMessage = 300
@@ -206,7 +219,13 @@ func (s *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // outside gqlgen (which recovers its own) as a 500 with code INTERNAL.
 func logRequests(log *slog.Logger, clientAddr func(*http.Request) string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		// The request line is logged at debug level only: without it, nothing of it is computed (the client
+		// address, two clock reads).
+		debug := log.Enabled(r.Context(), slog.LevelDebug)
+		var start time.Time
+		if debug {
+			start = time.Now()
+		}
 		sw := &statusWriter{ResponseWriter: w}
 		defer func() {
 			if p := recover(); p != nil {
@@ -218,9 +237,11 @@ func logRequests(log *slog.Logger, clientAddr func(*http.Request) string, next h
 					writeError(sw, http.StatusInternalServerError, codeInternal, "internal error")
 				}
 			}
-			log.LogAttrs(r.Context(), slog.LevelDebug, "request", slog.String("method", r.Method),
-				slog.String("path", r.URL.Path), slog.Int("status", sw.status),
-				slog.Duration("duration", time.Since(start)), slog.String("remote", clientAddr(r)))
+			if debug {
+				log.LogAttrs(r.Context(), slog.LevelDebug, "request", slog.String("method", r.Method),
+					slog.String("path", r.URL.Path), slog.Int("status", sw.status),
+					slog.Duration("duration", time.Since(start)), slog.String("remote", clientAddr(r)))
+			}
 		}()
 		next.ServeHTTP(sw, r)
 	})
