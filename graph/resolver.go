@@ -1,6 +1,8 @@
 // Package graph is the GraphQL layer of the service: gqlgen's generated executor (generated.go), the resolvers
-// (*.resolvers.go), and the rules that only make sense at the API edge: roles, error codes, query depth and
-// complexity. It holds no business rules; those live in package leaderboard, live fan-out in package pubsub.
+// (*.resolvers.go), the paths that write results without the generated marshalers (prepared.go and encode.go
+// for the hot queries and mutations, live.go and stream.go for subscriptions), and the rules that only make
+// sense at the API edge: roles, error codes, query depth and complexity. It holds no business rules; those live
+// in package leaderboard, live fan-out in package pubsub.
 package graph
 
 import (
