@@ -2,8 +2,12 @@ package server
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +20,8 @@ import (
 // same bytes, with the same status and Content-Type. The requests cover every field of Entry and ScoreResult
 // (aliases, __typename, any order), names and metadata that need escaping, approximate ranks, nulls (a missing
 // player, no previous score), resolver errors (NOT_FOUND, BAD_USER_INPUT, RATE_LIMITED, UNAUTHENTICATED,
-// FORBIDDEN), an argument the generated code refuses (metadata too large), with a read key required and not.
+// FORBIDDEN), an argument the generated code refuses (metadata too large), with a read key required and not; then
+// 16 goroutines read at once with documents new to the plan cache (under -race in make test).
 func TestPreparedResultsMatchGqlgen(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, readKey := range []bool{false, true} {
@@ -52,6 +57,31 @@ func TestPreparedResultsMatchGqlgen(t *testing.T) {
 				if st.want != "" && !strings.Contains(string(a.body), st.want) {
 					t.Fatalf("step %d: %s\nwant %s in %s", i, st.query, st.want, a.body)
 				}
+			}
+			// Concurrently, with documents new to the plan cache (an alias per goroutine): reads of the same
+			// data give the same bytes on both servers.
+			var wg sync.WaitGroup
+			errs := make(chan string, 16)
+			for g := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 8 {
+						p := fmt.Sprintf("p%d", (g+i)%7)
+						q := fmt.Sprintf(`query($p: ID!) { g%d: aroundMe(board: "p", playerId: $p, radius: %d) { `+
+							`playerId rank tieRank score topPercent displayName metadata updatedAt } }`, g, i%3)
+						a, b := prep.rawQuiet(reader, q, map[string]any{"p": p}), gen.rawQuiet(reader, q, map[string]any{"p": p})
+						if !bytes.Equal(a, b) || len(a) == 0 {
+							errs <- fmt.Sprintf("goroutine %d: %s\nprepared %s\n  gqlgen %s", g, q, a, b)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
 			}
 			// Most steps are prepared; the others (fragments, directives, an alias twice) stay gqlgen's.
 			if n := graph.PreparedOperations() - before; n < int64(len(steps))*2/3 {
@@ -180,4 +210,16 @@ func manyInputs(n int) []any {
 		out[i] = map[string]any{"board": "p", "playerId": fmt.Sprintf("m%d", i), "score": float64(i) / 4}
 	}
 	return out
+}
+
+// rawQuiet POSTs a GraphQL request from any goroutine and returns the response body (nil on a transport error).
+func (s *testServer) rawQuiet(key, query string, vars map[string]any) []byte {
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	resp, err := http.DefaultClient.Do(s.request(key, body))
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return b
 }
