@@ -152,9 +152,13 @@ func (s *wsSession) next() (clientMsg, error) {
 		ID      string          `json:"id,omitempty"`
 		Type    json.RawMessage `json:"type"`
 	}
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
+	var derr error
+	offStack(func() {
+		dec := json.NewDecoder(r)
+		dec.UseNumber()
+		derr = dec.Decode(&m)
+	})
+	if derr != nil {
 		return clientMsg{}, errInvalidWSMessage
 	}
 	var typ string
@@ -311,7 +315,7 @@ func (s *wsSession) run() {
 		}
 		switch m.op {
 		case msgStart:
-			s.subscribe(&m)
+			offStack(func() { s.subscribe(&m) })
 		case msgStop:
 			s.mu.Lock()
 			stop := s.active[m.id]
