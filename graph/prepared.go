@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
@@ -158,106 +159,97 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 		if v == invalid {
 			return &graphql.Response{Data: []byte("null")}
 		}
-		e, ok := v.(encoded)
-		if !ok { // null, or what the generated marshaler wrote
-			var w byteWriter
-			v.MarshalGQL(&w)
-			e = w.b
+		data := bytes.NewBuffer(fieldPrefix(field)) // {"alias":
+		if e, ok := v.(encoded); ok {
+			data.Grow(len(e) + 1)
+			data.Write(e)
+		} else {
+			v.MarshalGQL(data) // null, or what the generated marshaler wrote
 		}
-		data := make([]byte, 0, len(field.Alias)+len(e)+5)
-		data = appendQuoted(append(data, '{'), field.Alias)
-		data = append(append(data, ':'), e...)
-		return &graphql.Response{Data: append(data, '}')}
+		data.WriteByte('}')
+		return &graphql.Response{Data: data.Bytes()}
 	}
 }
 
-// preparedField resolves a prepared root field as its generated _Query_x / _Mutation_x does, and encodes the
-// result for the plan's selection; a value the encoder leaves alone goes to the generated marshaler.
+// preparedField resolves a prepared root field as its generated _Query_x / _Mutation_x does (the same field
+// context, resolver call and null rule), and encodes the result for the plan's selection.
 func (ec *executionContext) preparedField(ctx context.Context, field graphql.CollectedField, p *preparedPlan) graphql.Marshaler {
-	entries := func(ctx context.Context, sel ast.SelectionSet, v []leaderboard.Entry) graphql.Marshaler {
-		if b, ok := appendEntries(make([]byte, 0, 256*len(v)+2), p.sel, v); ok {
-			return encoded(b)
-		}
-		return ec.marshalNEntry2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntryᚄ(ctx, sel, v)
+	args := func(ctx context.Context) map[string]any { return graphql.GetFieldContext(ctx).Args }
+	entries := func(v []leaderboard.Entry) ([]byte, bool) {
+		return appendEntries(make([]byte, 0, 256*len(v)+2), p.sel, v)
 	}
 	switch p.root {
 	case prepSubmitScore:
-		return graphql.ResolveField(ctx, ec.OperationContext, field, ec.fieldContext_Mutation_submitScore,
+		return resolvePrepared(ctx, ec, field, ec.fieldContext_Mutation_submitScore,
 			func(ctx context.Context) (any, error) {
-				fc := graphql.GetFieldContext(ctx)
-				return ec.Resolvers.Mutation().SubmitScore(ctx, fc.Args["input"].(model.ScoreInput))
+				return ec.Resolvers.Mutation().SubmitScore(ctx, args(ctx)["input"].(model.ScoreInput))
 			},
-			nil,
-			func(ctx context.Context, sel ast.SelectionSet, v *leaderboard.Result) graphql.Marshaler {
-				if v != nil {
-					if b, ok := appendScoreResult(make([]byte, 0, 384), p.sel, v); ok {
-						return encoded(b)
-					}
-				}
-				return ec.marshalNScoreResult2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult(ctx, sel, v)
-			},
-			true, true)
-	case prepSubmitScores:
-		return graphql.ResolveField(ctx, ec.OperationContext, field, ec.fieldContext_Mutation_submitScores,
-			func(ctx context.Context) (any, error) {
-				fc := graphql.GetFieldContext(ctx)
-				return ec.Resolvers.Mutation().SubmitScores(ctx, fc.Args["inputs"].([]model.ScoreInput))
-			},
-			nil,
-			func(ctx context.Context, sel ast.SelectionSet, v []*leaderboard.Result) graphql.Marshaler {
-				if b, ok := appendScoreResults(make([]byte, 0, 384*len(v)+2), p.sel, v); ok {
-					return encoded(b)
-				}
-				return ec.marshalNScoreResult2ᚕᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult(ctx, sel, v)
-			},
-			true, true)
-	case prepRank:
-		return graphql.ResolveField(ctx, ec.OperationContext, field, ec.fieldContext_Query_rank,
-			func(ctx context.Context) (any, error) {
-				fc := graphql.GetFieldContext(ctx)
-				return ec.Resolvers.Query().Rank(ctx, fc.Args["board"].(string), fc.Args["playerId"].(string),
-					fc.Args["window"].(*model.Window), fc.Args["period"].(*string))
-			},
-			nil,
-			func(ctx context.Context, sel ast.SelectionSet, v *leaderboard.Entry) graphql.Marshaler {
+			func(v *leaderboard.Result) ([]byte, bool) {
 				if v == nil {
-					return graphql.Null
+					return nil, false // the generated marshaler's error for a null ScoreResult!
 				}
-				if b, ok := appendEntry(make([]byte, 0, 256), p.sel, v); ok {
-					return encoded(b)
-				}
-				return ec.marshalOEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry(ctx, sel, v)
+				return appendScoreResult(make([]byte, 0, 384), p.sel, v)
 			},
-			true, false)
+			ec.marshalNScoreResult2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult, true)
+	case prepSubmitScores:
+		return resolvePrepared(ctx, ec, field, ec.fieldContext_Mutation_submitScores,
+			func(ctx context.Context) (any, error) {
+				return ec.Resolvers.Mutation().SubmitScores(ctx, args(ctx)["inputs"].([]model.ScoreInput))
+			},
+			func(v []*leaderboard.Result) ([]byte, bool) {
+				return appendScoreResults(make([]byte, 0, 384*len(v)+2), p.sel, v)
+			},
+			ec.marshalNScoreResult2ᚕᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult, true)
+	case prepRank:
+		return resolvePrepared(ctx, ec, field, ec.fieldContext_Query_rank,
+			func(ctx context.Context) (any, error) {
+				a := args(ctx)
+				return ec.Resolvers.Query().Rank(ctx, a["board"].(string), a["playerId"].(string),
+					a["window"].(*model.Window), a["period"].(*string))
+			},
+			func(v *leaderboard.Entry) ([]byte, bool) {
+				if v == nil {
+					return nil, false // the generated marshaler's null
+				}
+				return appendEntry(make([]byte, 0, 256), p.sel, v)
+			},
+			ec.marshalOEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry, false)
 	case prepAroundMe:
-		return graphql.ResolveField(ctx, ec.OperationContext, field, ec.fieldContext_Query_aroundMe,
+		return resolvePrepared(ctx, ec, field, ec.fieldContext_Query_aroundMe,
 			func(ctx context.Context) (any, error) {
-				fc := graphql.GetFieldContext(ctx)
-				return ec.Resolvers.Query().AroundMe(ctx, fc.Args["board"].(string), fc.Args["playerId"].(string),
-					fc.Args["radius"].(*int), fc.Args["window"].(*model.Window), fc.Args["period"].(*string))
+				a := args(ctx)
+				return ec.Resolvers.Query().AroundMe(ctx, a["board"].(string), a["playerId"].(string),
+					a["radius"].(*int), a["window"].(*model.Window), a["period"].(*string))
 			},
-			nil, entries, true, true)
+			entries, ec.marshalNEntry2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntryᚄ, true)
 	case prepFriends:
-		return graphql.ResolveField(ctx, ec.OperationContext, field, ec.fieldContext_Query_friends,
+		return resolvePrepared(ctx, ec, field, ec.fieldContext_Query_friends,
 			func(ctx context.Context) (any, error) {
-				fc := graphql.GetFieldContext(ctx)
-				return ec.Resolvers.Query().Friends(ctx, fc.Args["board"].(string), fc.Args["playerId"].(string),
-					fc.Args["friendIds"].([]string), fc.Args["window"].(*model.Window), fc.Args["period"].(*string))
+				a := args(ctx)
+				return ec.Resolvers.Query().Friends(ctx, a["board"].(string), a["playerId"].(string),
+					a["friendIds"].([]string), a["window"].(*model.Window), a["period"].(*string))
 			},
-			nil, entries, true, true)
+			entries, ec.marshalNEntry2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntryᚄ, true)
 	}
 	panic("unknown prepared root")
+}
+
+// resolvePrepared is graphql.ResolveField with the result written by encode, or, for a value encode declines
+// (ok false), by generated, the field's generated marshaler.
+func resolvePrepared[T any](ctx context.Context, ec *executionContext, field graphql.CollectedField,
+	fieldContext func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error),
+	resolve func(context.Context) (any, error), encode func(T) ([]byte, bool),
+	generated func(context.Context, ast.SelectionSet, T) graphql.Marshaler, nonNull bool) graphql.Marshaler {
+	return graphql.ResolveField(ctx, ec.OperationContext, field, fieldContext, resolve, nil,
+		func(ctx context.Context, sel ast.SelectionSet, v T) graphql.Marshaler {
+			if b, ok := encode(v); ok {
+				return encoded(b)
+			}
+			return generated(ctx, sel, v)
+		}, true, nonNull)
 }
 
 var preparedOps atomic.Int64
 
 // PreparedOperations returns how many operations took the prepared path since the process started.
 func PreparedOperations() int64 { return preparedOps.Load() }
-
-// byteWriter appends what is written to it.
-type byteWriter struct{ b []byte }
-
-func (w *byteWriter) Write(p []byte) (int, error) {
-	w.b = append(w.b, p...)
-	return len(p), nil
-}

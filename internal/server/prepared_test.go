@@ -47,7 +47,7 @@ func TestPreparedResultsMatchGqlgen(t *testing.T) {
 				reader = testReadKey
 			}
 			before := graph.PreparedOperations()
-			steps := preparedSteps(reader)
+			steps := preparedSteps(reader, now)
 			for i, st := range steps {
 				a, b := prep.raw(t, st.key, st.query, st.vars), gen.raw(t, st.key, st.query, st.vars)
 				if a.status != b.status || a.contentType != b.contentType || !bytes.Equal(a.body, b.body) {
@@ -97,7 +97,7 @@ type preparedStep struct {
 	want       string // a part the response must hold (that the step tests what it says)
 }
 
-func preparedSteps(reader string) []preparedStep {
+func preparedSteps(reader string, now time.Time) []preparedStep {
 	const all = `playerId displayName rank tieRank approximate score topPercent updatedAt metadata`
 	const reversed = `metadata updatedAt topPercent score approximate tieRank rank displayName playerId`
 	submit := func(sel string, in map[string]any) preparedStep {
@@ -124,7 +124,7 @@ func preparedSteps(reader string) []preparedStep {
 		submit(`entry { rank score } previousRank previousScore updated`, map[string]any{"board": "p", "playerId": "p0", "score": 5.0}),
 		submit(`entry { `+all+` } previousRank previousScore updated duplicate`, map[string]any{"board": "p", "playerId": "p3", "score": 8.5e15, "eventId": "e1"}),
 		submit(`entry { `+all+` } previousRank previousScore updated duplicate`, map[string]any{"board": "p", "playerId": "p3", "score": 8.5e15, "eventId": "e1"}),
-		submit(`entry { playerId }`, map[string]any{"board": "p", "playerId": "p9", "score": 1.0, "achievedAt": "2001-02-03T04:05:06.789Z"}),
+		submit(`entry { playerId }`, map[string]any{"board": "p", "playerId": "p9", "score": 1.0, "achievedAt": now.Add(-90*time.Second - 123*time.Millisecond).Format(time.RFC3339Nano)}),
 	)
 	for i := range 6 { // approximate ranks beyond exactTop 2, ascending
 		steps = append(steps, submit(`entry { `+all+` } updated`, map[string]any{"board": "px", "playerId": fmt.Sprintf("x%d", i), "score": float64(10 * (i % 4))}))
