@@ -41,7 +41,7 @@ type board struct {
 	lastVer    int64  // version of the last change event seen (or read with the lists); 0: none
 	lastRead   time.Time
 	watchSetAt time.Time
-	offers     int // updates offered to subscribers, counted by paced
+	offers     int // the cost of the offers since the fan-out last yielded (paced)
 }
 
 // maxInbox bounds the events waiting for one board; beyond it they are dropped and every view is re-read.

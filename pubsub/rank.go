@@ -105,7 +105,7 @@ func (b *board) applyRank(w *watch, e *leaderboard.Entry, now time.Time) {
 	}
 	for s := range w.subs {
 		b.offerRank(s, send, now)
-		b.paced()
+		b.paced(s.notify != nil)
 	}
 }
 

@@ -115,15 +115,23 @@ func (b *board) apply(vw *view, p *leaderboard.Page, now time.Time) {
 		b.h.updateFeed(f, vw.list, vw.size)
 		for s := range f.subs {
 			b.offer(vw, s, now)
-			b.paced()
+			b.paced(s.notify != nil)
 		}
 	}
 }
 
-// paced counts an offer of a fan-out and lets other goroutines run after every yieldEvery of them. b.mu is held
-// (subscribers read their channels without it).
-func (b *board) paced() {
-	if b.offers++; b.offers%yieldEvery == 0 {
+// paced counts an offer of a fan-out and lets other goroutines run once the offers since the last yield cost
+// yieldBudget: an offer that woke the subscriber's goroutine (it reads its channel) costs offerWakes, one that
+// only queued the subscriber's connection for the stream writers (notified) costs 1. b.mu is held (subscribers
+// read their channels without it).
+func (b *board) paced(notified bool) {
+	if notified {
+		b.offers++
+	} else {
+		b.offers += offerWakes
+	}
+	if b.offers >= yieldBudget {
+		b.offers = 0
 		runtime.Gosched()
 	}
 }
@@ -137,12 +145,19 @@ func (h *Hub) fanoutTurn() func() {
 	return func() { <-h.fanoutTurns }
 }
 
-// yieldEvery is how many subscribers a fan-out offers an update to before it lets other goroutines run. Each
-// offer wakes a subscriber's goroutine into this goroutine's run queue; offering to 10,000 at once queued every
-// request's next step (the HTTP read, the Redis reply, the response) behind all of them, several times per
-// request (submissions took a second at 10,000 subscribers while the CPU was half idle). After a yield the
-// woken ones run, and the goroutines waiting for the CPU before the yield run before the fan-out goes on.
-const yieldEvery = 64
+// A fan-out lets other goroutines run after every 64 offers that woke a subscriber's goroutine. Each such offer
+// wakes a goroutine into this goroutine's run queue; offering to 10,000 at once queued every request's next step
+// (the HTTP read, the Redis reply, the response) behind all of them, several times per request (submissions took
+// a second at 10,000 subscribers while the CPU was half idle). After a yield the woken ones run, and the
+// goroutines waiting for the CPU before the yield run before the fan-out goes on.
+//
+// An offer to a notified subscriber (a websocket stream, written by the stream writers) wakes no goroutine and
+// takes ~2 us: yielding after every 64 of those stretched a 10,000-subscriber fan-out to ~80 ms of wall time
+// behind the stream writers' turns, and every subscriber offered late in it was written one update staler.
+const (
+	yieldBudget = 1024
+	offerWakes  = yieldBudget / 64
+)
 
 // updateFeed makes list (cut to the feed's first) the feed's next version if it differs from the current one.
 func (h *Hub) updateFeed(f *feed, list []leaderboard.Entry, size int64) {

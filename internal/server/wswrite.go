@@ -339,7 +339,7 @@ func isTimeout(err error) bool {
 // streamWriters are the few goroutines (one per processor, started when there is work, ending when there is
 // none) that write the connections' stream responses. A fan-out to 10,000 connections woke 10,000 goroutines at
 // once, and every request's next step queued behind them; a writer lets other goroutines run after every
-// yieldEvery connections.
+// writerYieldEvery connections.
 type streamWriters struct {
 	mu      sync.Mutex
 	queue   []*wsConn // queue[head:] wait for a turn, oldest first
