@@ -164,11 +164,11 @@ func (b *board) gc() bool {
 	defer b.mu.Unlock()
 	idle := time.Now().Add(-h.cfg.ViewIdle).UnixNano()
 	for k, vw := range b.views {
-		if vw.cached && len(vw.feeds) == 0 && vw.used.Load() < idle {
-			vw.cached = false // nobody asked Top for it for ViewIdle
+		if vw.cached.Load() && len(vw.feeds) == 0 && vw.used.Load() < idle {
+			vw.cached.Store(false) // nobody asked Top for it for ViewIdle
 			h.cachedN--
 		}
-		if len(vw.feeds) == 0 && !vw.cached {
+		if len(vw.feeds) == 0 && !vw.cached.Load() {
 			delete(b.views, k)
 			delete(h.views, k)
 		}

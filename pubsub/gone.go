@@ -24,8 +24,8 @@ func (b *board) vanish() {
 	}
 	var tops []*topSub
 	for k, vw := range b.views {
-		if vw.cached {
-			vw.cached = false
+		if vw.cached.Load() {
+			vw.cached.Store(false)
 			h.cachedN--
 		}
 		if h.views[k] == vw {

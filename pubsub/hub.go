@@ -43,7 +43,7 @@ type Hub struct {
 
 	fanoutTurns chan struct{} // see fanoutTurn
 
-	snapshots, diffs, rankUpdates, replaced, stuckDropped atomic.Uint64 // see Stats
+	snapshots, diffs, rankUpdates, replaced, stuckDropped, listRows atomic.Uint64 // see Stats
 }
 
 // Stats are counts since the hub started, for metrics: the health of the fan-out.
@@ -56,12 +56,15 @@ type Stats struct {
 	Replaced uint64
 	// StuckDropped counts subscribers dropped for reading nothing for Config.StuckAfter.
 	StuckDropped uint64
+	// ListRows counts the entries the hub's refreshes read from Redis for top lists (each list is read as deep
+	// as its subscribers show, MaxFirst when Top serves it).
+	ListRows uint64
 }
 
 // Stats returns the hub's counts so far.
 func (h *Hub) Stats() Stats {
 	return Stats{Snapshots: h.snapshots.Load(), Diffs: h.diffs.Load(), RankUpdates: h.rankUpdates.Load(),
-		Replaced: h.replaced.Load(), StuckDropped: h.stuckDropped.Load()}
+		Replaced: h.replaced.Load(), StuckDropped: h.stuckDropped.Load(), ListRows: h.listRows.Load()}
 }
 
 type viewKey struct {
@@ -219,13 +222,13 @@ func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*
 	h.mu.RUnlock()
 	if vw != nil {
 		vw.used.Store(time.Now().UnixNano())
-		if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() {
+		if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() && c.covers(offset+first) {
 			return c.page(r, offset, first), nil
 		}
 	}
 	p, err := h.callerStore.Top(ctx, v, offset, first)
-	if err == nil && vw == nil {
-		h.cacheView(r.Board, key)
+	if err == nil && (vw == nil || !vw.cached.Load()) {
+		h.cacheView(r.Board, key) // a view only subscriptions kept is read MaxFirst deep from now on (view.want)
 	}
 	return p, err
 }
@@ -250,7 +253,7 @@ func (h *Hub) TopToken(ctx context.Context, v leaderboard.View, offset, first in
 		return 0, false
 	}
 	vw.used.Store(time.Now().UnixNano())
-	if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() {
+	if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() && c.covers(offset+first) {
 		return c.token, true
 	}
 	return 0, false
@@ -296,18 +299,18 @@ func (h *Hub) cacheView(def *leaderboard.Board, key viewKey) {
 	vw := h.viewLocked(b, key)
 	vw.used.Store(time.Now().UnixNano())
 	var evicted *board
-	if !vw.cached {
-		vw.cached = true
+	if !vw.cached.Load() {
+		vw.cached.Store(true)
 		h.cachedN++
 		if h.cachedN > h.cfg.CacheSize {
 			var old *view
 			for _, c := range h.views {
-				if c.cached && c != vw && (old == nil || c.used.Load() < old.used.Load()) {
+				if c.cached.Load() && c != vw && (old == nil || c.used.Load() < old.used.Load()) {
 					old = c
 				}
 			}
 			if old != nil {
-				old.cached = false
+				old.cached.Store(false)
 				h.cachedN--
 				evicted = old.board
 			}
@@ -351,10 +354,14 @@ func (h *Hub) viewLocked(b *board, key viewKey) *view {
 
 // cachedList is a view's list as Top serves it.
 type cachedList struct {
-	entries []leaderboard.Entry // top MaxFirst (fewer: the whole ranking)
+	entries []leaderboard.Entry // the top depth ranks (fewer: every rank the board lists)
+	depth   int                 // how many ranks the read asked for
 	size    int64
 	token   uint64 // unique per list in the process (see TopToken)
 }
+
+// covers reports whether the list holds ranks 1 .. n as the store would list them.
+func (c *cachedList) covers(n int) bool { return n <= c.depth || len(c.entries) < c.depth }
 
 // listTokens numbers the cached lists of every view (see TopToken).
 var listTokens atomic.Uint64

@@ -70,7 +70,7 @@ func (b *board) pace() bool {
 // readPlan is what one refresh reads.
 type readPlan struct {
 	all      bool                 // re-read the event version too (everything may have been missed)
-	views    []viewKey            // top lists to read
+	views    []viewRead           // top lists to read
 	ranks    map[viewKey][]string // watched players to read, per window period
 	setWatch bool                 // refresh the board's watch key
 }
@@ -104,8 +104,9 @@ func (b *board) plan() readPlan {
 			vw.recheck = now.Add(sizeSettle)
 			time.AfterFunc(sizeSettle, b.signal)
 		}
-		if all || !vw.loaded || top || size || due {
-			p.views = append(p.views, k)
+		want := vw.want()
+		if all || !vw.loaded || top || size || due || !vw.covers(want) {
+			p.views = append(p.views, viewRead{k, want})
 		}
 	}
 	for k, w := range b.watches {
@@ -131,6 +132,18 @@ func (b *board) plan() readPlan {
 	return p
 }
 
+// viewRead is one top list to read: the view's top depth ranks.
+type viewRead struct {
+	key   viewKey
+	depth int
+}
+
+// pageRead is a top list read, with the depth it was read to.
+type pageRead struct {
+	page  *leaderboard.Page
+	depth int
+}
+
 // readResult is what one refresh read.
 type readResult struct {
 	failed   bool
@@ -139,7 +152,7 @@ type readResult struct {
 	epoch    string
 	ver      int64
 	watchSet time.Time // when the watch key was set (zero: not)
-	pages    map[viewKey]*leaderboard.Page
+	pages    map[viewKey]pageRead
 	found    map[watchKey]*leaderboard.Entry
 	ranks    map[viewKey]bool // window periods whose watched players were all read
 }
@@ -147,7 +160,7 @@ type readResult struct {
 // fetch reads what p asks for. It holds no lock.
 func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 	h := b.h
-	r := readResult{pages: make(map[viewKey]*leaderboard.Page, len(p.views)),
+	r := readResult{pages: make(map[viewKey]pageRead, len(p.views)),
 		found: map[watchKey]*leaderboard.Entry{}, ranks: map[viewKey]bool{}}
 	if p.setWatch {
 		if err := h.store.Watch(ctx, b.def.ID, h.cfg.RankWatchTTL); err != nil {
@@ -165,8 +178,9 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 			r.failed = true
 		}
 	}
-	for _, k := range p.views {
-		page, err := h.store.Top(ctx, leaderboard.View{Board: k.board, Window: k.window, Period: k.period}, 0, MaxFirst)
+	for _, vr := range p.views {
+		k := vr.key
+		page, err := h.store.Top(ctx, leaderboard.View{Board: k.board, Window: k.window, Period: k.period}, 0, vr.depth)
 		if b.isGone(err) {
 			r.gone = true
 			return r
@@ -176,7 +190,8 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 			h.cfg.Logger.Warn("pubsub: reading a top list failed; retrying", "board", k.board, "err", err)
 			continue
 		}
-		r.pages[k] = page
+		h.listRows.Add(uint64(len(page.Entries)))
+		r.pages[k] = pageRead{page, vr.depth}
 	}
 	for vk, players := range p.ranks {
 		ok := true
@@ -218,7 +233,7 @@ func (b *board) install(r readResult) {
 	}
 	for k, p := range r.pages {
 		if vw := b.views[k]; vw != nil {
-			b.apply(vw, p, now)
+			b.apply(vw, p.page, p.depth, now)
 		}
 	}
 	for k, w := range b.watches {

@@ -14,10 +14,12 @@ type view struct {
 	board   *board
 	current atomic.Pointer[cachedList] // what Top serves
 	used    atomic.Int64               // unix ns of the last Top call
-	cached  bool                       // kept for Top (guarded by Hub.mu)
+	// cached: kept fresh for Top (changed under Hub.mu; read without it by the refresh, see want).
+	cached atomic.Bool
 
 	loaded  bool
-	list    []leaderboard.Entry
+	list    []leaderboard.Entry // the top depth ranks (fewer: every rank the board lists)
+	depth   int                 // how many ranks the last read asked for
 	size    int64
 	feeds   map[int]*feed // by first
 	recheck time.Time     // when to read once more after a size change below the list (zero: no need)
@@ -58,8 +60,10 @@ func (b *board) attachTop(vw *view, s *topSub, now time.Time) {
 	if f == nil {
 		f = &feed{first: s.first, hist: map[int64][]leaderboard.Entry{}, subs: map[*topSub]struct{}{}}
 		vw.feeds[s.first] = f
-		if vw.loaded {
+		if vw.loaded && vw.covers(f.first) {
 			b.h.updateFeed(f, vw.list, vw.size)
+		} else if vw.loaded {
+			b.signal() // the list read is shorter than this feed's: the next refresh reads deeper (want)
 		}
 	}
 	f.subs[s] = struct{}{}
@@ -107,11 +111,37 @@ func (b *board) detachTop(s *topSub) {
 	}
 }
 
-// apply installs a freshly read list in a view and brings its subscribers up to date. b.mu is held.
-func (b *board) apply(vw *view, p *leaderboard.Page, now time.Time) {
-	vw.loaded, vw.list, vw.size = true, p.Entries, p.Size
-	vw.current.Store(&cachedList{entries: p.Entries, size: p.Size, token: listTokens.Add(1)})
+// want is how many ranks a refresh of the view reads: MaxFirst when Top serves it (cached), else the longest
+// list its subscribers show. A top-100 read costs Redis ~8 times a top-10 read (a record lookup per row), and a
+// board watched only by top-10 screens has no use for ranks 11 to 100. b.mu is held.
+func (vw *view) want() int {
+	if vw.cached.Load() {
+		return MaxFirst
+	}
+	n := 0
+	for first := range vw.feeds {
+		n = max(n, first)
+	}
+	if n == 0 {
+		return MaxFirst
+	}
+	return n
+}
+
+// covers reports whether the view's list holds ranks 1 .. n as the store would list them. b.mu is held.
+func (vw *view) covers(n int) bool { return n <= vw.depth || len(vw.list) < vw.depth }
+
+// apply installs a freshly read list of the top depth ranks in a view and brings its subscribers up to date. A
+// feed that joined since the read was planned and shows more than it holds waits for the next read, which the
+// view's want asks for. b.mu is held.
+func (b *board) apply(vw *view, p *leaderboard.Page, depth int, now time.Time) {
+	vw.loaded, vw.list, vw.size, vw.depth = true, p.Entries, p.Size, depth
+	vw.current.Store(&cachedList{entries: p.Entries, depth: depth, size: p.Size, token: listTokens.Add(1)})
 	for _, f := range vw.feeds {
+		if !vw.covers(f.first) {
+			b.signal()
+			continue
+		}
 		b.h.updateFeed(f, vw.list, vw.size)
 		for s := range f.subs {
 			b.offer(vw, s, now)

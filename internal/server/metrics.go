@@ -126,6 +126,8 @@ func (m *Metrics) WatchHub(h *pubsub.Hub, rdb redis.UniversalClient) {
 		"by one merged update.", func(s pubsub.Stats) uint64 { return s.Replaced })
 	counter("lb_live_stuck_dropped_total", "Subscribers dropped for reading nothing for 30 s (pubsub.Config.StuckAfter).",
 		func(s pubsub.Stats) uint64 { return s.StuckDropped })
+	counter("lb_live_list_rows_read_total", "Entries the live hub read from Redis for top lists (each as deep as its "+
+		"subscriptions show, 100 when the top query cache serves it).", func(s pubsub.Stats) uint64 { return s.ListRows })
 
 	pool := func(name, help string, gauge bool, f func(*redis.PoolStats) uint32) {
 		v := func() float64 { return float64(f(rdb.PoolStats())) }

@@ -91,7 +91,7 @@ func TestLiveAndPoolMetrics(t *testing.T) {
 	resp.Body.Close()
 	text := string(data)
 	for name, min := range map[string]float64{"lb_live_snapshots_total": 1, "lb_live_diffs_total": 1,
-		"lb_redis_pool_connections": 1, "lb_redis_pool_hits_total": 1} {
+		"lb_redis_pool_connections": 1, "lb_redis_pool_hits_total": 1, "lb_live_list_rows_read_total": 1} {
 		if got := metric(text, name); got < min {
 			t.Errorf("%s %v, want at least %v", name, got, min)
 		}
