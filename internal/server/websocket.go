@@ -26,8 +26,10 @@ const (
 	// peer still sends, before the TCP connection is closed: closing it with unread input would reset it, and
 	// the peer could lose the close frame with its code. On shutdown it is one wait shared by all connections.
 	wsCloseLinger = time.Second
-	// wsReadBuffer is the size of a websocket connection's read buffer, in bytes.
-	wsReadBuffer = 1024
+	// wsReadBuffer is the size of a websocket connection's read buffer, in bytes: enough for a frame header and
+	// a short message in one read (a subscribe of a few hundred bytes takes two or three), and an idle connection
+	// holds it for its whole life.
+	wsReadBuffer = 256
 )
 
 // websockets accepts websocket connections on gorilla/websocket for wsTransport (in the shape of gqlgen's
