@@ -56,7 +56,7 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	case fields[0].Name == "topUpdates":
 		next = ec.sharedTopUpdates(fctx, r, fields[0], sharedKey(opCtx), stream)
 	case fields[0].Name == "rankUpdates" && streams:
-		next, rendered = ec.streamRankUpdates(fctx, r, fields[0], stream), false
+		next, rendered = ec.streamRankUpdates(fctx, r, fields[0], stream, s.plans), false
 	default:
 		return r.endIfDeleted(fields[0], opCtx, s.executableSchema.Exec(ctx))
 	}
@@ -126,9 +126,11 @@ func streamFrom[T any](ch <-chan T, render func([]byte, T) []byte) func([]byte) 
 }
 
 // streamRankUpdates mirrors the generated _Subscription_rankUpdates, with the hub's channel and the rendering of
-// later entries kept in stream for the connection (StreamHolder).
+// later entries kept in stream for the connection (StreamHolder). With plans, a later entry whose selection is
+// plain fields is written by the prepared results' encoder (encode.go), as the generated marshaler writes it;
+// every other one, and any value the encoder leaves to the generated code, goes through the generated marshaler.
 func (ec *executionContext) streamRankUpdates(ctx context.Context, r *Resolver, field graphql.CollectedField,
-	stream *LiveStream) func(context.Context) graphql.Marshaler {
+	stream *LiveStream, plans *preparedPlans) func(context.Context) graphql.Marshaler {
 	var ch <-chan *leaderboard.Entry
 	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -146,7 +148,15 @@ func (ec *executionContext) streamRankUpdates(ctx context.Context, r *Resolver, 
 			if stream.next == nil {
 				prefix := fieldPrefix(field)
 				var buf bytes.Buffer
+				var enc []byte
+				plan, planned := plans.selection(field.Field, entrySelKinds)
 				stream.next = streamFrom(ch, func(dst []byte, e *leaderboard.Entry) []byte {
+					if planned {
+						var ok bool
+						if enc, ok = appendEntry(enc[:0], plan, e); ok {
+							return append(appendWire(append(dst, prefix...), enc), '}')
+						}
+					}
 					buf.Reset()
 					ec.marshalNEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry(ctx, sel, e).MarshalGQL(&buf)
 					return append(appendWire(append(dst, prefix...), buf.Bytes()), '}')

@@ -92,6 +92,32 @@ func (c *preparedPlans) plan(op *ast.OperationDefinition) *preparedPlan {
 		return nil
 	}
 	p = &preparedPlan{root: r.root, sel: sel}
+	c.keep(f, p)
+	return p
+}
+
+// selection returns the compiled selection of f, a field of a type whose fields are kinds (false: not one the
+// encoder writes, or c is nil), kept as plans are.
+func (c *preparedPlans) selection(f *ast.Field, kinds map[string]selKind) ([]selField, bool) {
+	if c == nil {
+		return nil, false
+	}
+	c.mu.RLock()
+	p, ok := c.m[f]
+	c.mu.RUnlock()
+	if ok {
+		return p.sel, true
+	}
+	sel, ok := compileSelection(f.SelectionSet, kinds)
+	if !ok {
+		return nil, false
+	}
+	c.keep(f, &preparedPlan{sel: sel})
+	return sel, true
+}
+
+// keep remembers p as f's plan when f's document is small enough (maxPreparedSource).
+func (c *preparedPlans) keep(f *ast.Field, p *preparedPlan) {
 	if f.Position != nil && f.Position.Src != nil && len(f.Position.Src.Input) <= maxPreparedSource {
 		c.mu.Lock()
 		if len(c.m) >= maxPreparedPlans {
@@ -100,7 +126,6 @@ func (c *preparedPlans) plan(op *ast.OperationDefinition) *preparedPlan {
 		c.m[f] = p
 		c.mu.Unlock()
 	}
-	return p
 }
 
 // prepared returns the response handler of a prepared operation, nil for any other. It mirrors the generated

@@ -28,7 +28,8 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 		entryFields + ` r2: rank } } } fragment U on TopUpdate { board window period snapshot size removed __typename }`
 	const rank = `subscription($b: ID!, $p: ID!) { mine: rankUpdates(board: $b, playerId: $p) { __typename ` +
 		entryFields + ` } }`
-	s.submit(t, map[string]any{"board": "frames", "playerId": "watched", "score": 1.0})
+	s.submit(t, map[string]any{"board": "frames", "playerId": "watched", "score": 1.0,
+		"displayName": "Zoë <script>&\u2029", "metadata": map[string]any{"tag": "</b>&<", "u": "\u2028"}})
 	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
 		t.Run(proto, func(t *testing.T) {
 			dial := func(noStreams bool) *wstest.Conn {
