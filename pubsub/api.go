@@ -35,6 +35,11 @@ type Config struct {
 	// StuckAfter is how long a subscriber may leave its channel full, reading nothing, before it is dropped (its
 	// channel is closed). Default 30 seconds.
 	StuckAfter time.Duration
+	// RankReadBatch is how many watched players one Redis read of their ranks covers at most (a board's watchers
+	// are read in batches of this size, one after the other). A Lua script blocks Redis while it runs, and every
+	// write waits behind it: one read of 1000 players held it ~16-40 ms, so that submissions behind the rank
+	// watchers' reads reached barely half of the planned rate. Default 100, at most leaderboard.MaxFriends.
+	RankReadBatch int
 	// RankWatchTTL is how long Store.Watch(board) lasts while rank subscriptions exist on the board; it is
 	// refreshed every third of it. Default 60 seconds.
 	RankWatchTTL time.Duration
@@ -62,6 +67,9 @@ func (c *Config) normalize() {
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = 1
+	}
+	if c.RankReadBatch <= 0 || c.RankReadBatch > leaderboard.MaxFriends {
+		c.RankReadBatch = 100
 	}
 	if c.SnapshotAfter <= 0 {
 		c.SnapshotAfter = 8

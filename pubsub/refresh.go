@@ -195,8 +195,8 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 	}
 	for vk, players := range p.ranks {
 		ok := true
-		for i := 0; i < len(players); i += leaderboard.MaxFriends {
-			chunk := players[i:min(i+leaderboard.MaxFriends, len(players))]
+		for i := 0; i < len(players); i += h.cfg.RankReadBatch {
+			chunk := players[i:min(i+h.cfg.RankReadBatch, len(players))]
 			page, err := h.store.Ranks(ctx, leaderboard.View{Board: vk.board, Window: vk.window, Period: vk.period},
 				chunk)
 			if b.isGone(err) {

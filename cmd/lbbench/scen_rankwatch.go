@@ -133,7 +133,9 @@ func (e *env) rankWatchStep(ctx context.Context) (*table, error) {
 	}
 	rate := sz.SubmitRate
 	total := int(e.o.Duration.Seconds() * float64(rate))
-	u0, t0 := e.serverUsage(), time.Now()
+	e.profileNext(fmt.Sprintf("rankwatch-%d", n))
+	wait := e.startProfiles(ctx, time.Duration(float64(total)/float64(rate)*float64(time.Second)))
+	u0, g0, r0, t0 := e.serverUsage(), selfUsage(), e.redisUsage(), time.Now()
 	var submitted, failed atomic.Int64
 	var wg sync.WaitGroup
 	due := make(chan int, 256)
@@ -179,12 +181,13 @@ func (e *env) rankWatchStep(ctx context.Context) (*table, error) {
 	}
 	wg.Wait()
 	el := time.Since(t0).Seconds()
+	wait()
 	time.Sleep(2 * time.Second) // the last updates arrive
 	cmds1, err := e.redisCommands(ctx)
 	if err != nil {
 		return nil, err
 	}
-	u1 := e.serverUsage()
+	u1, g1, r1 := e.serverUsage(), selfUsage(), e.redisUsage()
 	unseen := 0
 	for i := range watches {
 		watches[i].mu.Lock()
@@ -197,9 +200,10 @@ func (e *env) rankWatchStep(ctx context.Context) (*table, error) {
 	t := &table{title: fmt.Sprintf("5c. Rank watchers: %d players watching their own rank (rankUpdates), %d submissions/s taking rank 1",
 		n, rate),
 		head: []string{"watchers", "submits/s", "own update p50", "own update p99", "not seen", "msgs/s",
-			"server CPU", "Redis commands/s besides the submissions", "errors"}}
+			"CPU server/redis/loadgen", "Redis commands/s besides the submissions", "errors"}}
 	t.add(strconv.Itoa(n), fmtRate(float64(submitted.Load())/el), fmtDur(lat.quantile(0.5)), fmtDur(lat.quantile(0.99)),
-		strconv.Itoa(unseen), fmtRate(float64(msgs.Load())/(el+2)), fmtCores((u1.CPU-u0.CPU).Seconds()/(el+2)),
+		strconv.Itoa(unseen), fmtRate(float64(msgs.Load())/(el+2)), fmtCores((u1.CPU-u0.CPU).Seconds()/(el+2))+" / "+fmtCores((r1.CPU-r0.CPU).Seconds()/(el+2))+" / "+
+			fmtCores((g1.CPU-g0.CPU).Seconds()/(el+2)),
 		fmtRate(readsPerSec), strconv.FormatInt(failed.Load()+errs.Load(), 10))
 	t.notes = append(t.notes, fmt.Sprintf("%d subscriptions per websocket. own update: a submission's HTTP response → "+
 		"its player's watcher holds the new score (0 when it came first; a submission overtaken by a later one for "+
