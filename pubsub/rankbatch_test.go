@@ -41,6 +41,10 @@ func (c *rankReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // TestRankReadsInBatches: a board's rank watchers are read RankReadBatch players per script call (a long script
 // blocks every write behind it), and every watcher still gets its new rank, as Store.Rank reads it.
 func TestRankReadsInBatches(t *testing.T) {
+	var c Config
+	if c.normalize(); c.RankReadBatch != 100 { // the README's figure
+		t.Fatalf("default RankReadBatch %d, want 100", c.RankReadBatch)
+	}
 	srv := redistest.SharedStandalone(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
