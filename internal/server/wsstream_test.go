@@ -120,10 +120,13 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	s.create(t, map[string]any{"id": "slow"})
+	// Every row carries ~700 bytes of metadata, so that one write turn of a slow connection (60 updates of the
+	// top 100, ~5 MB) is more than the kernel's socket buffers hold even when a loaded machine delivers few
+	// (merged) updates per pause.
 	var in []map[string]any
 	for i := range 100 {
 		in = append(in, map[string]any{"board": "slow", "playerId": fmt.Sprintf("player-with-a-long-name-%03d", i),
-			"score": float64(i)})
+			"score": float64(i), "metadata": map[string]any{"bio": strings.Repeat("x", 700)}})
 	}
 	s.must(t, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
 		map[string]any{"in": in}, nil)
@@ -150,7 +153,7 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 		if _, ack, err := ws.ReadMessage(); err != nil || !strings.Contains(string(ack), "connection_ack") {
 			t.Fatalf("connection %d: no ack: %s %v", c, ack, err)
 		}
-		for i := range subsEach { // every update of the top 100 is ~10 KB: ~600 KB a connection per submission
+		for i := range subsEach { // every update of the top 100 is ~80 KB: ~5 MB a connection per submission
 			if err := ws.WriteJSON(map[string]any{"type": "subscribe", "id": fmt.Sprint(i), "payload": map[string]any{
 				"query": topUpdatesSub, "variables": map[string]any{"b": "slow", "n": 100}}}); err != nil {
 				t.Fatal(err)
