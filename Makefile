@@ -15,7 +15,7 @@ run:
 test: test-deps tidy
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
-	@# Without the race detector: the export of a 1,000,000-player board (memory flat, every row, ~40 s) and the
+	@# Without the race detector: the export of a 1,000,000-player board (memory flat, every row, 40-130 s) and the
 	@# tail estimate's accuracy on 1,000,000 players (under the race detector it runs on 100,000), side by side,
 	@# and, in a process of its own, the stack an idle websocket keeps (race instrumentation doubles stacks).
 	LB_EXPORT_PLAYERS=1000000 $(GO) test -count=1 -timeout 5m \
