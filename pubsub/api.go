@@ -3,8 +3,8 @@
 // One Redis pub/sub connection per process (on Redis Cluster one per primary that serves a watched board's slot,
 // each board's channel subscribed on its own: SSUBSCRIBE takes channels of one slot) carries the change events of
 // every watched board. Per watched board a
-// goroutine turns events into at most MaxUpdateRate Redis reads per second: per board-window-period one top-100
-// list is read, each subscriber group (same `first`) gets one diff computed once and shared by all of its
+// goroutine turns events into at most MaxUpdateRate Redis reads per second: per board-window-period one top list
+// is read (as deep as its subscribers show, MaxFirst when Top serves it), each subscriber group (same `first`) gets one diff computed once and shared by all of its
 // subscribers, and a subscriber that falls behind gets a merged diff or a snapshot instead of a growing queue.
 // Nothing here ever blocks the goroutine that reads from Redis. It knows nothing of GraphQL.
 package pubsub
@@ -17,7 +17,7 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// MaxFirst is the longest top list a subscription may ask for and the length of the list cached per view: the
+// MaxFirst is the longest top list a subscription may ask for and the longest list cached per view: the
 // store's leaderboard.LiveTop, beyond which changes are not published.
 const MaxFirst = leaderboard.LiveTop
 

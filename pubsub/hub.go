@@ -205,7 +205,7 @@ func (h *Hub) SubscribeRankNotify(ctx context.Context, v leaderboard.View, playe
 	return s.ch, nil
 }
 
-// Top returns ranks offset+1 .. offset+first like Store.Top. Pages within the top MaxFirst of a view that the
+// Top returns ranks offset+1 .. offset+first like Store.Top. Pages within the cached list of a view that the
 // hub watches come from memory (no Redis round trip) as long as no change event is pending for the board; any
 // other request reads Redis and starts caching its view (at most CacheSize views, least recently used dropped).
 func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*leaderboard.Page, error) {

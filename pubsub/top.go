@@ -8,7 +8,7 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// view is one board-window-period with its cached top MaxFirst list and its subscriber groups.
+// view is one board-window-period with its cached top list (view.want deep) and its subscriber groups.
 type view struct {
 	key     viewKey
 	board   *board
