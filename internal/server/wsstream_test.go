@@ -191,10 +191,13 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLive(t, s, l, "slow", 5*time.Second)
-	// Each submission takes rank 1: every row of every top 100 moves, a full diff each time.
-	const rounds = 60
-	for i := range rounds {
-		s.submit(t, map[string]any{"board": "slow", "playerId": fmt.Sprintf("climber-%d", i), "score": float64(1000 + i)})
+	// Each submission takes rank 1: every row of every top 100 moves, a full diff each time. At least 60 rounds,
+	// and on until a write has been handed off (a loaded machine may deliver too few updates to fill the slow
+	// peers' buffers in the first pauses), within a generous bound.
+	rounds := 0
+	for ; rounds < 60 || slowHandoffs.Load() == before && time.Since(start) < 30*time.Second; rounds++ {
+		s.submit(t, map[string]any{"board": "slow", "playerId": fmt.Sprintf("climber-%d", rounds),
+			"score": float64(1000 + rounds)})
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitLive(t, s, l, "slow", 5*time.Second) // the reading client kept up
