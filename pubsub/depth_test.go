@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestListsReadAsDeepAsShown: a view that only subscriptions keep is read as deep as the longest list they show; a
@@ -16,10 +14,7 @@ import (
 // ranks the list holds (beyond them it reads the store and makes the view MaxFirst deep). The store's own reads
 // are the oracle for every list.
 func TestListsReadAsDeepAsShown(t *testing.T) {
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	st := newStore(t, rdb, redistest.Prefix(t))
+	st := hookedStore(t)
 	h := startHub(t, st, Config{})
 	createBoard(t, st, leaderboard.Board{ID: "d"})
 	for i := range 150 {
@@ -60,9 +55,10 @@ func TestListsReadAsDeepAsShown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c50 := follow(ch50, 50)
 	var u *TopUpdate
 	select {
-	case u = <-ch50:
+	case u = <-c50.head:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no first update for a top-50 subscriber")
 	}
@@ -75,19 +71,6 @@ func TestListsReadAsDeepAsShown(t *testing.T) {
 		t.Fatalf("first top-50 update: snapshot %v version %d size %d, %d rows\n got  %v\n want %v", u.Snapshot,
 			u.Version, u.Size, len(u.Entries), fullRows(u.Entries, u.Size), fullRows(want.Entries, want.Size))
 	}
-	c50 := &topClient{first: 50, done: make(chan struct{}), list: u.Entries, size: u.Size, ver: 1, snaps: 1}
-	go func() {
-		defer close(c50.done)
-		for u := range ch50 {
-			c50.mu.Lock()
-			if u.Version != c50.ver+1 && c50.err == nil {
-				c50.err = fmt.Errorf("version %d after %d", u.Version, c50.ver)
-			}
-			c50.ver, c50.size = u.Version, u.Size
-			c50.list = Apply(c50.list, u.Snapshot, u.Entries, u.Removed, 50)
-			c50.mu.Unlock()
-		}
-	}()
 	if n := rowsPerRead(c50); n == 0 || n%50 != 0 || n > 150 {
 		t.Fatalf("a change read %d rows for top-10 and top-50 subscribers, want 50 per read", n)
 	}
@@ -132,10 +115,7 @@ func TestListsReadAsDeepAsShown(t *testing.T) {
 // TestShortBoardCoversDeeperLists: a list read 10 deep from a board of 5 players is the whole ranking, so a top-100
 // subscriber and Top(0, 100) are served from it.
 func TestShortBoardCoversDeeperLists(t *testing.T) {
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
-	st := newStore(t, rdb, redistest.Prefix(t))
+	st := hookedStore(t)
 	h := startHub(t, st, Config{})
 	createBoard(t, st, leaderboard.Board{ID: "s"})
 	for i := range 5 {

@@ -38,6 +38,17 @@ func newStore(t testing.TB, rdb redis.UniversalClient, prefix string) *leaderboa
 	return leaderboard.New(rdb, leaderboard.Config{Prefix: prefix})
 }
 
+// hookedStore is a store on the shared standalone Redis through a client of its own, with hooks (counters of
+// what the hub sends).
+func hookedStore(t testing.TB, hooks ...redis.Hook) *leaderboard.Store {
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.SharedStandalone(t).Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for _, h := range hooks {
+		rdb.AddHook(h)
+	}
+	return newStore(t, rdb, redistest.Prefix(t))
+}
+
 func createBoard(t testing.TB, st *leaderboard.Store, b leaderboard.Board) {
 	t.Helper()
 	if _, err := st.CreateBoard(context.Background(), b); err != nil {
@@ -55,10 +66,11 @@ type topClient struct {
 	snaps int
 	err   error
 	done  chan struct{}
+	head  chan *TopUpdate // gets the first update
 }
 
 func follow(ch <-chan *TopUpdate, first int) *topClient {
-	c := &topClient{first: first, done: make(chan struct{})}
+	c := &topClient{first: first, done: make(chan struct{}), head: make(chan *TopUpdate, 1)}
 	go func() {
 		defer close(c.done)
 		for u := range ch {
@@ -68,6 +80,9 @@ func follow(ch <-chan *TopUpdate, first int) *topClient {
 			}
 			if c.ver == 0 && !u.Snapshot && c.err == nil {
 				c.err = fmt.Errorf("first update is not a snapshot")
+			}
+			if c.ver == 0 {
+				c.head <- u
 			}
 			c.ver = u.Version
 			c.size = u.Size

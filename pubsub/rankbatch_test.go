@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/redis/go-redis/v9"
 )
@@ -45,12 +44,8 @@ func TestRankReadsInBatches(t *testing.T) {
 	if c.normalize(); c.RankReadBatch != 100 { // the README's figure
 		t.Fatalf("default RankReadBatch %d, want 100", c.RankReadBatch)
 	}
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
 	reads := &rankReads{}
-	rdb.AddHook(reads)
-	st := newStore(t, rdb, redistest.Prefix(t))
+	st := hookedStore(t, reads)
 	const batch, watchers = 7, 20
 	h := startHub(t, st, Config{RankReadBatch: batch})
 	createBoard(t, st, leaderboard.Board{ID: "rb"})

@@ -35,12 +35,8 @@ func (c *countEvals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // TestTopCacheHitsSkipRedis: once a view is cached and no change is pending, Top sends nothing to Redis, and a
 // write makes it serve the new list.
 func TestTopCacheHitsSkipRedis(t *testing.T) {
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { _ = rdb.Close() })
 	counter := &countEvals{}
-	rdb.AddHook(counter)
-	st := newStore(t, rdb, redistest.Prefix(t))
+	st := hookedStore(t, counter)
 	h := startHub(t, st, Config{})
 	createBoard(t, st, leaderboard.Board{ID: "c"})
 	for i := range 30 {
