@@ -4,23 +4,23 @@
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3])
-local player, radius = ARGV[4], tonumber(ARGV[5])
+local player, radius = ARGV[4], tonum(ARGV[5])
 local out = { st.cnt }
 local _, rec, ts, tok, x, exact = locate(st, player)
 if not rec then return out end
 local z = zkey(st.w, st.p)
-local r0 = exact and redis.call('ZRANK', z, tok .. player)
+local r0 = exact and rcall('ZRANK', z, tok .. player)
 if not r0 then
   local r = rank_of(st, player, tok, x, false)
   out[2] = { player, r, 1, fmt(x), ts, meta_of(player), tie_of(st, x, r, false) }
   return out
 end
-local n = redis.call('ZCARD', z)
-local start = math.max(0, r0 - radius)
+local n = rcall('ZCARD', z)
+local start = max(0, r0 - radius)
 local stop = start + 2 * radius
 if stop > n - 1 then
   stop = n - 1
-  start = math.max(0, stop - 2 * radius)
+  start = max(0, stop - 2 * radius)
 end
-local rows = redis.call('ZRANGE', z, start, stop, 'WITHSCORES')
+local rows = rcall('ZRANGE', z, start, stop, 'WITHSCORES')
 return append_rows(st, rows, start + 1, out)

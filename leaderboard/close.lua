@@ -8,21 +8,21 @@
 -- '1' when this call recorded it, else '0'.
 local bad = check_def(ARGV[1])
 if bad then return bad end
-local board, n, now, maxlen, force = ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], ARGV[6] == '1'
+local board, n, now, maxlen, force = ARGV[2], tonum(ARGV[3]), ARGV[4], ARGV[5], ARGV[6] == '1'
 local out = {}
 for i = 7, #ARGV, 5 do
-  local w, wname, p, ended, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonumber(ARGV[i + 4])
+  local w, wname, p, ended, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonum(ARGV[i + 4])
   local mk = base .. 'x:' .. w .. ':' .. p
-  local id, new = redis.call('GET', mk), '0'
+  local id, new = rcall('GET', mk), '0'
   if not id then
     id = ''
-    if force or redis.call('EXISTS', skey(w, p)) == 1 then
+    if force or rcall('EXISTS', skey(w, p)) == 1 then
       local st = load_state(w, p)
       local top = {}
-      if n > 0 then append_rows(st, redis.call('ZRANGE', zkey(w, p), 0, n - 1, 'WITHSCORES'), 1, top) end
-      id = redis.call('XADD', KEYS[2], 'MAXLEN', maxlen, '*', 'board', board, 'window', wname, 'period', p,
+      if n > 0 then append_rows(st, rcall('ZRANGE', zkey(w, p), 0, n - 1, 'WITHSCORES'), 1, top) end
+      id = rcall('XADD', KEYS[2], 'MAXLEN', maxlen, '*', 'board', board, 'window', wname, 'period', p,
         'endedAt', ended, 'recordedAt', now, 'size', st.cnt, 'top', cjson.encode(top))
-      redis.call('SET', mk, id, 'EX', ttl)
+      rcall('SET', mk, id, 'EX', ttl)
       new = '1'
     end
   end

@@ -12,7 +12,8 @@
 --                        encoding): playerId -> "<updatedAt, 10 digits><arrival number>" or, for players beyond
 --                        exactTop, "<updatedAt><arrival number>:<internal score>" (see make_rec()).
 --   s:<w>:<period>       state: seq/sqh (arrival counter, low and high part), cnt (players), lvl/sp (record
---                        hashing), tn/tb (tail count and bound), szp (ms of the last published size change).
+--                        hashing), hv (the version of the hash that places records, see phash; absent: 1), tn/tb
+--                        (tail count and bound), szp (ms of the last published size change).
 --   h:<w>:<period>       histogram of tail scores (exactTop boards), a Fenwick tree over score buckets (fields
 --                        1..FN), and "w<bucket>" flags for buckets with too many distinct scores to count each.
 --   v:<w>:<period>:<k>   the tail players of histogram bucket k counted per distinct internal score, while the
@@ -42,6 +43,16 @@
 -- never written already expired, whatever Redis's own clock says.
 local base -- KEYS[1], set at the start of every call (see script.go)
 
+-- The library functions the scripts call, as locals bound by bind() at the start of a call (see script.go): in a
+-- function library every global lookup misses the function's own environment first (a third of the cost of a
+-- string.byte call), and FUNCTION LOAD gives no access to them while the library is set up.
+local rcall, tonum, ssub, sbyte, sformat, sfind, floor, abs, min, max, concat, reverse, unpack_
+local function bind()
+  rcall, tonum, unpack_ = redis.call, tonumber, unpack
+  ssub, sbyte, sformat, sfind, reverse = string.sub, string.byte, string.format, string.find, string.reverse
+  floor, abs, min, max, concat = math.floor, math.abs, math.min, math.max, table.concat
+end
+
 local LOAD = 48 -- average records per record hash before one more is split off (max listpack is 128)
 local HS = 64   -- histogram buckets per power of two (about 1.1% wide)
 local TINY = 2 ^ -16
@@ -64,12 +75,12 @@ local function vkey(w, p, k) return base .. 'v:' .. w .. ':' .. p .. ':' .. k en
 local VMAX = 128 -- distinct scores counted one by one per histogram bucket (a hash of this size stays a listpack)
 local function rkey(w, p, n) return base .. 'r:' .. w .. ':' .. p .. ':' .. n end
 local LIMIT_TTL = 120 -- s a submission counter outlives the start of its minute (a minute, and slack for skew)
-local function limit_key(now, player) return base .. 'l:' .. math.floor(now / 60) .. ':' .. player end
+local function limit_key(now, player) return base .. 'l:' .. floor(now / 60) .. ':' .. player end
 
 -- check_def returns an error reply when the board is gone or its definition is not the one the caller holds
 -- (sha: SHA-1 of the definition JSON), nil when the script may go on.
 local function check_def(sha)
-  local def = redis.call('GET', base .. 'def')
+  local def = rcall('GET', base .. 'def')
   if not def then return redis.error_reply('LB_NOT_FOUND no leaderboard with this id') end
   if redis.sha1hex(def) ~= sha then return redis.error_reply('LB_STALE the leaderboard definition changed') end
   return nil
@@ -77,8 +88,11 @@ end
 
 -- fmt prints a double so that tonumber (and Go's ParseFloat) gives back the same double, briefly when it can.
 local function fmt(x)
-  local s = string.format('%.15g', x)
-  if tonumber(s) ~= x then s = string.format('%.17g', x) end
+  -- Whole numbers below 10^15 (most scores) print the same with %d, which costs a fraction of %.15g; -0 keeps
+  -- its sign below.
+  if x % 1 == 0 and x < 1e15 and x > -1e15 and x ~= 0 then return sformat('%d', x) end
+  local s = sformat('%.15g', x)
+  if tonum(s) ~= x then s = sformat('%.17g', x) end
   return s
 end
 
@@ -92,38 +106,66 @@ local function token(hi, lo)
     local x = r * LO + lo -- below 62 * 2^32: exact
     local d = x % 62
     lo = (x - d) / 62
-    t[#t + 1] = string.sub(B62, d + 1, d + 1)
+    t[#t + 1] = ssub(B62, d + 1, d + 1)
   until hi == 0 and lo == 0
-  return string.sub(B62, #t + 1, #t + 1) .. string.reverse(table.concat(t))
+  return ssub(B62, #t + 1, #t + 1) .. reverse(concat(t))
 end
 
 -- token_len returns the length of the token that starts s (nil when s does not start with one).
 local function token_len(s)
-  local n = d62(string.byte(s, 1))
+  local n = d62(sbyte(s, 1))
   if not n or n < 1 or n > 11 then return nil end
   return n + 1
 end
 
 -- member_player returns the player id of a sorted-set member.
 local function member_player(m)
-  return string.sub(m, (token_len(m) or 1) + 1)
+  return ssub(m, (token_len(m) or 1) + 1)
 end
 
--- phash is a 32-bit hash of a player id (polynomial modulo a prime; exact in doubles).
-local function phash(s)
+-- A window period's records are placed by the hash its state names (field hv): version 2 for every period
+-- started since it exists, version 1 (no hv) for periods started before. Both are polynomials modulo the prime
+-- 2^32 - 5, exact in doubles. Version 1 multiplies by 257, which is 1 modulo every power of two up to 256, so its
+-- low bits (the ones linear hashing uses) follow the sum of the id's bytes: sequential ids (p1, p2, ...) crowded
+-- a third of the record hashes, some to six times their load, and every lookup scanned the crowd. Version 2 takes
+-- three bytes a step and multiplies once more at the end, which spreads any id set as evenly as a SHA-1 would
+-- (sequential, numeric, UUIDs, e-mails), at a third of version 1's steps.
+local HASH_V = 2
+local HP = 4294967291 -- 2^32 - 5
+local HM = 1000003    -- below 2^20: h * HM + 2^24 stays below 2^53
+
+local function phash1(s)
   local h = 0
-  for i = 1, #s do h = (h * 257 + string.byte(s, i)) % 4294967291 end
+  for i = 1, #s do h = (h * 257 + sbyte(s, i)) % HP end
   return h
 end
 
-local function load_state(w, p)
-  local v = redis.call('HMGET', skey(w, p), 'seq', 'cnt', 'lvl', 'sp', 'tn', 'tb', 'sqh', 'szp')
-  return { w = w, p = p, seq = tonumber(v[1]) or 0, cnt = tonumber(v[2]) or 0, lvl = tonumber(v[3]) or 0,
-    sp = tonumber(v[4]) or 0, tn = tonumber(v[5]) or 0, tb = tonumber(v[6]), sqh = tonumber(v[7]) or 0,
-    szp = tonumber(v[8]) or 0 }
+local function phash2(s)
+  local n = #s
+  local h = n
+  for i = 1, n, 3 do
+    local a, b, c = sbyte(s, i, i + 2)
+    h = (h * HM + a * 65536 + (b or 0) * 256 + (c or 0)) % HP
+  end
+  return h * HM % HP
 end
 
--- record_key returns the record hash that holds the player with hash h (linear hashing).
+-- phash returns the record hash of a player id in the window period of state st.
+local function phash(st, s)
+  if st.hv == 2 then return phash2(s) end
+  return phash1(s)
+end
+
+local function load_state(w, p)
+  local v = rcall('HMGET', skey(w, p), 'seq', 'cnt', 'lvl', 'sp', 'tn', 'tb', 'sqh', 'szp', 'hv')
+  -- A period without state has no records yet: it takes the current hash.
+  local hv = tonum(v[9]) or ((v[1] or v[2]) and 1 or HASH_V)
+  return { w = w, p = p, seq = tonum(v[1]) or 0, cnt = tonum(v[2]) or 0, lvl = tonum(v[3]) or 0,
+    sp = tonum(v[4]) or 0, tn = tonum(v[5]) or 0, tb = tonum(v[6]), sqh = tonum(v[7]) or 0,
+    szp = tonum(v[8]) or 0, hv = hv }
+end
+
+-- record_key returns the record hash that holds the player with hash h (phash; linear hashing).
 local function record_key(st, h)
   local m = 2 ^ st.lvl
   local b = h % m
@@ -135,7 +177,7 @@ end
 local function token_limbs(tok)
   local hi, lo = 0, 0
   for i = 2, #tok do
-    local x = lo * 62 + d62(string.byte(tok, i)) -- below 2^38: exact
+    local x = lo * 62 + d62(sbyte(tok, i)) -- below 2^38: exact
     lo = x % LO
     hi = hi * 62 + (x - lo) / LO
   end
@@ -144,7 +186,7 @@ end
 
 -- decimal writes the arrival number hi * 2^32 + lo in decimal.
 local function decimal(hi, lo)
-  if hi == 0 then return string.format('%d', lo) end
+  if hi == 0 then return sformat('%d', lo) end
   local t = {}
   repeat
     local r = hi % 10
@@ -154,7 +196,7 @@ local function decimal(hi, lo)
     lo = (x - d) / 10
     t[#t + 1] = string.char(48 + d)
   until hi == 0 and lo == 0
-  return string.reverse(table.concat(t))
+  return reverse(concat(t))
 end
 
 -- make_rec encodes a record: updatedAt in exactly 10 decimal digits (the store accepts 2000-01-01 ..
@@ -162,7 +204,7 @@ end
 -- internal score. Fixed-width time and a separator before the score give every record one reading; an exact
 -- player's record is all digits, which Redis keeps as a compact integer when it fits in 64 bits.
 local function make_rec(ts, tok, tailx)
-  local v = string.format('%010d', ts) .. decimal(token_limbs(tok))
+  local v = sformat('%010d', ts) .. decimal(token_limbs(tok))
   if tailx then v = v .. ':' .. fmt(tailx) end
   return v
 end
@@ -170,47 +212,47 @@ end
 -- rec_ts returns the updatedAt of a record (its first ten digits), or nil.
 local function rec_ts(v)
   if type(v) ~= 'string' then return nil end
-  return tonumber(string.sub(v, 1, 10))
+  return tonum(ssub(v, 1, 10))
 end
 
 -- parse_rec splits a record into updatedAt (unix s), token and, for tail players, the internal score. It returns
 -- nil for anything that is not a record.
 local function parse_rec(v)
   if type(v) ~= 'string' then return nil end
-  local c = string.find(v, ':', 11, true)
-  local digits = string.sub(v, 11, (c or 0) - 1)
-  local ts = tonumber(string.sub(v, 1, 10))
-  if not ts or #digits == 0 or #digits > 19 or string.find(v, '[^0-9]', 1) ~= (c or nil) then return nil end
+  local c = sfind(v, ':', 11, true)
+  local digits = ssub(v, 11, (c or 0) - 1)
+  local ts = tonum(ssub(v, 1, 10))
+  if not ts or #digits == 0 or #digits > 19 or sfind(v, '[^0-9]', 1) ~= (c or nil) then return nil end
   local hi, lo = 0, 0
   if #digits <= 15 then
-    local n = tonumber(digits) -- below 10^15 < 2^53: exact
+    local n = tonum(digits) -- below 10^15 < 2^53: exact
     lo = n % LO
     hi = (n - lo) / LO
   else
     for i = 1, #digits do
-      local x = lo * 10 + string.byte(digits, i) - 48
+      local x = lo * 10 + sbyte(digits, i) - 48
       lo = x % LO
       hi = hi * 10 + (x - lo) / LO
     end
   end
   local tok = token(hi, lo)
-  if c then return ts, tok, tonumber(string.sub(v, c + 1)) end
+  if c then return ts, tok, tonum(ssub(v, c + 1)) end
   return ts, tok, nil
 end
 
 -- Histogram buckets are log-scaled: HS per power of two, mirrored for negative scores, one bucket around 0.
 local function hidx(x)
-  local a = math.abs(x)
+  local a = abs(x)
   if a < TINY then return 0 end
   local m, e = math.frexp(a)
-  local k = (e + 16) * HS + math.floor((m - 0.5) * 2 * HS) + 1
+  local k = (e + 16) * HS + floor((m - 0.5) * 2 * HS) + 1
   if x < 0 then return -k end
   return k
 end
 
 local function hbounds(k)
   if k == 0 then return -TINY, TINY end
-  local a = math.abs(k) - 1
+  local a = abs(k) - 1
   local sub = a % HS
   local e = (a - sub) / HS - 16
   local lo = math.ldexp(0.5 + sub / (2 * HS), e)
@@ -234,7 +276,7 @@ local function hist_count(st, k, d)
   local hk = hkey(st.w, st.p)
   local i = k + KMAX + 1
   while i <= FN do
-    redis.call('HINCRBY', hk, i, d)
+    rcall('HINCRBY', hk, i, d)
     i = i + lowbit(i)
   end
   st.tn = st.tn + d
@@ -254,10 +296,10 @@ local function hist_before(st, k)
     fields[#fields + 1] = i
     i = i - lowbit(i)
   end
-  local v = redis.call('HMGET', hkey(st.w, st.p), unpack(fields))
+  local v = rcall('HMGET', hkey(st.w, st.p), unpack_(fields))
   local upto, below = 0, 0
   for j = 1, #fields do
-    local n = tonumber(v[j]) or 0
+    local n = tonum(v[j]) or 0
     if j <= mark then upto = upto + n else below = below + n end
   end
   return below, upto - below
@@ -272,7 +314,7 @@ local function hist_first(st)
   while step >= 1 do
     local nxt = pos + step
     if nxt <= FN then
-      local n = tonumber(redis.call('HGET', hk, nxt)) or 0
+      local n = tonum(rcall('HGET', hk, nxt)) or 0
       if n < rem then
         pos = nxt
         rem = rem - n
@@ -287,17 +329,17 @@ end
 -- more than VMAX distinct scores is flagged and counts only in the histogram from then on. ttl: as for touch.
 local function vals_count(st, k, x, d, ttl)
   local hk = hkey(st.w, st.p)
-  if redis.call('HEXISTS', hk, 'w' .. k) == 1 then return end
+  if rcall('HEXISTS', hk, 'w' .. k) == 1 then return end
   local vk = vkey(st.w, st.p, k)
   local f = fmt(x)
-  local n = redis.call('HINCRBY', vk, f, d)
+  local n = rcall('HINCRBY', vk, f, d)
   if n <= 0 then
-    redis.call('HDEL', vk, f)
-  elseif n == d and redis.call('HLEN', vk) > VMAX then
-    redis.call('DEL', vk)
-    redis.call('HSET', hk, 'w' .. k, 1)
+    rcall('HDEL', vk, f)
+  elseif n == d and rcall('HLEN', vk) > VMAX then
+    rcall('DEL', vk)
+    rcall('HSET', hk, 'w' .. k, 1)
   elseif ttl and ttl > 0 then
-    redis.call('EXPIRE', vk, ttl)
+    rcall('EXPIRE', vk, ttl)
   end
 end
 
@@ -317,11 +359,11 @@ local function tail_before(st, x)
   local k = hidx(x)
   local before, own = hist_before(st, k)
   if own <= 0 then return before end
-  if redis.call('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
-    local vals = redis.call('HGETALL', vkey(st.w, st.p, k))
+  if rcall('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
+    local vals = rcall('HGETALL', vkey(st.w, st.p, k))
     if #vals > 0 then
       for i = 1, #vals, 2 do
-        if tonumber(vals[i]) < x then before = before + tonumber(vals[i + 1]) end
+        if tonum(vals[i]) < x then before = before + tonum(vals[i + 1]) end
       end
       return before
     end
@@ -329,21 +371,21 @@ local function tail_before(st, x)
   local lo, hi = hbounds(k)
   local f = (x - lo) / (hi - lo)
   if f < 0 then f = 0 elseif f > 1 then f = 1 end
-  return before + math.floor(own * f)
+  return before + floor(own * f)
 end
 
--- locate finds a player (h: its phash, when the caller has it): returns record key, record (or nil), and when
+-- locate finds a player (h: its phash in st, when the caller has it): returns record key, record (or nil), and when
 -- present, updatedAt, token, internal score and whether the player is in the exact ranking.
 local function locate(st, player, h)
-  local rk = record_key(st, h or phash(player))
-  local rec = redis.call('HGET', rk, player)
+  local rk = record_key(st, h or phash(st, player))
+  local rec = rcall('HGET', rk, player)
   if not rec then return rk, nil end
   local ts, tok, tx = parse_rec(rec)
   if not ts then return rk, nil end -- not a record: treat as absent
   if tx then return rk, rec, ts, tok, tx, false end
-  local x = redis.call('ZSCORE', zkey(st.w, st.p), tok .. player)
+  local x = rcall('ZSCORE', zkey(st.w, st.p), tok .. player)
   if not x then return rk, nil end -- a record without its index entry cannot happen; treat as absent
-  return rk, rec, ts, tok, tonumber(x), true
+  return rk, rec, ts, tok, tonum(x), true
 end
 
 -- rank_of returns the 1-based rank of a located player and whether it is estimated. It never fails: an exact
@@ -351,10 +393,10 @@ end
 local function rank_of(st, player, tok, x, exact)
   local z = zkey(st.w, st.p)
   if exact then
-    local r = redis.call('ZRANK', z, tok .. player)
+    local r = rcall('ZRANK', z, tok .. player)
     if r then return r + 1, 0 end
   end
-  local r = redis.call('ZCARD', z) + tail_before(st, x) + 1
+  local r = rcall('ZCARD', z) + tail_before(st, x) + 1
   if r > st.cnt then r = st.cnt end
   return r, 1
 end
@@ -365,13 +407,13 @@ end
 -- has a worse score than a tail player); it stays between 1 + the better exact players and rank.
 local function tie_of(st, x, rank, exact)
   local z = zkey(st.w, st.p)
-  local better = redis.call('ZCOUNT', z, '-inf', '(' .. fmt(x))
+  local better = rcall('ZCOUNT', z, '-inf', '(' .. fmt(x))
   if exact then return better + 1 end
-  return math.max(better + 1, rank - (redis.call('ZCARD', z) - better))
+  return max(better + 1, rank - (rcall('ZCARD', z) - better))
 end
 
 local function meta_of(player)
-  return redis.call('HGET', base .. 'm', player) or ''
+  return rcall('HGET', base .. 'm', player) or ''
 end
 
 -- entry is the reply shape of one player: id, rank, approximate (0/1), internal score, updatedAt, meta (filled in
@@ -389,7 +431,7 @@ local function metas(players)
   if #players == 1 then return { meta_of(players[1]) } end -- HGET: cheaper than HMGET for one
   local out = {}
   for i = 1, #players, 500 do
-    local v = redis.call('HMGET', base .. 'm', unpack(players, i, math.min(i + 499, #players)))
+    local v = rcall('HMGET', base .. 'm', unpack_(players, i, min(i + 499, #players)))
     for j = 1, #v do out[#out + 1] = v[j] or '' end
   end
   return out
@@ -404,10 +446,10 @@ local function append_rows(st, rows, first, out)
   local m = metas(players)
   local tie, prev = 1, nil
   for k, p in ipairs(players) do
-    local ts = rec_ts(redis.call('HGET', record_key(st, phash(p)), p)) or 0
-    local x = tonumber(rows[2 * k])
+    local ts = rec_ts(rcall('HGET', record_key(st, phash(st, p)), p)) or 0
+    local x = tonum(rows[2 * k])
     if k == 1 then
-      if first > 1 then tie = redis.call('ZCOUNT', zkey(st.w, st.p), '-inf', '(' .. rows[2]) + 1 end
+      if first > 1 then tie = rcall('ZCOUNT', zkey(st.w, st.p), '-inf', '(' .. rows[2]) + 1 end
     elseif x ~= prev then
       tie = first + k - 1
     end
@@ -422,21 +464,21 @@ end
 local function publish(pubcmd, channel, changes)
   if #changes == 0 or pubcmd == '' then return end
   local ck = base .. 'c'
-  local ver = redis.call('HINCRBY', ck, 'ver', 1)
-  local ep = redis.call('HGET', ck, 'ep')
+  local ver = rcall('HINCRBY', ck, 'ver', 1)
+  local ep = rcall('HGET', ck, 'ep')
   if ver == 1 or not ep then
-    local t = redis.call('TIME')
-    ep = t[1] .. string.format('%06d', tonumber(t[2]))
-    redis.call('HSET', ck, 'ep', ep)
+    local t = rcall('TIME')
+    ep = t[1] .. sformat('%06d', tonum(t[2]))
+    rcall('HSET', ck, 'ep', ep)
   end
-  redis.call(pubcmd, channel, cjson.encode({ e = ep, v = ver, c = changes }))
+  rcall(pubcmd, channel, cjson.encode({ e = ep, v = ver, c = changes }))
 end
 
 -- season_state reads the SEASON window's state (key 'season' above); ids are nil while no season ever started.
 local function season_state()
-  local v = redis.call('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'grace')
-  return { cur = v[1] or nil, cs = tonumber(v[2]), ce = tonumber(v[3]), cx = tonumber(v[4]), prev = v[5] or nil,
-    ps = tonumber(v[6]), pe = tonumber(v[7]), px = tonumber(v[8]), grace = tonumber(v[9]) or 0 }
+  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'grace')
+  return { cur = v[1] or nil, cs = tonum(v[2]), ce = tonum(v[3]), cx = tonum(v[4]), prev = v[5] or nil,
+    ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]), grace = tonum(v[9]) or 0 }
 end
 
 -- season_of returns the season that a score achieved at ts counts for at now (unix s), and its keys' expiry: the

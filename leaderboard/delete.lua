@@ -7,13 +7,13 @@
 -- Reply: {'deleted', token}; {'deleting', token} when an earlier deletion of the board is still being purged;
 -- 'none' when there is no such board.
 local tomb = base .. 'del'
-if redis.call('EXISTS', base .. 'def') == 0 then
-  local t = redis.call('GET', tomb)
+if rcall('EXISTS', base .. 'def') == 0 then
+  local t = rcall('GET', tomb)
   if t then return { 'deleting', t } end
   return 'none'
 end
-redis.call('DEL', base .. 'def', base .. 'watch')
-redis.call('SREM', KEYS[2], ARGV[1])
-redis.call('SET', tomb, ARGV[2])
-if ARGV[3] ~= '' then redis.call(ARGV[3], ARGV[4], ARGV[5]) end
+rcall('DEL', base .. 'def', base .. 'watch')
+rcall('SREM', KEYS[2], ARGV[1])
+rcall('SET', tomb, ARGV[2])
+if ARGV[3] ~= '' then rcall(ARGV[3], ARGV[4], ARGV[5]) end
 return { 'deleted', ARGV[2] }

@@ -32,3 +32,13 @@ func CloseMarkKey(s *Store, board string, w Window, period string) string {
 
 // SeasonRegistryKey returns the registry of a board's readable seasons (season.lua).
 func SeasonRegistryKey(s *Store, board string) string { return s.keyBase(board) + "seasons" }
+
+// PeriodKey returns the key of a window period's kind (common.lua's key map: "s" state, "z" ranking), and
+// RecordsKey its record hash number n.
+func PeriodKey(s *Store, board, kind string, w Window, period string) string {
+	return s.keyBase(board) + kind + ":" + windowCodes[w] + ":" + period
+}
+
+func RecordsKey(s *Store, board string, w Window, period string, n uint64) string {
+	return PeriodKey(s, board, "r", w, period) + ":" + strconv.FormatUint(n, 10)
+}

@@ -4,11 +4,11 @@
 -- whatever the size of the sorted sets and hashes in it.
 -- Reply: number of keys deleted, or -1 when the tombstone is gone or belongs to another deletion (stop).
 local tomb = base .. 'del'
-if redis.call('GET', tomb) ~= ARGV[1] then return -1 end
+if rcall('GET', tomb) ~= ARGV[1] then return -1 end
 local n = 0
 for i = 2, #KEYS do
   local k = KEYS[i]
-  if k ~= tomb and string.sub(k, 1, #base) == base then n = n + redis.call('UNLINK', k) end
+  if k ~= tomb and ssub(k, 1, #base) == base then n = n + rcall('UNLINK', k) end
 end
-if ARGV[2] == 'done' then redis.call('DEL', tomb) end
+if ARGV[2] == 'done' then rcall('DEL', tomb) end
 return n

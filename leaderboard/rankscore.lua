@@ -8,23 +8,23 @@
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3])
-local x, exactTop = tonumber(ARGV[4]), tonumber(ARGV[5])
+local x, exactTop = tonum(ARGV[4]), tonum(ARGV[5])
 local z = zkey(st.w, st.p)
-local better = redis.call('ZCOUNT', z, '-inf', '(' .. fmt(x))
+local better = rcall('ZCOUNT', z, '-inf', '(' .. fmt(x))
 local exact = true
 if exactTop > 0 then
-  local n = redis.call('ZCARD', z)
+  local n = rcall('ZCARD', z)
   if n < exactTop then
     exact = st.tn <= 0 or st.tb == nil or x < st.tb
   else
-    local worst = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-    local wx = tonumber(worst[2])
+    local worst = rcall('ZRANGE', z, -1, -1, 'WITHSCORES')
+    local wx = tonum(worst[2])
     exact = wx ~= nil and x < wx
   end
 end
 if exact then
   -- Every tail score is worse than x here (see place()), so the exact tier holds everybody at x or better.
-  return { st.cnt, redis.call('ZCOUNT', z, '-inf', fmt(x)) + 1, better + 1, 0 }
+  return { st.cnt, rcall('ZCOUNT', z, '-inf', fmt(x)) + 1, better + 1, 0 }
 end
 -- The tail: the whole exact tier ranks first, then the tail players with a better score, then, fair ties, those
 -- with the same score (known while the bucket counts its scores one by one; else the linear share of
@@ -32,12 +32,12 @@ end
 local before = tail_before(st, x)
 local equal = 0
 local k = hidx(x)
-if st.tn > 0 and redis.call('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
-  local vals = redis.call('HGETALL', vkey(st.w, st.p, k)) -- compared as numbers: 0 may be stored as -0
+if st.tn > 0 and rcall('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
+  local vals = rcall('HGETALL', vkey(st.w, st.p, k)) -- compared as numbers: 0 may be stored as -0
   for i = 1, #vals, 2 do
-    if tonumber(vals[i]) == x then equal = equal + tonumber(vals[i + 1]) end
+    if tonum(vals[i]) == x then equal = equal + tonum(vals[i + 1]) end
   end
 end
-local n = redis.call('ZCARD', z)
-local rank = math.min(n + before + equal + 1, st.cnt + 1)
-return { st.cnt, rank, math.min(better + before + 1, rank), 1 }
+local n = rcall('ZCARD', z)
+local rank = min(n + before + equal + 1, st.cnt + 1)
+return { st.cnt, rank, min(better + before + 1, rank), 1 }

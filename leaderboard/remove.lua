@@ -19,19 +19,19 @@ local changes = {}
 for _, f in ipairs(found) do
   local st = f.st
   if f.exact then
-    redis.call('ZREM', zkey(st.w, st.p), f.tok .. player)
+    rcall('ZREM', zkey(st.w, st.p), f.tok .. player)
   else
     tail_add(st, f.x, -1, nil)
     if st.tn <= 0 then
-      redis.call('HDEL', skey(st.w, st.p), 'tn', 'tb')
+      rcall('HDEL', skey(st.w, st.p), 'tn', 'tb')
     else
-      redis.call('HSET', skey(st.w, st.p), 'tn', st.tn)
+      rcall('HSET', skey(st.w, st.p), 'tn', st.tn)
     end
   end
-  redis.call('HDEL', f.rk, player)
-  redis.call('HINCRBY', skey(st.w, st.p), 'cnt', -1)
+  rcall('HDEL', f.rk, player)
+  rcall('HINCRBY', skey(st.w, st.p), 'cnt', -1)
   changes[#changes + 1] = { st.w, st.p, player, f.rank, 0 }
 end
-redis.call('HDEL', base .. 'm', player)
+rcall('HDEL', base .. 'm', player)
 publish(pubcmd, channel, changes)
 return #found

@@ -24,10 +24,13 @@ type script struct {
 	eval     *redis.Script // common.lua + body, for EVAL/EVALSHA
 }
 
+// prologue starts every call: common.lua's base and its bound library functions (bind).
+const prologue = "base = KEYS[1]\nif not rcall then bind() end\n"
+
 func newScript(role, body string, readOnly bool) *script {
 	// Every call starts by setting common.lua's base, so the same text runs as a script and as a function.
 	return &script{role: role, body: body, readOnly: readOnly,
-		eval: redis.NewScript(commonLua + "base = KEYS[1]\n" + body)}
+		eval: redis.NewScript(commonLua + prologue + body)}
 }
 
 // scriptLibrary is the Redis function library of all scripts. Its name carries a hash of its code, so servers of
@@ -54,7 +57,7 @@ func newLibrary(scripts ...*script) *scriptLibrary {
 			flags = "{'no-writes'}"
 		}
 		fmt.Fprintf(&b, "redis.register_function{function_name='%s', flags=%s, callback=function(KEYS, ARGV)\n"+
-			"base = KEYS[1]\n%s\nend}\n", lib.fn[sc], flags, sc.body)
+			"%s%s\nend}\n", lib.fn[sc], flags, prologue, sc.body)
 	}
 	lib.code = b.String()
 	return lib

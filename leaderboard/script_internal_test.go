@@ -70,7 +70,7 @@ func scanKeys(ctx context.Context, c redis.UniversalClient, pattern string) ([]s
 }
 
 // recordHarness runs common.lua's record and token encodings on Redis and returns what they give back.
-var recordHarness = redis.NewScript(commonLua + `
+var recordHarness = redis.NewScript(commonLua + prologue + `
 local ts, hi, lo, player = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[5]
 local tx = nil
 if ARGV[4] ~= '' then tx = tonumber(ARGV[4]) end

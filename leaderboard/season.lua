@@ -8,7 +8,7 @@
 -- (start: the id was used before on this board), LB_NOT_FOUND (end: no season ever started).
 local bad = check_def(ARGV[1])
 if bad then return bad end
-local op, now = ARGV[2], tonumber(ARGV[3])
+local op, now = ARGV[2], tonum(ARGV[3])
 local sk, rk, uk = base .. 'season', base .. 'seasons', base .. 'seasons:used'
 local ss = season_state()
 
@@ -17,8 +17,8 @@ local ss = season_state()
 -- (one that reaches its endsAt closes by the clock alone); the reply reports it (the reply fields it returns).
 local function season_closed(at)
   ss.ce = at
-  redis.call('HSET', sk, 'ce', at)
-  redis.call('HSET', rk, ss.cur, ss.cs .. ',' .. at .. ',' .. ss.cx)
+  rcall('HSET', sk, 'ce', at)
+  rcall('HSET', rk, ss.cur, ss.cs .. ',' .. at .. ',' .. ss.cx)
   return { ss.cur, ss.cs, at, ss.cx }
 end
 
@@ -28,32 +28,32 @@ local function reply(status)
 end
 
 if op == 'start' then
-  local id, endsAt, exp, grace = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  if redis.call('HEXISTS', rk, id) == 1 then
+  local id, endsAt, exp, grace = ARGV[4], tonum(ARGV[5]), tonum(ARGV[6]), tonum(ARGV[7])
+  if rcall('HEXISTS', rk, id) == 1 then
     if id == ss.cur and now < ss.ce and endsAt == ss.ce then
       return reply('same') -- a retry of the start that opened it
     end
     return redis.error_reply('LB_CONFLICT season ' .. id .. ' was already started on this board')
   end
-  if redis.call('SISMEMBER', uk, id) == 1 then
+  if rcall('SISMEMBER', uk, id) == 1 then
     return redis.error_reply('LB_CONFLICT season ' .. id .. ' was already started on this board')
   end
   -- Seasons whose keys have expired leave the registry (which Seasons and the close checks read) for the set of
   -- used ids, so the registry holds only the seasons still readable however many ran.
-  local all = redis.call('HGETALL', rk)
+  local all = rcall('HGETALL', rk)
   for i = 1, #all, 2 do
-    local x = tonumber(string.match(all[i + 1], ',(%d+)$'))
+    local x = tonum(string.match(all[i + 1], ',(%d+)$'))
     if x and x <= now then
-      redis.call('SADD', uk, all[i])
-      redis.call('HDEL', rk, all[i])
+      rcall('SADD', uk, all[i])
+      rcall('HDEL', rk, all[i])
     end
   end
   if ss.cur and now < ss.ce then closed = season_closed(now) end
   if ss.cur then
-    redis.call('HSET', sk, 'prev', ss.cur, 'ps', ss.cs, 'pe', ss.ce, 'px', ss.cx)
+    rcall('HSET', sk, 'prev', ss.cur, 'ps', ss.cs, 'pe', ss.ce, 'px', ss.cx)
   end
-  redis.call('HSET', sk, 'cur', id, 'cs', now, 'ce', endsAt, 'cx', exp, 'grace', grace)
-  redis.call('HSET', rk, id, now .. ',' .. endsAt .. ',' .. exp)
+  rcall('HSET', sk, 'cur', id, 'cs', now, 'ce', endsAt, 'cx', exp, 'grace', grace)
+  rcall('HSET', rk, id, now .. ',' .. endsAt .. ',' .. exp)
   ss.cur, ss.cs, ss.ce, ss.cx = id, now, endsAt, exp
   return reply('started')
 end

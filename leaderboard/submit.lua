@@ -17,31 +17,34 @@ local bad = check_def(ARGV[1])
 if bad then return bad end
 local desc = ARGV[2] == 'd'
 local mode = ARGV[3]
-local exactTop = tonumber(ARGV[4])
-local minS, maxS = tonumber(ARGV[5]), tonumber(ARGV[6])
-local dedupeTTL = tonumber(ARGV[7])
-local liveTop = tonumber(ARGV[8])
+local exactTop = tonum(ARGV[4])
+local minS, maxS = tonum(ARGV[5]), tonum(ARGV[6])
+local dedupeTTL = tonum(ARGV[7])
+local liveTop = tonum(ARGV[8])
 local pubcmd, channel = ARGV[9], ARGV[10]
 local wins = {}
 for w in string.gmatch(ARGV[11], '[^,]+') do wins[#wins + 1] = w end
-local now = tonumber(ARGV[12])
-local nitems = tonumber(ARGV[13])
-local maxPerMin = tonumber(ARGV[14])
+local now = tonum(ARGV[12])
+local nitems = tonum(ARGV[13])
+local maxPerMin = tonum(ARGV[14])
 local FIRST = 15
 local stride = 9 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
 local function user(x) if desc then return -x end return x end
-local watching = redis.call('EXISTS', base .. 'watch') == 1
+local watching = rcall('EXISTS', base .. 'watch') == 1
 local changes = {}
+-- The state of each window period written, read once per call and saved once at its end (save_state): the items
+-- of a call run one after another, so each sees the state the one before left.
+local states, dirty = {}, {}
 local seasons -- the SEASON window's state, read once when an item needs it (season_state)
 local clock_ms -- Redis's own time, read once, only to pace size events
 
 local function redis_ms()
   if not clock_ms then
-    local t = redis.call('TIME')
-    clock_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local t = rcall('TIME')
+    clock_ms = tonum(t[1]) * 1000 + floor(tonum(t[2]) / 1000)
   end
   return clock_ms
 end
@@ -62,7 +65,7 @@ local function hist_add(st, x, d, ttl)
 end
 
 local function touch(key, ttl)
-  if ttl > 0 then redis.call('EXPIRE', key, ttl) end
+  if ttl > 0 then rcall('EXPIRE', key, ttl) end
 end
 
 -- split moves part of the next record hash into a new one once records outgrow the hashes (linear hashing).
@@ -70,22 +73,22 @@ local function maybe_split(st, ttl)
   local m = 2 ^ st.lvl
   if st.cnt <= LOAD * (m + st.sp) then return end
   local from, to = rkey(st.w, st.p, st.sp), rkey(st.w, st.p, st.sp + m)
-  local all = redis.call('HGETALL', from)
+  local all = rcall('HGETALL', from)
   if #all > 0 then
-    redis.call('DEL', from) -- rewritten below, so the hash is re-created in the compact encoding
+    rcall('DEL', from) -- rewritten below, so the hash is re-created in the compact encoding
     local keep, move = {}, {}
     for i = 1, #all, 2 do
       local t = keep
-      if phash(all[i]) % (2 * m) ~= st.sp then t = move end
+      if phash(st, all[i]) % (2 * m) ~= st.sp then t = move end
       t[#t + 1] = all[i]
       t[#t + 1] = all[i + 1]
     end
     if #keep > 0 then
-      redis.call('HSET', from, unpack(keep))
+      rcall('HSET', from, unpack_(keep))
       touch(from, ttl)
     end
     if #move > 0 then
-      redis.call('HSET', to, unpack(move))
+      rcall('HSET', to, unpack_(move))
       touch(to, ttl)
     end
   end
@@ -98,29 +101,29 @@ end
 local function place(st, player, x, tok, ts, ttl)
   local z = zkey(st.w, st.p)
   if exactTop == 0 then
-    redis.call('ZADD', z, fmt(x), tok .. player)
+    rcall('ZADD', z, fmt(x), tok .. player)
     return make_rec(ts, tok, nil)
   end
-  local n = redis.call('ZCARD', z)
+  local n = rcall('ZCARD', z)
   local exact = false
   if n < exactTop then
     exact = st.tn <= 0 or st.tb == nil or x < st.tb
   else
-    local worst = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-    local wx = tonumber(worst[2])
+    local worst = rcall('ZRANGE', z, -1, -1, 'WITHSCORES')
+    local wx = tonum(worst[2])
     if wx and x < wx then
       -- The worst exact player moves to the tail, keeping its token and updatedAt.
       exact = true
-      redis.call('ZREM', z, worst[1])
+      rcall('ZREM', z, worst[1])
       local wp = member_player(worst[1])
-      local wk = record_key(st, phash(wp))
-      local wts = parse_rec(redis.call('HGET', wk, wp)) or 0
-      redis.call('HSET', wk, wp, make_rec(wts, string.sub(worst[1], 1, token_len(worst[1]) or 0), wx))
+      local wk = record_key(st, phash(st, wp))
+      local wts = parse_rec(rcall('HGET', wk, wp)) or 0
+      rcall('HSET', wk, wp, make_rec(wts, ssub(worst[1], 1, token_len(worst[1]) or 0), wx))
       hist_add(st, wx, 1, ttl)
     end
   end
   if exact then
-    redis.call('ZADD', z, fmt(x), tok .. player)
+    rcall('ZADD', z, fmt(x), tok .. player)
     return make_rec(ts, tok, nil)
   end
   hist_add(st, x, 1, ttl)
@@ -130,10 +133,11 @@ end
 local function save_state(st, ttl)
   local sk = skey(st.w, st.p)
   if exactTop > 0 then
-    redis.call('HSET', sk, 'seq', st.seq, 'sqh', st.sqh, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'tn', st.tn)
-    if st.tb then redis.call('HSET', sk, 'tb', fmt(st.tb)) else redis.call('HDEL', sk, 'tb') end
+    rcall('HSET', sk, 'seq', st.seq, 'sqh', st.sqh, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'hv', st.hv,
+      'tn', st.tn)
+    if st.tb then rcall('HSET', sk, 'tb', fmt(st.tb)) else rcall('HDEL', sk, 'tb') end
   else
-    redis.call('HSET', sk, 'seq', st.seq, 'sqh', st.sqh, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp)
+    rcall('HSET', sk, 'seq', st.seq, 'sqh', st.sqh, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'hv', st.hv)
   end
   touch(sk, ttl)
   touch(zkey(st.w, st.p), ttl)
@@ -145,22 +149,22 @@ end
 local function keep_names(ttl)
   if not ttl then return end
   local mk = base .. 'm'
-  local cur = redis.call('TTL', mk)
-  if cur == -1 or (cur >= 0 and cur < ttl) then redis.call('EXPIRE', mk, ttl) end
+  local cur = rcall('TTL', mk)
+  if cur == -1 or (cur >= 0 and cur < ttl) then rcall('EXPIRE', mk, ttl) end
 end
 
 local function refuse(code, msg) return { 'err', code, msg } end
 
 -- plan reads and checks everything one item needs; it writes nothing. It returns the plan, or a refusal.
 local function plan(i0)
-  local it = { player = ARGV[i0], score = tonumber(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
+  local it = { player = ARGV[i0], score = tonum(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
     hasName = ARGV[i0 + 4] == '1', name = ARGV[i0 + 5], hasMeta = ARGV[i0 + 6] == '1', meta = ARGV[i0 + 7],
-    ts = tonumber(ARGV[i0 + 8]) }
+    ts = tonum(ARGV[i0 + 8]) }
   local player = it.player
 
   if it.eventId ~= '' then
     it.ekey = base .. 'e:' .. it.eventId
-    local prev = redis.call('GET', it.ekey)
+    local prev = rcall('GET', it.ekey)
     if prev then
       local ok, r = pcall(cjson.decode, prev)
       if ok and type(r) == 'table' and type(r.r) == 'table' then
@@ -176,19 +180,17 @@ local function plan(i0)
 
   if maxPerMin > 0 then
     it.lkey = limit_key(now, player)
-    if (tonumber(redis.call('GET', it.lkey)) or 0) >= maxPerMin then
+    if (tonum(rcall('GET', it.lkey)) or 0) >= maxPerMin then
       return nil, refuse('RATE_LIMITED', 'too many submissions for this player: the board allows ' .. maxPerMin ..
         ' a minute')
     end
   end
 
-  local h = phash(player)
-  it.h = h
   it.wins = {}
   it.namesTTL = 0
   local todo = {}
   for wi, w in ipairs(wins) do
-    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], tonumber(ARGV[i0 + 10 + 2 * (wi - 1)])
+    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], tonum(ARGV[i0 + 10 + 2 * (wi - 1)])
     if p == '' then
       seasons = seasons or season_state()
       p, exp = season_of(seasons, it.ts, now)
@@ -209,7 +211,13 @@ local function plan(i0)
     else
       it.namesTTL = nil
     end
-    local st = load_state(w, p)
+    local sk = w .. ':' .. p
+    local st = states[sk]
+    if not st then
+      st = load_state(w, p)
+      states[sk] = st
+    end
+    local h = phash(st, player)
     local rk, rec, ots, otok, ox, oexact = locate(st, player, h)
     local sx = it.score
     if desc then sx = -sx end
@@ -222,7 +230,7 @@ local function plan(i0)
         -- The exact total is nx + e (TwoSum), so totals beyond 2^53 are seen even when nx rounds to 2^53.
         local bb = nx - ox
         local e = (ox - (nx - bb)) + (sx - bb)
-        if math.abs(nx) > MAX_SCORE or (math.abs(nx) == MAX_SCORE and e ~= 0 and (e > 0) == (nx > 0)) then
+        if abs(nx) > MAX_SCORE or (abs(nx) == MAX_SCORE and e ~= 0 and (e > 0) == (nx > 0)) then
           return nil, refuse('BAD_USER_INPUT', 'the total would exceed 2^53 in magnitude')
         end
         if sx ~= 0 and nx == ox then
@@ -237,8 +245,8 @@ local function plan(i0)
         return nil, refuse('BAD_USER_INPUT', 'the total ' .. fmt(u) .. ' would leave the board\'s score range')
       end
     end
-    local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, nx = nx,
-      ttl = ttl }
+    local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact,
+      nx = nx, ttl = ttl }
     pl.changed = (not rec) or nx ~= ox
     if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
       return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
@@ -249,7 +257,7 @@ local function plan(i0)
 
   it.metaOut = nil
   if it.hasName or it.hasMeta then
-    local cur = redis.call('HGET', base .. 'm', player)
+    local cur = rcall('HGET', base .. 'm', player)
     local obj = {}
     if cur then
       local ok, v = pcall(cjson.decode, cur)
@@ -280,7 +288,7 @@ local function apply(it)
       tok, uts = token(st.sqh, st.seq), it.ts
       if pl.rec then
         if pl.oexact then
-          redis.call('ZREM', z, pl.otok .. player)
+          rcall('ZREM', z, pl.otok .. player)
         else
           hist_add(st, pl.ox, -1, pl.ttl)
         end
@@ -288,12 +296,16 @@ local function apply(it)
         st.cnt = st.cnt + 1
       end
       local rec = place(st, player, pl.nx, tok, it.ts, pl.ttl)
-      exact = string.find(rec, ':', 1, true) == nil
-      local rk = record_key(st, it.h)
-      redis.call('HSET', rk, player, rec)
+      exact = sfind(rec, ':', 1, true) == nil
+      local rk = pl.rk -- planned just before: no split since
+      rcall('HSET', rk, player, rec)
       touch(rk, pl.ttl)
       if not pl.rec then maybe_split(st, pl.ttl) end
-      save_state(st, pl.ttl)
+      if not st.dirty then
+        st.dirty = true
+        dirty[#dirty + 1] = st
+      end
+      st.ttl = pl.ttl
     end
     local rank, approx = rank_of(st, player, tok, pl.nx, exact)
     local prevRank = pl.prevRank
@@ -305,7 +317,8 @@ local function apply(it)
         -- A join below the live top changes only the size; announced at most every SIZE_EVERY ms per period
         -- (receivers re-read once more a moment later for the joins in between).
         changes[#changes + 1] = { st.w, st.p, player, 0, rank }
-        redis.call('HSET', skey(st.w, st.p), 'szp', redis_ms())
+        st.szp = redis_ms()
+        rcall('HSET', skey(st.w, st.p), 'szp', st.szp)
       end
     elseif it.metaChanged and (watching or top) then
       changes[#changes + 1] = { st.w, st.p, player, rank, rank } -- same place, new name or metadata
@@ -318,15 +331,15 @@ local function apply(it)
   end
 
   if it.metaOut then
-    if it.metaChanged then redis.call('HSET', base .. 'm', player, it.metaOut) end
+    if it.metaChanged then rcall('HSET', base .. 'm', player, it.metaOut) end
     out[6] = it.metaOut
   else
     out[6] = it.metaCur
   end
   if wrote then keep_names(it.namesTTL) end
-  if it.lkey and redis.call('INCR', it.lkey) == 1 then redis.call('EXPIRE', it.lkey, LIMIT_TTL) end
+  if it.lkey and rcall('INCR', it.lkey) == 1 then rcall('EXPIRE', it.lkey, LIMIT_TTL) end
 
-  if it.ekey then redis.call('SET', it.ekey, cjson.encode({ f = it.fp, r = out }), 'EX', dedupeTTL) end
+  if it.ekey then rcall('SET', it.ekey, cjson.encode({ f = it.fp, r = out }), 'EX', dedupeTTL) end
   return out
 end
 
@@ -336,5 +349,6 @@ for i = 1, nitems do
   if it then reply = apply(it) end
   replies[i] = reply
 end
+for _, st in ipairs(dirty) do save_state(st, st.ttl) end
 publish(pubcmd, channel, changes)
 return replies

@@ -4,8 +4,8 @@
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3])
-local offset, count = tonumber(ARGV[4]), tonumber(ARGV[5])
+local offset, count = tonum(ARGV[4]), tonum(ARGV[5])
 local out = { st.cnt }
 if count <= 0 then return out end
-local rows = redis.call('ZRANGE', zkey(st.w, st.p), offset, offset + count - 1, 'WITHSCORES')
+local rows = rcall('ZRANGE', zkey(st.w, st.p), offset, offset + count - 1, 'WITHSCORES')
 return append_rows(st, rows, offset + 1, out)

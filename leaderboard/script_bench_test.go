@@ -1,0 +1,172 @@
+package leaderboard_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/redis/go-redis/v9"
+)
+
+// BenchmarkSubmitScript measures what the submit script costs Redis: the microseconds per call Redis reports for
+// FCALL (INFO commandstats: Redis's own time in the command, the script included) as redis-us/call, and per item
+// as redis-us/item. Each sub-benchmark loads a fresh board with LB_BENCH_PLAYERS players (default 100,000), then
+// measures b.N items from LB_BENCH_WORKERS goroutines (default 64) over go-redis's AutoPipeliner. The items are
+// the load generator's mix (cmd/lbbench): even items bring a new player, odd ones resubmit an earlier player with
+// another score. Sub-benchmarks: the board (ALL_TIME; ALL_TIME, DAILY and WEEKLY; exactTop 1000) and the items per
+// call (1: submitScore; 100: a submitScores batch).
+//
+// Timing on a shared machine moves by ±15 %; for a count that does not, run Redis under callgrind and let the
+// benchmark dump its counters around the measured phase:
+//
+//	valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.out redis-server --port 7000 --save '' &
+//	LB_BENCH_REDIS=127.0.0.1:7000 LB_BENCH_BEFORE='callgrind_control -z; callgrind_control -i on' \
+//	  LB_BENCH_AFTER='callgrind_control -d; callgrind_control -i off' LB_BENCH_PLAYERS=10000 \
+//	  go test ./leaderboard -run '^$' -bench 'SubmitScript/alltime/items=100' -benchtime 2000x
+//	callgrind_annotate /tmp/cg.out.1 | head   # the last dump is the last measured phase
+//
+// LB_BENCH_REDIS names a Redis to use instead of a private one (its keys are not removed); LB_BENCH_BEFORE and
+// LB_BENCH_AFTER are shell commands run right before and right after the measured phase.
+func BenchmarkSubmitScript(b *testing.B) {
+	addr := os.Getenv("LB_BENCH_REDIS")
+	if addr == "" {
+		addr = redistest.Standalone(b).Options().Addrs[0]
+	}
+	players := envInt("LB_BENCH_PLAYERS", 100_000)
+	workers := envInt("LB_BENCH_WORKERS", 64)
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8})
+	b.Cleanup(func() { rdb.Close() })
+	ap, err := rdb.AutoPipeline()
+	if err != nil {
+		b.Fatal(err)
+	}
+	boards := []struct {
+		name string
+		def  lb.Board
+	}{
+		{"alltime", lb.Board{}},
+		{"3windows", lb.Board{Windows: []lb.Window{lb.AllTime, lb.Daily, lb.Weekly}}},
+		{"exacttop", lb.Board{ExactTop: 1000}},
+	}
+	run := 0
+	for _, bd := range boards {
+		for _, per := range []int{1, 100} {
+			b.Run(fmt.Sprintf("%s/items=%d", bd.name, per), func(b *testing.B) {
+				run++
+				s := lb.New(ap, lb.Config{Prefix: fmt.Sprintf("bench%d-%s", run, rand8())})
+				def := bd.def
+				def.ID = "b"
+				if _, err := s.CreateBoard(ctx, def); err != nil {
+					b.Fatal(err)
+				}
+				var seq atomic.Int64
+				load := func(n, per, workers int) {
+					var wg sync.WaitGroup
+					for g := 0; g < workers; g++ {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							for {
+								i := seq.Add(int64(per)) - int64(per)
+								if i >= int64(n) {
+									return
+								}
+								subs := make([]lb.Submission, min(per, n-int(i)))
+								for k := range subs {
+									subs[k] = benchItem("b", i+int64(k))
+								}
+								out, err := s.SubmitMany(ctx, subs)
+								if err != nil {
+									b.Error(err)
+									return
+								}
+								for _, o := range out {
+									if o.Err != nil {
+										b.Error(o.Err)
+										return
+									}
+								}
+							}
+						}()
+					}
+					wg.Wait()
+				}
+				load(players, 100, 64)
+				seq.Store(int64(players))
+				if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				benchMark(b, "LB_BENCH_BEFORE")
+				b.ResetTimer()
+				load(players+b.N, per, workers)
+				b.StopTimer()
+				benchMark(b, "LB_BENCH_AFTER")
+				calls, usec := fcallStats(b, rdb)
+				b.ReportMetric(usec/float64(calls), "redis-us/call")
+				b.ReportMetric(usec/float64(b.N), "redis-us/item")
+			})
+		}
+	}
+}
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
+
+func rand8() string { return strconv.FormatInt(int64(os.Getpid())<<8|int64(len(os.Args)), 36) }
+
+// benchMark runs the shell command in the environment variable name, if set.
+func benchMark(b *testing.B, name string) {
+	if c := os.Getenv(name); c != "" {
+		if out, err := exec.Command("sh", "-c", c).CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v: %s", name, err, out)
+		}
+	}
+}
+
+// benchItem is item i of the load generator's mix.
+func benchItem(board string, i int64) lb.Submission {
+	p := i
+	if i%2 == 1 && i > 2 {
+		p = 2 * ((i * 7919) % (i / 2))
+	}
+	return lb.Submission{Board: board, Player: "p" + strconv.FormatInt(p, 10), Score: float64((i * 104729) % 1_000_000)}
+}
+
+// fcallStats returns FCALL's calls and microseconds from INFO commandstats.
+func fcallStats(b *testing.B, rdb *redis.Client) (calls int64, usec float64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if !strings.HasPrefix(line, "cmdstat_fcall:") {
+			continue
+		}
+		for _, kv := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_fcall:")), ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+	}
+	if calls == 0 {
+		b.Fatal("no FCALL in commandstats")
+	}
+	return calls, usec
+}
