@@ -22,6 +22,15 @@ type script struct {
 	body     string        // the script after common.lua
 	readOnly bool          // registered no-writes: runs while Redis is out of memory, as reads should
 	eval     *redis.Script // common.lua + body, for EVAL/EVALSHA
+	// items, when set, says that the script applies a list of items one after another, each on its own, and
+	// replies with one value per item: calls on the same key with the same header may then be merged (batcher).
+	items *itemArgs
+}
+
+// itemArgs is the argument layout of a script that takes a list of items: header arguments first, of which the
+// one at count gives the number of items, then the items' arguments.
+type itemArgs struct {
+	header, count int
 }
 
 // prologue starts every call: common.lua's base and its bound library functions (bind).
@@ -31,6 +40,12 @@ func newScript(role, body string, readOnly bool) *script {
 	// Every call starts by setting common.lua's base, so the same text runs as a script and as a function.
 	return &script{role: role, body: body, readOnly: readOnly,
 		eval: redis.NewScript(commonLua + prologue + body)}
+}
+
+// withItems declares sc's item layout (see itemArgs).
+func (sc *script) withItems(header, count int) *script {
+	sc.items = &itemArgs{header: header, count: count}
+	return sc
 }
 
 // scriptLibrary is the Redis function library of all scripts. Its name carries a hash of its code, so servers of

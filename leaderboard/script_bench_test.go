@@ -1,6 +1,7 @@
 package leaderboard_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	lb "github.com/leaderboard/leaderboard/leaderboard"
@@ -106,13 +108,18 @@ func BenchmarkSubmitScript(b *testing.B) {
 					b.Fatal(err)
 				}
 				benchMark(b, "LB_BENCH_BEFORE")
+				cpu0 := redisCPU(b, rdb)
 				b.ResetTimer()
 				load(players+b.N, per, workers)
 				b.StopTimer()
+				cpu := redisCPU(b, rdb) - cpu0
 				benchMark(b, "LB_BENCH_AFTER")
 				calls, usec := fcallStats(b, rdb)
 				b.ReportMetric(usec/float64(calls), "redis-us/call")
 				b.ReportMetric(usec/float64(b.N), "redis-us/item")
+				if cpu > 0 {
+					b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "redis-cpu-us/item")
+				}
 			})
 		}
 	}
@@ -143,6 +150,32 @@ func benchItem(board string, i int64) lb.Submission {
 		p = 2 * ((i * 7919) % (i / 2))
 	}
 	return lb.Submission{Board: board, Player: "p" + strconv.FormatInt(p, 10), Score: float64((i * 104729) % 1_000_000)}
+}
+
+// redisCPU returns the CPU time the redis-server process has used (user and system, from /proc), 0 when that is
+// not readable (another machine's Redis, no /proc).
+func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
+	info, err := rdb.Info(context.Background(), "server").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pid string
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			pid = v
+		}
+	}
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
 // fcallStats returns FCALL's calls and microseconds from INFO commandstats.

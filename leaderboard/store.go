@@ -37,7 +37,8 @@ var (
 	seasonLua string
 
 	// The score bound is the Go constant's, so the script and the validation in Go cannot disagree.
-	submitScript = newScript("submit", fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore)+submitLua, false)
+	submitScript = newScript("submit", fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore)+submitLua, false).
+			withItems(submitHeaderArgs, submitCountArg)
 	removeScript = newScript("remove", removeLua, false)
 	topScript    = newScript("top", topLua, true)
 	ranksScript  = newScript("ranks", ranksLua, true)

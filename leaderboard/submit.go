@@ -50,6 +50,12 @@ type Outcome struct {
 	Err    error
 }
 
+// The submit script's header: 14 arguments (submit.lua), of which the 13th is the number of items.
+const (
+	submitHeaderArgs = 14
+	submitCountArg   = 12
+)
+
 // Submit applies one submission atomically to every window of its board: one script call, one round trip.
 func (s *Store) Submit(ctx context.Context, sub Submission) (*Result, error) {
 	out, err := s.SubmitMany(ctx, []Submission{sub})
@@ -130,7 +136,6 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	args := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
 		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0, b.MaxSubmitsPerMinute}
-	const nitemsArg = 12
 	var sent []int
 	var firstPeriods []string
 	for _, i := range idx {
@@ -146,7 +151,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	if len(sent) == 0 {
 		return nil
 	}
-	args[nitemsArg] = len(sent)
+	args[submitCountArg] = len(sent)
 	release, err := s.writes.acquire(ctx)
 	if err != nil {
 		return err

@@ -1,0 +1,239 @@
+package leaderboard
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+)
+
+// submitCalls counts the submit script's calls and the items each carried.
+type submitCalls struct {
+	mu    sync.Mutex
+	items []int
+}
+
+func (c *submitCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *submitCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.see(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *submitCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.see(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// see records an FCALL of the submit function: FCALL <library>_submit 1 <key> <header...> <items...>.
+func (c *submitCalls) see(cmd redis.Cmder) {
+	a := cmd.Args()
+	if len(a) > 4+submitHeaderArgs && strings.EqualFold(fmt.Sprint(a[0]), "fcall") &&
+		strings.HasSuffix(fmt.Sprint(a[1]), "_submit") {
+		var n int
+		fmt.Sscan(fmt.Sprint(a[4+submitCountArg]), &n)
+		c.mu.Lock()
+		c.items = append(c.items, n)
+		c.mu.Unlock()
+	}
+}
+
+func (c *submitCalls) take() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.items
+	c.items = nil
+	return out
+}
+
+// queued runs fn for callers 0..n-1 on a store whose batcher has no lane yet, starting caller i once the calls
+// of the callers before it wait in the queue (so the queue holds them in caller order), then starts one lane: it
+// takes them all as one batch, as it does under load. It returns when every caller has returned, with the
+// store's calls going on their own again.
+func queued(t *testing.T, s *Store, n int, fn func(i int)) {
+	t.Helper()
+	s.batch = &batcher{fns: s.fns, queue: make(chan *scriptCall, 64), maxBatch: maxBatch, timeout: batchTimeout}
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(10 * time.Second)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+		for len(s.batch.queue) < i+1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d calls queued after 10 s", len(s.batch.queue), i+1)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	go s.batch.lane()
+	wg.Wait()
+	close(s.batch.queue) // the lane ends
+	s.batch = nil        // later calls go on their own
+}
+
+// Submissions that wait in the batcher together, on one board with one header, go to Redis as one script call of
+// their items (up to maxMergedItems); every caller gets what a call of its own gives. The oracle is a second
+// board that takes the same submissions one call each, in the order the merged call applied them: every result
+// and refusal (conflicting eventId, submission limit, duplicate) and the final ranking are the same. Calls for another board, or with another clock second, are not merged.
+func TestMergedSubmissions(t *testing.T) {
+	t.Parallel()
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			calls := &submitCalls{}
+			tg.Client.AddHook(calls)
+			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+			var clock sync.Mutex
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time {
+				clock.Lock()
+				defer clock.Unlock()
+				return now
+			}})
+			def := Board{Mode: Best, MaxScore: ptr(1000.0), MaxSubmitsPerMinute: 2, Windows: []Window{AllTime, Daily}}
+			for _, id := range []string{"merged", "oracle", "other"} {
+				def.ID = id
+				if _, err := s.CreateBoard(ctx, def); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Caller i: player p<i/3> (three calls each, so the third is over the limit of 2 a minute),
+			// eventIds shared by callers 0/1 (one conflicts), 6/7 (a retry: the same payload). Scores out of range
+			// are refused before any script runs.
+			sub := func(board string, i int) Submission {
+				s := Submission{Board: board, Player: fmt.Sprint("p", i/3), Score: float64(10 + i*7%23)}
+				switch i {
+				case 0, 1:
+					s.EventID = "e01"
+				case 6, 7:
+					s.EventID, s.Score = "e67", 50
+				}
+				return s
+			}
+			const n = 40
+			type outcome struct {
+				r   *Result
+				err error
+			}
+			got := make([]outcome, n)
+			queued(t, s, n, func(i int) {
+				r, err := s.Submit(ctx, sub("merged", i))
+				got[i] = outcome{r, err}
+			})
+			sizes := calls.take()
+			if len(sizes) != 1 || sizes[0] != n {
+				t.Fatalf("submit calls carried %v items, want one call of %d", sizes, n)
+			}
+
+			codes := map[Code]int{}
+			for _, o := range got {
+				if o.r != nil && o.r.Duplicate {
+					codes["dup"]++
+				}
+				codes[ErrorCode(o.err)]++
+			}
+			// The third call of each player is over the limit, but for p0 and p2, whose conflict and duplicate
+			// did not count.
+			if codes[Conflict] != 1 || codes[RateLimited] != n/3-2 || codes["dup"] != 1 {
+				t.Fatalf("outcomes %v, want one CONFLICT, %d RATE_LIMITED and one duplicate", codes, n/3-2)
+			}
+			// The oracle: each submission alone, in the same order.
+			for i := range n {
+				r, err := s.Submit(ctx, sub("oracle", i))
+				if !sameOutcome(got[i].r, got[i].err, r, err) {
+					t.Errorf("caller %d: merged %+v %v, alone %+v %v", i, got[i].r, got[i].err, r, err)
+				}
+			}
+			for _, w := range []Window{AllTime, Daily} {
+				period := AllPeriod
+				if w == Daily {
+					period = periodKey(Daily, periodStart(Daily, now, time.UTC))
+				}
+				a, errA := s.Top(ctx, View{Board: "merged", Window: w, Period: period}, 0, 100)
+				b, errB := s.Top(ctx, View{Board: "oracle", Window: w, Period: period}, 0, 100)
+				if errA != nil || errB != nil || len(a.Entries) == 0 || !reflect.DeepEqual(a.Entries, b.Entries) ||
+					a.Size != b.Size {
+					t.Fatalf("%s ranking: merged %+v (%v), alone %+v (%v)", w, a, errA, b, errB)
+				}
+			}
+
+			// Two boards, each at two clock seconds: four calls, in the order of their first callers.
+			calls.take()
+			queued(t, s, 6, func(i int) {
+				board := "merged"
+				if i%2 == 1 {
+					board = "other"
+				}
+				if i == 4 {
+					clock.Lock()
+					now = now.Add(time.Second)
+					clock.Unlock()
+				}
+				if _, err := s.Submit(ctx, Submission{Board: board, Player: fmt.Sprint("q", i), Score: 1}); err != nil {
+					t.Error(err)
+				}
+			})
+			if sizes := calls.take(); !reflect.DeepEqual(sizes, []int{2, 2, 1, 1}) {
+				t.Fatalf("submit calls carried %v items, want [2 2 1 1]: a call per board and clock second", sizes)
+			}
+
+			// Calls are merged up to maxMergedItems items: three batches of 60 make a call of 120 and one of 60.
+			queued(t, s, 3, func(i int) {
+				subs := make([]Submission, 60)
+				for k := range subs {
+					subs[k] = Submission{Board: "merged", Player: fmt.Sprint("m", i, "-", k), Score: 1}
+				}
+				if _, err := s.SubmitMany(ctx, subs); err != nil {
+					t.Error(err)
+				}
+			})
+			if sizes := calls.take(); maxMergedItems != 128 || !reflect.DeepEqual(sizes, []int{120, 60}) {
+				t.Fatalf("submit calls carried %v items (at most %d), want [120 60] (at most 128, the README's figure)",
+					sizes, maxMergedItems)
+			}
+
+			// A merged call that fails fails for each of its callers: a board another process deleted since this
+			// one read its definition.
+			if _, err := s.Submit(ctx, Submission{Board: "other", Player: "r", Score: 1}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := New(tg.Client, Config{Prefix: s.Prefix()}).DeleteBoard(ctx, "other"); err != nil {
+				t.Fatal(err)
+			}
+			calls.take()
+			queued(t, s, 5, func(i int) {
+				if _, err := s.Submit(ctx, Submission{Board: "other", Player: fmt.Sprint("r", i), Score: 1}); ErrorCode(err) != NotFound {
+					t.Errorf("caller %d on a deleted board: %v, want NOT_FOUND", i, err)
+				}
+			})
+			if sizes := calls.take(); !reflect.DeepEqual(sizes, []int{5}) {
+				t.Fatalf("submit calls carried %v items, want [5]", sizes)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// sameOutcome reports whether two submissions had the same result, or were refused with the same error.
+func sameOutcome(r1 *Result, err1 error, r2 *Result, err2 error) bool {
+	if err1 != nil || err2 != nil {
+		return err1 != nil && err2 != nil && err1.Error() == err2.Error() && ErrorCode(err1) == ErrorCode(err2)
+	}
+	return reflect.DeepEqual(r1, r2)
+}
