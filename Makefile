@@ -53,6 +53,8 @@ fuzz:
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzSeasonID -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzClientAddr -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz FuzzEncodeScalars -fuzztime $(FUZZTIME)
+	$(GO) test ./graph -run '^$$' -fuzz FuzzCoerceVariables -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/server -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
 
 # Fetch GraphiQL's vendored assets from npm again and check them against web/graphiql/vendor.txt.
 graphiql-assets:

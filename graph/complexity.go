@@ -59,7 +59,7 @@ func (c *ComplexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if op == nil || c.Max <= 0 {
 		return nil
 	}
-	w := complexityWalker{es: c.es, vars: oc.Variables, memo: map[string]int{}}
+	w := &complexityWalker{es: c.es, vars: oc.Variables}
 	if n := w.selectionSet(ctx, op.SelectionSet); n > c.Max {
 		return limitError("COMPLEXITY_LIMIT_EXCEEDED",
 			fmt.Sprintf("operation has complexity %d, which exceeds the limit of %d", n, c.Max))
@@ -106,7 +106,7 @@ type complexityWalker struct {
 	memo map[string]int // fragment name -> complexity of its selection set
 }
 
-func (w complexityWalker) selectionSet(ctx context.Context, set ast.SelectionSet) int {
+func (w *complexityWalker) selectionSet(ctx context.Context, set ast.SelectionSet) int {
 	total := 0
 	for _, sel := range set {
 		switch s := sel.(type) {
@@ -121,6 +121,9 @@ func (w complexityWalker) selectionSet(ctx context.Context, set ast.SelectionSet
 			n, ok := w.memo[s.Name]
 			if !ok {
 				n = w.selectionSet(ctx, s.Definition.SelectionSet)
+				if w.memo == nil {
+					w.memo = map[string]int{} // made for the first spread: most documents have none
+				}
 				w.memo[s.Name] = n
 			}
 			total = saturatingAdd(total, n)
@@ -129,7 +132,7 @@ func (w complexityWalker) selectionSet(ctx context.Context, set ast.SelectionSet
 	return total
 }
 
-func (w complexityWalker) field(ctx context.Context, f *ast.Field) int {
+func (w *complexityWalker) field(ctx context.Context, f *ast.Field) int {
 	child := 0
 	if len(f.SelectionSet) > 0 {
 		child = w.selectionSet(ctx, f.SelectionSet)

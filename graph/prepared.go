@@ -49,6 +49,9 @@ var preparedRoots = map[string]struct {
 type preparedPlan struct {
 	root preparedRoot
 	sel  []selField
+	// fields is graphql.CollectFields of the operation, made at its first run: a prepared operation has no
+	// directives or fragments, so it is the same for every request of the document.
+	fields atomic.Pointer[[]graphql.CollectedField]
 }
 
 // Bounds of the plan cache: plans of documents up to maxPreparedSource bytes are kept (a plan holds its
@@ -62,8 +65,9 @@ const (
 // preparedPlans remembers plans by their document's root field (gqlgen's query cache hands out the same
 // document for the same query text).
 type preparedPlans struct {
-	mu sync.RWMutex
-	m  map[*ast.Field]*preparedPlan
+	mu   sync.RWMutex
+	m    map[*ast.Field]*preparedPlan
+	reqs fastRequests // the documents gqlgen ran on the prepared path, for the fast path (fastpath.go)
 }
 
 func newPreparedPlans() *preparedPlans { return &preparedPlans{m: map[*ast.Field]*preparedPlan{}} }
@@ -139,6 +143,7 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 	if p == nil {
 		return nil
 	}
+	s.plans.remember(opCtx)
 	preparedOps.Add(1)
 	ec := newExecutionContext(opCtx, s.executableSchema, nil) // no @defer in a prepared document
 	object, implementors := "Query", queryImplementors
@@ -157,8 +162,13 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 				graphql.NewInputUnmarshaler("ScoreInput", ec.unmarshalInputScoreInput),
 			)
 		})
-		fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, implementors)
-		field := fields[0]
+		fields := p.fields.Load()
+		if fields == nil {
+			f := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, implementors)
+			fields = &f
+			p.fields.Store(fields)
+		}
+		field := (*fields)[0]
 		ctx = graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: object})
 		innerCtx := graphql.WithRootFieldContext(ctx, &graphql.RootFieldContext{Object: field.Name, Field: field})
 		var v graphql.Marshaler

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/leaderboard/leaderboard/pubsub"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -47,6 +49,8 @@ type App struct {
 	gql          *handler.Server
 	schema       *ast.Schema
 	tracing      *sdktrace.TracerProvider // nil: tracing off
+	fast         *graph.FastPath          // nil: FAST_PATH off, tracing on, or no prepared results
+	presentPanic func(r *http.Request, p any) *gqlerror.Error
 
 	hubCtx    context.Context
 	hubCancel context.CancelFunc
@@ -165,15 +169,35 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	if a.cfg.Introspection {
 		srv.Use(extension.Introspection{})
 	}
+	complexity := &graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields}
+	metrics := graphQLExtension{a.Metrics}
+	readGuard := graph.ReadGuard(a.Keys.ReadKeyRequired)
+	presenter, recoverFunc := graph.ErrorPresenter(a.log), graph.Recover(a.log)
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newAPQCache(a.cfg.APQCacheSize, a.cfg.QueryCacheBytes)})
-	srv.Use(&graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields})
+	srv.Use(complexity)
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	srv.Use(graph.FloatLiterals{})
 	srv.Use(graph.TextCheck{})
-	srv.Use(graphQLExtension{a.Metrics})
-	srv.AroundRootFields(graph.ReadGuard(a.Keys.ReadKeyRequired))
-	srv.SetErrorPresenter(graph.ErrorPresenter(a.log))
-	srv.SetRecoverFunc(graph.Recover(a.log))
+	srv.Use(metrics)
+	srv.AroundRootFields(readGuard)
+	srv.SetErrorPresenter(presenter)
+	srv.SetRecoverFunc(recoverFunc)
+	if a.cfg.FastPath && a.tracing == nil {
+		// The same executor configuration, for the requests the fast path runs (graph.FastPath): the limit that
+		// reads variables, the root field and response middleware, the presenter and the recover function. With
+		// tracing on, every operation goes through gqlgen (the tracer is an operation interceptor).
+		a.fast = graph.NewFastPath(schema, graph.FastPathConfig{
+			Limits:         []graphql.OperationContextMutator{complexity},
+			RootMiddleware: readGuard,
+			Response:       []graphql.ResponseInterceptor{metrics},
+			ErrorPresenter: presenter,
+			Recover:        recoverFunc,
+			Introspection:  a.cfg.Introspection,
+		})
+		a.presentPanic = func(r *http.Request, p any) *gqlerror.Error {
+			return presenter(r.Context(), recoverFunc(r.Context(), p))
+		}
+	}
 	return srv
 }
 

@@ -56,6 +56,7 @@ type Config struct {
 	QueryCacheBytes         int64         // QUERY_CACHE_BYTES: memory the kept documents may hold (estimate); default 64 MiB
 	APQCacheSize            int           // APQ_CACHE_SIZE: automatic persisted queries kept (LRU); default 1000
 	PreparedResults         bool          // PREPARED_RESULTS: submitScore(s)/rank/aroundMe/friends results by graph's own encoder; default true
+	FastPath                bool          // FAST_PATH: repeated prepared documents skip gqlgen's transport and executor plumbing; default true
 
 	// Period-close events and their webhooks (closes.go, webhook.go; README "Period-close events and webhooks").
 	CloseCheckInterval  time.Duration // CLOSE_CHECK_INTERVAL: how often boards are checked for periods that closed; default 5s
@@ -149,6 +150,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		QueryCacheBytes:         envInt("QUERY_CACHE_BYTES", 64<<20),
 		APQCacheSize:            int(envInt("APQ_CACHE_SIZE", 1000)),
 		PreparedResults:         envBool("PREPARED_RESULTS", true),
+		FastPath:                envBool("FAST_PATH", true),
 		KeyPrefix:               env("KEY_PREFIX", "lb"),
 		RedisPassword:           env("REDIS_PASSWORD", ""),
 		APIKeys:                 env("API_KEYS", ""),

@@ -31,6 +31,9 @@ func (a *App) Handler() http.Handler {
 func (a *App) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	var gql http.Handler = a.gql
+	if a.fast != nil {
+		gql = fastPath(a.fast, a.presentPanic, gql) // documents gqlgen ran on the prepared path skip its plumbing
+	}
 	gql = topcache.New(gql, a.Hub, a.Keys.ReadKeyRequired, a.Metrics.TopCacheStats(), a.schema) // repeated top queries skip gqlgen
 	gql = a.withTimeout(gql)
 	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/leaderboard/leaderboard/graph"
+)
+
+// fastPath answers the POST requests that graph.FastPath can run (documents gqlgen ran on the prepared path
+// before) as gqlgen's handler and POST transport would: the same status, Content-Type and body. Everything else,
+// and every request the fast path declines, goes to next (gqlgen) untouched.
+func fastPath(fp *graph.FastPath, presentPanic func(r *http.Request, p any) *gqlerror.Error, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		params, ok := fastParams(fp, r)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		defer func() { // as gqlgen's handler.Server.ServeHTTP
+			if p := recover(); p != nil {
+				b, _ := json.Marshal(&graphql.Response{Errors: []*gqlerror.Error{presentPanic(r, p)}})
+				w.WriteHeader(http.StatusInternalServerError)
+				w.Write(b)
+			}
+		}()
+		resp, ok := fp.Execute(r.Context(), params)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// As gqlgen's POST transport: the Content-Type the Accept header asks for, then the response as
+		// json.Marshal writes it.
+		w.Header().Set("Content-Type", postContentType(r.Header.Get("Accept")))
+		b, err := json.Marshal(resp)
+		if err != nil {
+			panic(err)
+		}
+		w.Write(b)
+	})
+}
+
+// fastParams decodes a request that gqlgen's POST transport would take (a POST of application/json that is
+// neither an upgrade nor an event stream) and whose document the fast path knows, as that transport decodes it
+// (decodeRequest).
+func fastParams(fp *graph.FastPath, r *http.Request) (*graphql.RawParams, bool) {
+	if r.Method != http.MethodPost || r.Header.Get("Upgrade") != "" ||
+		strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		return nil, false
+	}
+	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil ||
+		mediaType != "application/json" {
+		return nil, false
+	}
+	rb, ok := r.Body.(*readBody)
+	if !ok {
+		return nil, false
+	}
+	params, ok := decodeRequest(rb.Bytes())
+	if !ok || !fp.Known(params.Query, params.OperationName) {
+		return nil, false
+	}
+	params.Headers = r.Header
+	return params, true
+}
+
+// postContentType is the Content-Type gqlgen's POST transport answers with for an Accept header (its
+// determineResponseContentType, with no configured headers and application/json by default).
+func postContentType(accept string) string {
+	if accept == "" {
+		return "application/json"
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mediaType {
+		case "*/*", "application/*", "application/json":
+			return "application/json"
+		case "application/graphql-response+json":
+			return "application/graphql-response+json"
+		}
+	}
+	return "application/graphql-response+json"
+}
