@@ -93,6 +93,9 @@ func (f *FastPath) Execute(ctx context.Context, params *graphql.RawParams) (*gra
 	}
 	ctx = graphql.WithOperationContext(ctx, opCtx)
 	for _, m := range f.cfg.Limits {
+		if !req.limits {
+			break
+		}
 		if err := m.MutateOperationContext(ctx, opCtx); err != nil {
 			return nil, false
 		}
@@ -137,6 +140,9 @@ func (f *FastPath) rootMiddleware(ctx context.Context, next graphql.RootResolver
 type preparedRequest struct {
 	doc *ast.QueryDocument
 	op  *ast.OperationDefinition
+	// limits: the operation's complexity reads its variables (a root field in argComplexity), so the limits run
+	// for every request; otherwise the complexity is the one gqlgen accepted.
+	limits bool
 }
 
 // requestKey names a request's document: its query text and operation name.
@@ -175,7 +181,13 @@ func (c *preparedPlans) remember(opCtx *graphql.OperationContext) {
 	if c.reqs.m == nil || len(c.reqs.m) >= maxPreparedPlans {
 		c.reqs.m = map[requestKey]*preparedRequest{}
 	}
-	c.reqs.m[k] = &preparedRequest{doc: opCtx.Doc, op: opCtx.Operation}
+	r := &preparedRequest{doc: opCtx.Doc, op: opCtx.Operation}
+	for _, sel := range opCtx.Operation.SelectionSet { // prepared selections below the root take no arguments
+		if f, ok := sel.(*ast.Field); ok && f.ObjectDefinition != nil {
+			r.limits = r.limits || argComplexity[f.ObjectDefinition.Name+"."+f.Name]
+		}
+	}
+	c.reqs.m[k] = r
 	c.reqs.mu.Unlock()
 }
 
@@ -183,8 +195,8 @@ func (c *preparedPlans) remember(opCtx *graphql.OperationContext) {
 // String (strings), Int (a JSON integer, as int64), Float (as float64), Boolean, enums (a string naming a value,
 // in any case, as VariableValues compares), and input objects of those and of custom scalars. It gives what
 // VariableValues gives, or ok false for anything else (another type, a number where an ID belongs, a list, a
-// value VariableValues would refuse), and the fast path then leaves the variables to VariableValues. vars is not
-// modified. FuzzCoerceVariables holds it to VariableValues.
+// value VariableValues would refuse), and the fast path then leaves the variables to VariableValues. Like
+// VariableValues, it returns the input objects it was given. FuzzCoerceVariables holds it to VariableValues.
 func coerceVariables(schema *ast.Schema, op *ast.OperationDefinition, vars map[string]any) (map[string]any, bool) {
 	out := make(map[string]any, len(op.VariableDefinitions))
 	for _, vd := range op.VariableDefinitions {
@@ -294,29 +306,21 @@ func coerceValue(schema *ast.Schema, typ *ast.Type, v any, depth int) (any, bool
 				return nil, false // unknown, or __typename
 			}
 		}
-		out := make(map[string]any, len(m))
 		for _, fd := range def.Fields {
 			fv, present := m[fd.Name]
-			switch {
-			case !present:
+			if !present || fv == nil {
 				if fd.Type.NonNull {
 					return nil, false
 				}
-				continue
-			case fv == nil:
-				if fd.Type.NonNull {
-					return nil, false
-				}
-				out[fd.Name] = nil
 				continue
 			}
-			c, ok := coerceValue(schema, fd.Type, fv, depth+1)
-			if !ok {
+			// A field's value coerces to itself (no top-level conversion inside an object), so the object is
+			// what VariableValues returns, as it returns the map it was given.
+			if _, ok := coerceValue(schema, fd.Type, fv, depth+1); !ok {
 				return nil, false
 			}
-			out[fd.Name] = c
 		}
-		return out, true
+		return m, true
 	}
 	return nil, false
 }

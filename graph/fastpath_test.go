@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/vektah/gqlparser/v2"
@@ -80,4 +81,33 @@ func FuzzCoerceVariables(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestArgComplexity: argComplexity names exactly the fields whose complexity function, as NewSchema sets them,
+// takes arguments besides the child complexity.
+func TestArgComplexity(t *testing.T) {
+	es := NewSchema(&Resolver{}).(liveSchema)
+	got := map[string]bool{}
+	roots := reflect.ValueOf(es.ComplexityRoot)
+	for i := range roots.NumField() {
+		obj := roots.Field(i)
+		if obj.Kind() != reflect.Struct {
+			continue
+		}
+		for j := range obj.NumField() {
+			fn := obj.Field(j)
+			if fn.Kind() == reflect.Func && !fn.IsNil() && fn.Type().NumIn() > 1 {
+				name := roots.Type().Field(i).Name + "." + obj.Type().Field(j).Name
+				got[name] = true
+			}
+		}
+	}
+	want := map[string]bool{}
+	for k := range argComplexity {
+		typ, field, _ := strings.Cut(k, ".")
+		want[typ+"."+strings.ToUpper(field[:1])+field[1:]] = true
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fields with argument-reading complexity functions %v, argComplexity %v", got, want)
+	}
 }
