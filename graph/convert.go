@@ -2,7 +2,11 @@ package graph
 
 import (
 	"context"
+	"sync"
 	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/leaderboard/leaderboard/graph/model"
 	"github.com/leaderboard/leaderboard/leaderboard"
@@ -79,4 +83,75 @@ func quote(s string) string {
 		s = s[:max] + "…"
 	}
 	return "\"" + s + "\""
+}
+
+// entryFields is the read option of a field that returns entries: only the parts of Entry its selection shows
+// (aliases, fragments and @skip/@include as gqlgen collects them; rank, score and topPercent come with every
+// read), so the store does no Redis work for the others (leaderboard.Fields). A selection without directives
+// shows the same parts for every request of its document, so those are remembered by field (readFieldsMemo).
+func entryFields(ctx context.Context) leaderboard.ReadOption {
+	fc := graphql.GetFieldContext(ctx)
+	var key *ast.Field
+	if fc != nil && fc.Field.Field != nil && !hasDirectives(fc.Field.Selections, 0) {
+		key = fc.Field.Field
+		readFieldsMemo.RLock()
+		f, ok := readFieldsMemo.m[key]
+		readFieldsMemo.RUnlock()
+		if ok {
+			return leaderboard.Only(f)
+		}
+	}
+	var f leaderboard.Fields
+	for _, name := range graphql.CollectAllFields(ctx) {
+		switch name {
+		case "updatedAt":
+			f |= leaderboard.FieldUpdatedAt
+		case "tieRank":
+			f |= leaderboard.FieldTieRank
+		case "displayName", "metadata":
+			f |= leaderboard.FieldMeta
+		}
+	}
+	if key != nil {
+		readFieldsMemo.Lock()
+		if readFieldsMemo.m == nil || len(readFieldsMemo.m) >= maxPreparedPlans {
+			readFieldsMemo.m = map[*ast.Field]leaderboard.Fields{}
+		}
+		readFieldsMemo.m[key] = f
+		readFieldsMemo.Unlock()
+	}
+	return leaderboard.Only(f)
+}
+
+// readFieldsMemo remembers entryFields by field, at most maxPreparedPlans of them (documents the query cache
+// let go are forgotten with the rest when it fills).
+var readFieldsMemo struct {
+	sync.RWMutex
+	m map[*ast.Field]leaderboard.Fields
+}
+
+// hasDirectives reports whether a selection, or a fragment it spreads, carries a directive (then what it
+// selects depends on the variables). Fragments nest at most as deep as validation allows; depth bounds the walk.
+func hasDirectives(set ast.SelectionSet, depth int) bool {
+	if depth > 32 {
+		return true
+	}
+	for _, sel := range set {
+		switch s := sel.(type) {
+		case *ast.Field:
+			if len(s.Directives) > 0 || hasDirectives(s.SelectionSet, depth+1) {
+				return true
+			}
+		case *ast.InlineFragment:
+			if len(s.Directives) > 0 || hasDirectives(s.SelectionSet, depth+1) {
+				return true
+			}
+		case *ast.FragmentSpread:
+			if len(s.Directives) > 0 || s.Definition == nil || len(s.Definition.Directives) > 0 ||
+				hasDirectives(s.Definition.SelectionSet, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -340,19 +340,19 @@ func (r *queryResolver) Top(ctx context.Context, board string, first *int, offse
 
 // Rank is the resolver for the rank field.
 func (r *queryResolver) Rank(ctx context.Context, board string, playerID string, window *model.Window, period *string) (*leaderboard.Entry, error) {
-	e, err := r.Store.Rank(ctx, view(board, window, period), playerID)
+	e, err := r.Store.Rank(ctx, view(board, window, period), playerID, entryFields(ctx))
 	return e, internal(err)
 }
 
 // AroundMe is the resolver for the aroundMe field.
 func (r *queryResolver) AroundMe(ctx context.Context, board string, playerID string, radius *int, window *model.Window, period *string) ([]leaderboard.Entry, error) {
-	es, err := r.Store.Around(ctx, view(board, window, period), playerID, deref(radius, 5))
+	es, err := r.Store.Around(ctx, view(board, window, period), playerID, deref(radius, 5), entryFields(ctx))
 	return es, internal(err)
 }
 
 // Friends is the resolver for the friends field.
 func (r *queryResolver) Friends(ctx context.Context, board string, playerID string, friendIds []string, window *model.Window, period *string) ([]leaderboard.Entry, error) {
-	es, err := r.Store.Friends(ctx, view(board, window, period), playerID, friendIds)
+	es, err := r.Store.Friends(ctx, view(board, window, period), playerID, friendIds, entryFields(ctx))
 	return es, internal(err)
 }
 

@@ -19,7 +19,7 @@ for i = 7, #ARGV, 5 do
     if force or rcall('EXISTS', skey(w, p)) == 1 then
       local st = load_state(w, p)
       local top = {}
-      if n > 0 then append_rows(st, rcall('ZRANGE', zkey(w, p), 0, n - 1, 'WITHSCORES'), 1, top) end
+      if n > 0 then append_rows(st, rcall('ZRANGE', zkey(w, p), 0, n - 1, 'WITHSCORES'), 1, top, F_ALL) end
       id = rcall('XADD', KEYS[2], 'MAXLEN', maxlen, '*', 'board', board, 'window', wname, 'period', p,
         'endedAt', ended, 'recordedAt', now, 'size', st.cnt, 'top', cjson.encode(top))
       rcall('SET', mk, id, 'EX', ttl)

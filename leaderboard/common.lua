@@ -416,13 +416,23 @@ local function meta_of(player)
   return rcall('HGET', base .. 'm', player) or ''
 end
 
+-- The parts of an entry a read fills besides id, rank, approximate, score and size (the Fields of read.go): a
+-- bit set. A part not asked for is 0 (updatedAt, tieRank) or '' (meta) in the reply.
+local F_UPDATED, F_TIE, F_META = 1, 2, 4
+local F_ALL = 7
+
+local function has(fields, f) return floor(fields / f) % 2 == 1 end
+
 -- entry is the reply shape of one player: id, rank, approximate (0/1), internal score, updatedAt, meta (filled in
--- by the caller, see metas), tieRank.
-local function entry(st, player)
+-- by the caller, see metas), tieRank (fields: see F_ALL).
+local function entry(st, player, fields)
   local _, rec, ts, tok, x, exact = locate(st, player)
   if not rec then return nil end
   local r, approx = rank_of(st, player, tok, x, exact)
-  return { player, r, approx, fmt(x), ts, '', tie_of(st, x, r, approx == 0) }
+  local tie = 0
+  if has(fields, F_TIE) then tie = tie_of(st, x, r, approx == 0) end
+  if not has(fields, F_UPDATED) then ts = 0 end
+  return { player, r, approx, fmt(x), ts, '', tie }
 end
 
 -- metas returns the metadata of a list of players ('' for none), with one HMGET per 500 of them: one Redis call per
@@ -439,22 +449,26 @@ end
 
 -- append_rows adds entries for ZRANGE ... WITHSCORES rows whose first row has rank first. The rows are
 -- consecutive, so a row's tieRank is the previous row's when their scores are equal and its own rank otherwise;
--- only the first row's takes a ZCOUNT (none at rank 1).
-local function append_rows(st, rows, first, out)
+-- only the first row's takes a ZCOUNT (none at rank 1). fields: see F_ALL (updatedAt costs a record lookup a row).
+local function append_rows(st, rows, first, out, fields)
   local players = {}
   for i = 1, #rows, 2 do players[#players + 1] = member_player(rows[i]) end
-  local m = metas(players)
+  local m = {}
+  if has(fields, F_META) then m = metas(players) end
+  local updated, ties = has(fields, F_UPDATED), has(fields, F_TIE)
   local tie, prev = 1, nil
   for k, p in ipairs(players) do
-    local ts = rec_ts(rcall('HGET', record_key(st, phash(st, p)), p)) or 0
+    local ts = 0
+    if updated then ts = rec_ts(rcall('HGET', record_key(st, phash(st, p)), p)) or 0 end
     local x = tonum(rows[2 * k])
     if k == 1 then
-      if first > 1 then tie = rcall('ZCOUNT', zkey(st.w, st.p), '-inf', '(' .. rows[2]) + 1 end
+      if first > 1 and ties then tie = rcall('ZCOUNT', zkey(st.w, st.p), '-inf', '(' .. rows[2]) + 1 end
     elseif x ~= prev then
       tie = first + k - 1
     end
     prev = x
-    out[#out + 1] = { p, first + k - 1, 0, rows[2 * k], ts, m[k], tie }
+    if not ties then tie = 0 end
+    out[#out + 1] = { p, first + k - 1, 0, rows[2 * k], ts, m[k] or '', tie }
   end
   return out
 end

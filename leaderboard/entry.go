@@ -69,7 +69,9 @@ func parseEntry(b *Board, v any, size int64) (Entry, error) {
 		return Entry{}, fmt.Errorf("bad score in reply: %w", err)
 	}
 	e.Score = b.userScore(x)
-	e.UpdatedAt = time.Unix(toInt(row[4]), 0).UTC()
+	if ts := toInt(row[4]); ts != 0 { // 0: not read (Fields)
+		e.UpdatedAt = time.Unix(ts, 0).UTC()
+	}
 	decodeMeta(toString(row[5]), &e)
 	e.TieRank = e.Rank
 	if len(row) > 6 && row[6] != nil {

@@ -1,16 +1,19 @@
 -- ranks returns the entries of the given players in a window period; players without a score are left out.
--- ARGV: definition SHA-1, window code, period, player ids... Reply: {size, entry...}.
+-- ARGV: definition SHA-1, window code, period, fields (see F_ALL), player ids... Reply: {size, entry...}.
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3])
+local fields = tonum(ARGV[4])
 local out, found = { st.cnt }, {}
-for i = 4, #ARGV do
-  local e = entry(st, ARGV[i])
+for i = 5, #ARGV do
+  local e = entry(st, ARGV[i], fields)
   if e then
     out[#out + 1] = e
     found[#found + 1] = e[1]
   end
 end
-local m = metas(found) -- one HMGET for all of them
-for k = 1, #found do out[k + 1][6] = m[k] end
+if has(fields, F_META) and #found > 0 then
+  local m = metas(found) -- one HMGET for all of them
+  for k = 1, #found do out[k + 1][6] = m[k] end
+end
 return out

@@ -60,6 +60,33 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 	return s.read(ctx, v, topScript, offset, first)
 }
 
+// Fields are the parts of an Entry that a read fills besides the player id, rank, approximate flag, score and
+// topPercent, which every read has. A read fills them all unless told otherwise (Only); a part left out is its
+// zero value. Each costs Redis work: a tie rank a ZCOUNT (walks of the board's skiplist), an updatedAt a record
+// lookup per row of a list, names and metadata an HMGET.
+type Fields uint8
+
+const (
+	FieldUpdatedAt Fields = 1 << iota // Entry.UpdatedAt
+	FieldTieRank                      // Entry.TieRank
+	FieldMeta                         // Entry.DisplayName and Entry.Metadata
+	AllFields      = FieldUpdatedAt | FieldTieRank | FieldMeta
+)
+
+// ReadOption changes what a read returns.
+type ReadOption struct{ fields Fields }
+
+// Only makes a read fill only the parts f of its entries (and what every entry has).
+func Only(f Fields) ReadOption { return ReadOption{fields: f & AllFields} }
+
+// readFields returns the fields a read with opts fills: the last Only, else all.
+func readFields(opts []ReadOption) Fields {
+	if len(opts) == 0 {
+		return AllFields
+	}
+	return opts[len(opts)-1].fields
+}
+
 // read runs a read script on a view: ARGV are the definition's SHA-1, the window code, the period and args.
 func (s *Store) read(ctx context.Context, v View, script *script, args ...any) (*Page, error) {
 	var p *Page
@@ -83,8 +110,8 @@ func (s *Store) read(ctx context.Context, v View, script *script, args ...any) (
 }
 
 // Rank returns a player's entry, or nil when the player has no score in the ranking.
-func (s *Store) Rank(ctx context.Context, v View, player string) (*Entry, error) {
-	p, err := s.Ranks(ctx, v, []string{player})
+func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOption) (*Entry, error) {
+	p, err := s.Ranks(ctx, v, []string{player}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +123,7 @@ func (s *Store) Rank(ctx context.Context, v View, player string) (*Entry, error)
 
 // Ranks returns the entries of the given players (at most MaxFriends+1) in one consistent read, in the order
 // given; players without a score are left out.
-func (s *Store) Ranks(ctx context.Context, v View, players []string) (*Page, error) {
+func (s *Store) Ranks(ctx context.Context, v View, players []string, opts ...ReadOption) (*Page, error) {
 	if len(players) > MaxFriends+1 {
 		return nil, errorf(Invalid, "at most %d player ids", MaxFriends)
 	}
@@ -105,15 +132,16 @@ func (s *Store) Ranks(ctx context.Context, v View, players []string) (*Page, err
 			return nil, err
 		}
 	}
-	args := make([]any, len(players))
-	for i, p := range players {
-		args[i] = p
+	args := make([]any, 0, len(players)+1)
+	args = append(args, int(readFields(opts)))
+	for _, p := range players {
+		args = append(args, p)
 	}
 	return s.read(ctx, v, ranksScript, args...)
 }
 
 // Friends returns the player and the given friends who have a score, in rank order, with their board ranks.
-func (s *Store) Friends(ctx context.Context, v View, player string, friends []string) ([]Entry, error) {
+func (s *Store) Friends(ctx context.Context, v View, player string, friends []string, opts ...ReadOption) ([]Entry, error) {
 	if len(friends) > MaxFriends {
 		return nil, errorf(Invalid, "at most %d friend ids", MaxFriends)
 	}
@@ -125,7 +153,7 @@ func (s *Store) Friends(ctx context.Context, v View, player string, friends []st
 			ids = append(ids, id)
 		}
 	}
-	p, err := s.Ranks(ctx, v, ids)
+	p, err := s.Ranks(ctx, v, ids, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -148,14 +176,14 @@ func (s *Store) Friends(ctx context.Context, v View, player string, friends []st
 
 // Around returns up to radius (at most MaxRadius) entries above and below the player, the player included, in
 // rank order, filled in at the edges. Empty when the player has no score.
-func (s *Store) Around(ctx context.Context, v View, player string, radius int) ([]Entry, error) {
+func (s *Store) Around(ctx context.Context, v View, player string, radius int, opts ...ReadOption) ([]Entry, error) {
 	if radius < 0 || radius > MaxRadius {
 		return nil, errorf(Invalid, "radius must be between 0 and %d", MaxRadius)
 	}
 	if err := checkID("player id", player); err != nil {
 		return nil, err
 	}
-	p, err := s.read(ctx, v, aroundScript, player, radius)
+	p, err := s.read(ctx, v, aroundScript, player, radius, int(readFields(opts)))
 	if err != nil {
 		return nil, err
 	}

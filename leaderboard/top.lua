@@ -8,4 +8,4 @@ local offset, count = tonum(ARGV[4]), tonum(ARGV[5])
 local out = { st.cnt }
 if count <= 0 then return out end
 local rows = rcall('ZRANGE', zkey(st.w, st.p), offset, offset + count - 1, 'WITHSCORES')
-return append_rows(st, rows, offset + 1, out)
+return append_rows(st, rows, offset + 1, out, F_ALL)

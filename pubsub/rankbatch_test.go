@@ -22,11 +22,11 @@ func (c *rankReads) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *rankReads) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		// FCALL <library>_ranks 1 <key> <definition SHA-1> <window> <period> <player>...
-		if a := cmd.Args(); len(a) > 7 && strings.EqualFold(fmt.Sprint(a[0]), "fcall") &&
+		// FCALL <library>_ranks 1 <key> <definition SHA-1> <window> <period> <fields> <player>...
+		if a := cmd.Args(); len(a) > 8 && strings.EqualFold(fmt.Sprint(a[0]), "fcall") &&
 			strings.HasSuffix(fmt.Sprint(a[1]), "_ranks") {
 			c.mu.Lock()
-			c.sizes = append(c.sizes, len(a)-7)
+			c.sizes = append(c.sizes, len(a)-8)
 			c.mu.Unlock()
 		}
 		return next(ctx, cmd)

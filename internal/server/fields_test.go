@@ -1,0 +1,122 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// TestReadsFillWhatIsSelected: rank, aroundMe and friends read from Redis only the parts of entries their
+// selection shows (graph's entryFields, leaderboard.Only), and every part a selection shows, however it is
+// selected (a field, an alias, a fragment spread, an inline fragment, @include and @skip on variables), is what
+// a full read of the test's own store gives. On the fast path (second runs) and on gqlgen's.
+func TestReadsFillWhatIsSelected(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "sel"})
+	for i := range 24 {
+		in := map[string]any{"board": "sel", "playerId": fmt.Sprint("p", i), "score": float64(i / 3)} // ties of three
+		if i%2 == 0 {
+			in["displayName"], in["metadata"] = fmt.Sprint("<name ", i, ">"), map[string]any{"i": i}
+		}
+		s.submit(t, in)
+	}
+	full := map[string]leaderboard.Entry{}
+	for i := range 24 {
+		e, err := s.Store.Rank(context.Background(), leaderboard.View{Board: "sel"}, fmt.Sprint("p", i))
+		if err != nil || e == nil {
+			t.Fatal(e, err)
+		}
+		full[e.PlayerID] = *e
+	}
+	selections := []string{
+		`playerId tieRank`,
+		`playerId t: tieRank u: updatedAt`,
+		`...F`,
+		`playerId ... on Entry { displayName metadata }`,
+		`playerId updatedAt @include(if: $yes) tieRank @skip(if: $no) displayName @include(if: $no)`,
+		`playerId rank score topPercent`,
+	}
+	const fragment = ` fragment F on Entry { playerId updatedAt displayName }`
+	for _, sel := range selections {
+		defs, vars := "", map[string]any(nil)
+		if strings.Contains(sel, "$") {
+			defs, vars = "($yes: Boolean!, $no: Boolean!)", map[string]any{"yes": true, "no": false}
+		}
+		for _, q := range []string{
+			`query` + defs + ` { rank(board: "sel", playerId: "p10") { ` + sel + ` } }`,
+			`query` + defs + ` { aroundMe(board: "sel", playerId: "p10", radius: 3) { ` + sel + ` } }`,
+			`query` + defs + ` { friends(board: "sel", playerId: "p1", friendIds: ["p4", "p9", "p22", "x"]) { ` + sel + ` } }`,
+		} {
+			if sel == `...F` {
+				q += fragment
+			}
+			for run := range 2 {
+				resp := s.do(t, "", q, vars)
+				if len(resp.Errors) > 0 {
+					t.Fatalf("%s: %s", q, resp.Errors[0].Message)
+				}
+				var data map[string]json.RawMessage
+				json.Unmarshal(resp.Data, &data)
+				var rows []map[string]json.RawMessage
+				for _, v := range data {
+					if bytes.HasPrefix(v, []byte("[")) {
+						json.Unmarshal(v, &rows)
+					} else {
+						var one map[string]json.RawMessage
+						json.Unmarshal(v, &one)
+						rows = append(rows, one)
+					}
+				}
+				if len(rows) == 0 {
+					t.Fatalf("run %d, %s: no entries in %s", run, q, resp.Data)
+				}
+				for _, row := range rows {
+					var id string
+					json.Unmarshal(row["playerId"], &id)
+					want := full[id]
+					for k, v := range row {
+						if !sameEntryField(k, v, want) {
+							t.Fatalf("run %d, %s: %s of %s is %s, a full read has %+v", run, q, k, id, v, want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// sameEntryField reports whether a selected field's JSON (by its name or alias) holds what e has.
+func sameEntryField(name string, v json.RawMessage, e leaderboard.Entry) bool {
+	switch name {
+	case "tieRank", "t":
+		var n int64
+		return json.Unmarshal(v, &n) == nil && n == e.TieRank
+	case "updatedAt", "u":
+		var at time.Time
+		return json.Unmarshal(v, &at) == nil && at.Equal(e.UpdatedAt) && !at.IsZero()
+	case "displayName":
+		var s *string
+		return json.Unmarshal(v, &s) == nil && (s == nil) == (e.DisplayName == nil) && (s == nil || *s == *e.DisplayName)
+	case "metadata":
+		if e.Metadata == nil {
+			return string(v) == "null"
+		}
+		var a, b any
+		return json.Unmarshal(v, &a) == nil && json.Unmarshal(e.Metadata, &b) == nil && fmt.Sprint(a) == fmt.Sprint(b)
+	case "rank":
+		var n int64
+		return json.Unmarshal(v, &n) == nil && n == e.Rank
+	case "score":
+		var x float64
+		return json.Unmarshal(v, &x) == nil && x == e.Score
+	case "playerId", "topPercent":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,105 @@
+package leaderboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/redis/go-redis/v9"
+)
+
+// Reads fill the parts of entries they are asked for (Only), and those parts equal a full read's; the others are
+// zero, and Redis does not do their work: no ZCOUNT without tie ranks, no names lookup without metadata, no
+// record lookup per row of an aroundMe list without updatedAt (commands counted by INFO commandstats on a Redis
+// of the test's own).
+func TestReadFields(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Standalone(t)
+	rdb := srv.Client(t).(*redis.Client)
+	ctx := context.Background()
+	s := lb.New(rdb, lb.Config{Prefix: "fields"})
+	mustBoard(t, s, lb.Board{ID: "f"})
+	name := "Ann"
+	for i := range 30 {
+		sub := lb.Submission{Board: "f", Player: fmt.Sprint("p", i), Score: float64(i / 3)} // ties of three
+		if i%4 == 0 {
+			sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		}
+		mustSubmit(t, s, sub)
+	}
+	v := lb.View{Board: "f"}
+	full := map[string]lb.Entry{}
+	for i := range 30 {
+		e, err := s.Rank(ctx, v, fmt.Sprint("p", i))
+		if err != nil || e == nil {
+			t.Fatal(e, err)
+		}
+		full[e.PlayerID] = *e
+	}
+	friends := []string{"p1", "p5", "p8", "p12", "p29", "nobody"}
+	calls := map[lb.Fields]map[string]int{}
+	for _, f := range []lb.Fields{0, lb.FieldUpdatedAt, lb.FieldTieRank, lb.FieldMeta, lb.AllFields} {
+		want := func(e lb.Entry) lb.Entry {
+			w := full[e.PlayerID]
+			if f&lb.FieldUpdatedAt == 0 {
+				w.UpdatedAt = time.Time{}
+			}
+			if f&lb.FieldTieRank == 0 {
+				w.TieRank = 0
+			}
+			if f&lb.FieldMeta == 0 {
+				w.DisplayName, w.Metadata = nil, nil
+			}
+			return w
+		}
+		check := func(what string, got []lb.Entry, n int) {
+			t.Helper()
+			if len(got) != n {
+				t.Fatalf("fields %b, %s: %d entries, want %d", f, what, len(got), n)
+			}
+			for _, e := range got {
+				if w := want(e); !reflect.DeepEqual(e, w) {
+					t.Fatalf("fields %b, %s: %+v, want %+v", f, what, e, w)
+				}
+			}
+		}
+		before := commandCalls(t, rdb)
+		calls[f] = map[string]int{}
+		e, err := s.Rank(ctx, v, "p13", lb.Only(f))
+		if err != nil || e == nil {
+			t.Fatal(e, err)
+		}
+		check("rank", []lb.Entry{*e}, 1)
+		around, err := s.Around(ctx, v, "p13", 3, lb.Only(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("aroundMe", around, 7)
+		es, err := s.Friends(ctx, v, "p3", friends, lb.Only(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("friends", es, 6)
+		after := commandCalls(t, rdb)
+		for _, cmd := range []string{"zcount", "hget", "hmget"} {
+			calls[f][cmd] = after[cmd] - before[cmd]
+		}
+	}
+	// What each part costs Redis, against reading none of them: tie ranks ZCOUNTs (none without), metadata one
+	// HGET (rank: one player) and one HMGET for each list, updatedAt one record HGET for each of aroundMe's 7 rows.
+	none := calls[0]
+	if none["zcount"] != 0 || calls[lb.FieldTieRank]["zcount"] == 0 {
+		t.Errorf("ZCOUNTs without tie ranks %d, with %d", none["zcount"], calls[lb.FieldTieRank]["zcount"])
+	}
+	if m := calls[lb.FieldMeta]; m["hget"] != none["hget"]+1 || m["hmget"] != none["hmget"]+2 {
+		t.Errorf("with metadata %v, without %v", m, none)
+	}
+	if u := calls[lb.FieldUpdatedAt]; u["hget"] != none["hget"]+7 || u["hmget"] != none["hmget"] {
+		t.Errorf("with updatedAt %v, without %v", u, none)
+	}
+}
