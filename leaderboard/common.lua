@@ -420,6 +420,7 @@ end
 -- bit set. A part not asked for is 0 (updatedAt, tieRank) or '' (meta) in the reply.
 local F_UPDATED, F_TIE, F_META = 1, 2, 4
 local F_ALL = 7
+local F_VERSION = 8 -- ranks.lua: the reply starts with the board's change event version
 
 local function has(fields, f) return floor(fields / f) % 2 == 1 end
 
@@ -473,8 +474,9 @@ local function append_rows(st, rows, first, out, fields)
   return out
 end
 
--- publish announces changes ({window, period, player, previous rank (0: none), rank (0: removed)}) on the
--- board's channel with the next version of the board's counter and its epoch.
+-- publish announces changes ({window, period, player, previous rank (0: none), rank (0: removed), previous
+-- internal score ('' : none), internal score ('': removed), players in the window period after}) on the board's
+-- channel with the next version of the board's counter and its epoch.
 local function publish(pubcmd, channel, changes)
   if #changes == 0 or pubcmd == '' then return end
   local ck = base .. 'c'

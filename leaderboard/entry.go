@@ -31,6 +31,10 @@ type Page struct {
 	Period  string
 	Size    int64
 	Entries []Entry
+	// Epoch and Version name the board's last change event the page reflects, when read WithVersion (Versioned).
+	Epoch     string
+	Version   int64
+	Versioned bool
 }
 
 // playerMeta is the stored display name and metadata of a player.

@@ -30,6 +30,12 @@ type Change struct {
 	// LiveTop that only moves the size is published at most every half second per period (see submit.lua); a
 	// change of display name or metadata alone has Prev == Rank.
 	Prev, Rank int64
+	// Scored: the event carries Before and After, the player's score before (when Prev > 0) and after (when
+	// Rank > 0), and Size, the players in the window period after the change (events of servers before these
+	// fields do not). The scores are the index's own: ascending is better (negated on DESC boards).
+	Scored        bool
+	Before, After float64
+	Size          int64
 }
 
 var windowByCode = map[string]Window{"a": AllTime, "d": Daily, "w": Weekly, "m": Monthly, "s": Season}
@@ -53,7 +59,27 @@ func DecodeEvent(payload []byte) (Event, error) {
 			json.Unmarshal(c[4], &n) != nil || windowByCode[code] == "" {
 			return Event{}, fmt.Errorf("decode event: bad change %s", c)
 		}
-		out.Changes = append(out.Changes, Change{windowByCode[code], period, player, int64(prev), int64(n)})
+		ch := Change{Window: windowByCode[code], Period: period, Player: player, Prev: int64(prev), Rank: int64(n)}
+		if len(c) >= 8 {
+			var before, after string
+			var size float64
+			if json.Unmarshal(c[5], &before) != nil || json.Unmarshal(c[6], &after) != nil ||
+				json.Unmarshal(c[7], &size) != nil {
+				return Event{}, fmt.Errorf("decode event: bad change %s", c)
+			}
+			ch.Scored, ch.Size = true, int64(size)
+			var err error
+			if ch.Prev > 0 {
+				ch.Before, err = strconv.ParseFloat(before, 64)
+			}
+			if err == nil && ch.Rank > 0 {
+				ch.After, err = strconv.ParseFloat(after, 64)
+			}
+			if err != nil {
+				return Event{}, fmt.Errorf("decode event: bad score in change %s", c)
+			}
+		}
+		out.Changes = append(out.Changes, ch)
 	}
 	return out, nil
 }

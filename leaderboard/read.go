@@ -74,17 +74,35 @@ const (
 )
 
 // ReadOption changes what a read returns.
-type ReadOption struct{ fields Fields }
+type ReadOption struct {
+	fields  Fields
+	only    bool // fields is set
+	version bool
+}
 
 // Only makes a read fill only the parts f of its entries (and what every entry has).
-func Only(f Fields) ReadOption { return ReadOption{fields: f & AllFields} }
+func Only(f Fields) ReadOption { return ReadOption{fields: f & AllFields, only: true} }
 
-// readFields returns the fields a read with opts fills: the last Only, else all.
-func readFields(opts []ReadOption) Fields {
-	if len(opts) == 0 {
-		return AllFields
+// WithVersion makes Ranks return, in Page.Epoch and Page.Version, the board's change event that its entries
+// follow: every event up to that version is reflected in them and no later one (the live hub applies later
+// events to them).
+func WithVersion() ReadOption { return ReadOption{version: true} }
+
+// readVersion is the script's flag for WithVersion (ranks.lua).
+const readVersion = 8
+
+// readArg returns the script argument for opts: the fields (the last Only, else all) and the version flag.
+func readArg(opts []ReadOption) int {
+	f, v := AllFields, 0
+	for _, o := range opts {
+		if o.only {
+			f = o.fields
+		}
+		if o.version {
+			v = readVersion
+		}
 	}
-	return opts[len(opts)-1].fields
+	return int(f) | v
 }
 
 // read runs a read script on a view: ARGV are the definition's SHA-1, the window code, the period and args.
@@ -133,7 +151,7 @@ func (s *Store) Ranks(ctx context.Context, v View, players []string, opts ...Rea
 		}
 	}
 	args := make([]any, 0, len(players)+1)
-	args = append(args, int(readFields(opts)))
+	args = append(args, readArg(opts))
 	for _, p := range players {
 		args = append(args, p)
 	}
@@ -183,7 +201,7 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 	if err := checkID("player id", player); err != nil {
 		return nil, err
 	}
-	p, err := s.read(ctx, v, aroundScript, player, radius, int(readFields(opts)))
+	p, err := s.read(ctx, v, aroundScript, player, radius, readArg(opts)&int(AllFields))
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +226,8 @@ func (s *Store) Size(ctx context.Context, v View) (int64, error) {
 	return n, nil
 }
 
-// page reads a {size, entry...} reply.
+// page reads a {size, entry...} reply, or a {size, epoch, version, entry...} one (a read WithVersion: its rows
+// start with a string where an entry starts with a list).
 func (s *Store) page(r Resolved, cmd *redis.Cmd) (*Page, error) {
 	reply, err := cmd.Slice()
 	if err != nil {
@@ -219,7 +238,14 @@ func (s *Store) page(r Resolved, cmd *redis.Cmd) (*Page, error) {
 	}
 	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: toInt(reply[0]),
 		Entries: make([]Entry, 0, len(reply)-1)}
-	for _, row := range reply[1:] {
+	rows := reply[1:]
+	if len(rows) >= 2 {
+		if ep, ok := rows[0].(string); ok {
+			p.Epoch, p.Version, p.Versioned = ep, toInt(rows[1]), true
+			rows = rows[2:]
+		}
+	}
+	for _, row := range rows {
 		e, err := parseEntry(r.Board, row, p.Size)
 		if err != nil {
 			return nil, redisError(err)

@@ -30,7 +30,7 @@ for _, f in ipairs(found) do
   end
   rcall('HDEL', f.rk, player)
   rcall('HINCRBY', skey(st.w, st.p), 'cnt', -1)
-  changes[#changes + 1] = { st.w, st.p, player, f.rank, 0 }
+  changes[#changes + 1] = { st.w, st.p, player, f.rank, 0, fmt(f.x), '', st.cnt - 1 }
 end
 rcall('HDEL', base .. 'm', player)
 publish(pubcmd, channel, changes)

@@ -311,17 +311,19 @@ local function apply(it)
     local prevRank = pl.prevRank
     local top = rank <= liveTop or (prevRank and prevRank <= liveTop)
     if pl.changed then
+      local prevX = ''
+      if pl.rec then prevX = fmt(pl.ox) end
       if watching or top then
-        changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank }
+        changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank, prevX, fmt(pl.nx), st.cnt }
       elseif not pl.rec and redis_ms() - st.szp >= SIZE_EVERY then
         -- A join below the live top changes only the size; announced at most every SIZE_EVERY ms per period
         -- (receivers re-read once more a moment later for the joins in between).
-        changes[#changes + 1] = { st.w, st.p, player, 0, rank }
+        changes[#changes + 1] = { st.w, st.p, player, 0, rank, prevX, fmt(pl.nx), st.cnt }
         st.szp = redis_ms()
         rcall('HSET', skey(st.w, st.p), 'szp', st.szp)
       end
     elseif it.metaChanged and (watching or top) then
-      changes[#changes + 1] = { st.w, st.p, player, rank, rank } -- same place, new name or metadata
+      changes[#changes + 1] = { st.w, st.p, player, rank, rank, fmt(pl.nx), fmt(pl.nx), st.cnt } -- new name or metadata
     end
     if not out then
       out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt,

@@ -43,6 +43,10 @@ type Config struct {
 	// RankWatchTTL is how long Store.Watch(board) lasts while rank subscriptions exist on the board; it is
 	// refreshed every third of it. Default 60 seconds.
 	RankWatchTTL time.Duration
+	// RankVerify is how often every watched rank is read from Redis again although the change events kept it
+	// up to date (rank.go derives watched ranks from the events instead of re-reading them); a safety net, not
+	// a correction the events need. Default 30 seconds.
+	RankVerify time.Duration
 	// CacheSize is how many board views (board, window, period) Top keeps cached and fresh without any
 	// subscription; the least recently used one is dropped beyond it. Default 1000.
 	CacheSize int
@@ -79,6 +83,9 @@ func (c *Config) normalize() {
 	}
 	if c.RankWatchTTL <= 0 {
 		c.RankWatchTTL = time.Minute
+	}
+	if c.RankVerify <= 0 {
+		c.RankVerify = 30 * time.Second
 	}
 	if c.CacheSize <= 0 {
 		c.CacheSize = 1000

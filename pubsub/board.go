@@ -31,6 +31,7 @@ type board struct {
 	msgs     []string // raw event payloads
 	all      bool     // re-read every view and watch (lost events, overflow, reconnect)
 	snapshot bool     // every subscriber gets a snapshot after the next read (reconnect)
+	lists    bool     // re-read every view's list: this process wrote to the board (Hub.Changed)
 
 	// mu guards everything below and the fields of views, feeds, watches and subscribers of this board.
 	mu         sync.Mutex
@@ -41,7 +42,10 @@ type board struct {
 	lastVer    int64  // version of the last change event seen (or read with the lists); 0: none
 	lastRead   time.Time
 	watchSetAt time.Time
-	offers     int // the cost of the offers since the fan-out last yielded (paced)
+	// rankVerifyAt is when every watched rank is read again (Config.RankVerify), however well the events kept
+	// them.
+	rankVerifyAt time.Time
+	offers       int // the cost of the offers since the fan-out last yielded (paced)
 }
 
 // maxInbox bounds the events waiting for one board; beyond it they are dropped and every view is re-read.
@@ -187,7 +191,13 @@ type change struct {
 	view    viewKey
 	player  string
 	prev, n int64
-	stale   bool // from an event already reflected in the last full read
+	stale   bool  // from an event already reflected in the last full read
+	ver     int64 // the event's version
+	// scored: the event carries the player's scores before and after (the index's own, ascending is better)
+	// and the window period's size after it; watched ranks can then be derived from it (rank.go).
+	scored        bool
+	before, after float64
+	size          int64
 }
 
 // parse decodes the inbox's events. It reports all when something may have been missed: a version gap, a
@@ -206,7 +216,7 @@ func (b *board) parse(msgs []string) (changes []change, all bool) {
 		case ev.Version <= b.lastVer:
 			// Already read. Its size-only changes still matter: joins right after it may not be announced.
 			for _, c := range ev.Changes {
-				changes = append(changes, change{viewKey{b.def.ID, c.Window, c.Period}, c.Player, c.Prev, c.Rank, true})
+				changes = append(changes, newChange(b.def.ID, ev.Version, c, true))
 			}
 			continue
 		case ev.Version != b.lastVer+1:
@@ -214,8 +224,13 @@ func (b *board) parse(msgs []string) (changes []change, all bool) {
 		}
 		b.epoch, b.lastVer = ev.Epoch, ev.Version
 		for _, c := range ev.Changes {
-			changes = append(changes, change{viewKey{b.def.ID, c.Window, c.Period}, c.Player, c.Prev, c.Rank, false})
+			changes = append(changes, newChange(b.def.ID, ev.Version, c, false))
 		}
 	}
 	return changes, all
+}
+
+func newChange(board string, ver int64, c leaderboard.Change, stale bool) change {
+	return change{view: viewKey{board, c.Window, c.Period}, player: c.Player, prev: c.Prev, n: c.Rank, stale: stale,
+		ver: ver, scored: c.Scored, before: c.Before, after: c.After, size: c.Size}
 }

@@ -44,6 +44,7 @@ type Hub struct {
 	fanoutTurns chan struct{} // see fanoutTurn
 
 	snapshots, diffs, rankUpdates, replaced, stuckDropped, listRows atomic.Uint64 // see Stats
+	rankReads, rankDerived                                          atomic.Uint64
 }
 
 // Stats are counts since the hub started, for metrics: the health of the fan-out.
@@ -59,12 +60,16 @@ type Stats struct {
 	// ListRows counts the entries the hub's refreshes read from Redis for top lists (each list is read as deep
 	// as its subscribers show, MaxFirst when Top serves it).
 	ListRows uint64
+	// RankReads counts watched players' entries read from Redis; RankDerived those brought up to date from the
+	// change events alone (another player's move shifts a watched rank; see rank.go).
+	RankReads, RankDerived uint64
 }
 
 // Stats returns the hub's counts so far.
 func (h *Hub) Stats() Stats {
 	return Stats{Snapshots: h.snapshots.Load(), Diffs: h.diffs.Load(), RankUpdates: h.rankUpdates.Load(),
-		Replaced: h.replaced.Load(), StuckDropped: h.stuckDropped.Load(), ListRows: h.listRows.Load()}
+		Replaced: h.replaced.Load(), StuckDropped: h.stuckDropped.Load(), ListRows: h.listRows.Load(),
+		RankReads: h.rankReads.Load(), RankDerived: h.rankDerived.Load()}
 }
 
 type viewKey struct {
@@ -261,15 +266,17 @@ func (h *Hub) TopToken(ctx context.Context, v leaderboard.View, offset, first in
 
 // Changed tells the hub that this process just wrote to a board, so that Top stops serving the board's cached
 // lists until they have been re-read (read-your-writes for the writer, even before the change event arrives).
-// Optional: change events alone keep everything correct within milliseconds.
+// Optional: change events alone keep everything correct within milliseconds. Only the lists are re-read for it:
+// watched ranks follow the change events (re-reading them all for every write of the process took Redis more
+// time than the writes when thousands of players watched their ranks).
 func (h *Hub) Changed(board string) {
 	h.mu.RLock()
 	b := h.boards[board]
 	h.mu.RUnlock()
 	if b != nil {
 		b.inMu.Lock()
-		b.dirty.Store(true) // under inMu: a refresh that ends now either sees all or leaves dirty set
-		b.all = true
+		b.dirty.Store(true) // under inMu: a refresh that ends now either sees lists or leaves dirty set
+		b.lists = true
 		b.inMu.Unlock()
 		b.signal()
 	}

@@ -18,7 +18,94 @@ type watch struct {
 	loaded bool
 	dirty  bool
 	last   *leaderboard.Entry // nil: no score
-	subs   map[*rankSub]struct{}
+	// at is the board's last change event that last reflects (from the read, then from each change derived),
+	// and the window period's size then; zero: unknown, so last is not derived from (derivable).
+	at   rankMark
+	subs map[*rankSub]struct{}
+}
+
+// rankMark names a change event of a board (epoch and version) and a window period's size after it.
+type rankMark struct {
+	epoch string
+	ver   int64
+	size  int64
+}
+
+// A watched player's entry changes with every other player who passes it, leaves or joins ahead of it, or
+// changes the count of strictly better scores: with 10,000 players watching their own ranks and each submission
+// taking rank 1, every submission moved every watched rank, and re-reading them all (a Lua call per 100 players,
+// 16 us of Redis each on a fast machine) took Redis more time than the submissions. Since the change events
+// carry each move's old and new rank and score and the size after it, a watched rank on a board without
+// exactTop is derived from them instead, exactly as a read after them would give it; only the watched player's
+// own changes are read (and every watch once per Config.RankVerify). On exactTop boards ranks beyond the exact
+// tier are estimates that a move elsewhere can change, so those are read whenever a change may move them
+// (moved).
+
+// derivable reports whether w can be brought up to date from changes alone: the board has no exactTop, w was read
+// with the event version it reflects (in the board's current epoch), and no change since then is w's own player's
+// or comes without scores (an event of an older server).
+func (b *board) derivable(w *watch, changes []change) bool {
+	if b.def.ExactTop > 0 || w.at.ver == 0 && w.at.epoch == "" || w.at.epoch != b.epoch ||
+		w.last != nil && w.last.Approximate {
+		return false
+	}
+	for _, c := range changes {
+		if c.stale || c.ver <= w.at.ver || c.view.window != w.key.window || c.view.period != w.key.period {
+			continue
+		}
+		if c.player == w.key.player || !c.scored {
+			return false
+		}
+	}
+	return true
+}
+
+// derive applies, in order, the changes after w's mark to its entry: another player's move from rank a to b
+// (0: none) takes w's rank r to r1 = r - (0 < a < r), then r1 + (0 < b <= r1); its tie rank loses one if the
+// player's old score was strictly better and gains one if its new one is; topPercent follows the size. It
+// returns the new entry and whether anything was applied (derivable must have said yes).
+func (b *board) derive(w *watch, changes []change) (*leaderboard.Entry, bool) {
+	var e leaderboard.Entry
+	if w.last != nil {
+		e = *w.last
+	}
+	x := e.Score // the watched score in the index's order, where lower is better
+	if b.def.Order == leaderboard.Desc {
+		x = -x
+	}
+	applied, from := false, w.at.ver // an event's changes share its version: compare with the mark before them
+	for _, c := range changes {
+		if c.stale || c.ver <= from || c.view.window != w.key.window || c.view.period != w.key.period {
+			continue
+		}
+		applied = true
+		w.at.ver, w.at.size = c.ver, c.size
+		if w.last == nil {
+			continue // no score: another player's move changes nothing
+		}
+		r := e.Rank
+		if c.prev > 0 && c.prev < r {
+			r--
+		}
+		if c.n > 0 && c.n <= r {
+			r++
+		}
+		e.Rank = r
+		if c.prev > 0 && c.before < x {
+			e.TieRank--
+		}
+		if c.n > 0 && c.after < x {
+			e.TieRank++
+		}
+	}
+	if !applied || w.last == nil {
+		return w.last, false
+	}
+	if w.at.size > 0 {
+		e.TopPercent = 100 * float64(e.Rank) / float64(w.at.size)
+	}
+	b.h.rankDerived.Add(1)
+	return &e, true
 }
 
 type rankSub struct {

@@ -38,7 +38,8 @@ func (c *rankReads) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // TestRankReadsInBatches: a board's rank watchers are read RankReadBatch players per script call (a long script
-// blocks every write behind it), and every watcher still gets its new rank, as Store.Rank reads it.
+// blocks every write behind it), and every watcher still gets its new rank, as Store.Rank reads it. On an
+// exactTop board, whose moved ranks are read (on others they are derived from the events: TestRankWatchesDerived).
 func TestRankReadsInBatches(t *testing.T) {
 	var c Config
 	if c.normalize(); c.RankReadBatch != 100 { // the README's figure
@@ -48,7 +49,7 @@ func TestRankReadsInBatches(t *testing.T) {
 	st := hookedStore(t, reads)
 	const batch, watchers = 7, 20
 	h := startHub(t, st, Config{RankReadBatch: batch})
-	createBoard(t, st, leaderboard.Board{ID: "rb"})
+	createBoard(t, st, leaderboard.Board{ID: "rb", ExactTop: 1000}) // exactTop: moved ranks are read, not derived (rank.go)
 	ctx := t.Context()
 	v := leaderboard.View{Board: "rb"}
 	chans := make([]<-chan *leaderboard.Entry, watchers)

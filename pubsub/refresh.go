@@ -29,10 +29,10 @@ func (b *board) refresh() bool {
 	if r.failed {
 		b.all = true
 	}
-	if len(b.msgs) == 0 && !b.all && b.confirmed.Load() {
+	if len(b.msgs) == 0 && !b.all && !b.lists && b.confirmed.Load() {
 		b.dirty.Store(false)
 	}
-	pending := len(b.msgs) > 0 || b.all
+	pending := len(b.msgs) > 0 || b.all || b.lists
 	b.inMu.Unlock()
 	if pending {
 		if r.failed { // back off a little more than the rate limit while Redis is unhappy
@@ -73,14 +73,15 @@ type readPlan struct {
 	views    []viewRead           // top lists to read
 	ranks    map[viewKey][]string // watched players to read, per window period
 	setWatch bool                 // refresh the board's watch key
+	changes  []change             // the events' changes, for the watched ranks derived from them (install)
 }
 
 // plan takes the inbox and decides what to read. It takes b.mu.
 func (b *board) plan() readPlan {
 	h := b.h
 	b.inMu.Lock()
-	msgs, all, snapshot := b.msgs, b.all, b.snapshot
-	b.msgs, b.all, b.snapshot = nil, false, false
+	msgs, all, snapshot, lists := b.msgs, b.all, b.snapshot, b.lists
+	b.msgs, b.all, b.snapshot, b.lists = nil, false, false, false
 	b.inMu.Unlock()
 	if h.pollOnly {
 		all = true
@@ -105,16 +106,26 @@ func (b *board) plan() readPlan {
 			time.AfterFunc(sizeSettle, b.signal)
 		}
 		want := vw.want()
-		if all || !vw.loaded || top || size || due || !vw.covers(want) {
+		if all || lists || !vw.loaded || top || size || due || !vw.covers(want) {
 			p.views = append(p.views, viewRead{k, want})
 		}
 	}
+	p.changes = changes
+	verify := len(b.watches) > 0 && !now.Before(b.rankVerifyAt)
+	if verify {
+		b.rankVerifyAt = now.Add(h.cfg.RankVerify)
+	}
 	for k, w := range b.watches {
-		if all || !w.loaded || w.dirty || moved(changes, w) {
-			w.dirty = true
-			vk := viewKey{b.def.ID, k.window, k.period}
-			p.ranks[vk] = append(p.ranks[vk], k.player)
+		switch {
+		case all || verify || !w.loaded || w.dirty:
+		case b.derivable(w, changes):
+			continue // install brings it up to date from the changes
+		case !moved(changes, w):
+			continue
 		}
+		w.dirty = true
+		vk := viewKey{b.def.ID, k.window, k.period}
+		p.ranks[vk] = append(p.ranks[vk], k.player)
 	}
 	p.setWatch = len(b.watches) > 0 && time.Since(b.watchSetAt) > h.cfg.RankWatchTTL/3 && !h.pollOnly
 	if len(p.views) > 0 || len(p.ranks) > 0 {
@@ -154,14 +165,16 @@ type readResult struct {
 	watchSet time.Time // when the watch key was set (zero: not)
 	pages    map[viewKey]pageRead
 	found    map[watchKey]*leaderboard.Entry
-	ranks    map[viewKey]bool // window periods whose watched players were all read
+	readAt   map[watchKey]rankMark // the change event each watched player's read reflects
+	ranks    map[viewKey]bool      // window periods whose watched players were all read
+	changes  []change              // the plan's
 }
 
 // fetch reads what p asks for. It holds no lock.
 func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 	h := b.h
-	r := readResult{pages: make(map[viewKey]pageRead, len(p.views)),
-		found: map[watchKey]*leaderboard.Entry{}, ranks: map[viewKey]bool{}}
+	r := readResult{pages: make(map[viewKey]pageRead, len(p.views)), found: map[watchKey]*leaderboard.Entry{},
+		readAt: map[watchKey]rankMark{}, ranks: map[viewKey]bool{}, changes: p.changes}
 	if p.setWatch {
 		if err := h.store.Watch(ctx, b.def.ID, h.cfg.RankWatchTTL); err != nil {
 			r.failed = true
@@ -198,7 +211,7 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 		for i := 0; i < len(players); i += h.cfg.RankReadBatch {
 			chunk := players[i:min(i+h.cfg.RankReadBatch, len(players))]
 			page, err := h.store.Ranks(ctx, leaderboard.View{Board: vk.board, Window: vk.window, Period: vk.period},
-				chunk)
+				chunk, leaderboard.WithVersion())
 			if b.isGone(err) {
 				r.gone = true
 				return r
@@ -211,6 +224,12 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 			for i := range page.Entries {
 				e := page.Entries[i]
 				r.found[watchKey{vk.window, vk.period, e.PlayerID}] = &e
+			}
+			h.rankReads.Add(uint64(len(chunk)))
+			if page.Versioned {
+				for _, player := range chunk {
+					r.readAt[watchKey{vk.window, vk.period, player}] = rankMark{page.Epoch, page.Version, page.Size}
+				}
 			}
 		}
 		r.ranks[vk] = ok
@@ -237,9 +256,15 @@ func (b *board) install(r readResult) {
 		}
 	}
 	for k, w := range b.watches {
-		if w.dirty && r.ranks[viewKey{b.def.ID, k.window, k.period}] {
+		switch {
+		case w.dirty && r.ranks[viewKey{b.def.ID, k.window, k.period}]:
 			w.dirty = false
+			w.at = r.readAt[k] // zero (unknown) for a read without the version: not derived from until read again
 			b.applyRank(w, r.found[k], now)
+		case !w.dirty && w.loaded && b.derivable(w, r.changes):
+			if e, ok := b.derive(w, r.changes); ok {
+				b.applyRank(w, e, now)
+			}
 		}
 	}
 }

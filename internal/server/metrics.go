@@ -128,6 +128,10 @@ func (m *Metrics) WatchHub(h *pubsub.Hub, rdb redis.UniversalClient) {
 		func(s pubsub.Stats) uint64 { return s.StuckDropped })
 	counter("lb_live_list_rows_read_total", "Entries the live hub read from Redis for top lists (each as deep as its "+
 		"subscriptions show, 100 when the top query cache serves it).", func(s pubsub.Stats) uint64 { return s.ListRows })
+	counter("lb_live_rank_reads_total", "Watched players' entries the live hub read from Redis (their own changes, "+
+		"first reads, boards with exactTop).", func(s pubsub.Stats) uint64 { return s.RankReads })
+	counter("lb_live_rank_derived_total", "Watched players' entries the live hub brought up to date from the change "+
+		"events alone (another player's move).", func(s pubsub.Stats) uint64 { return s.RankDerived })
 
 	pool := func(name, help string, gauge bool, f func(*redis.PoolStats) uint32) {
 		v := func() float64 { return float64(f(rdb.PoolStats())) }

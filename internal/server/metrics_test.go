@@ -97,7 +97,7 @@ func TestLiveAndPoolMetrics(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"lb_live_stuck_dropped_total", "lb_live_rank_updates_total",
-		"lb_redis_pool_timeouts_total"} {
+		"lb_live_rank_reads_total", "lb_live_rank_derived_total", "lb_redis_pool_timeouts_total"} {
 		if got := metric(text, name); got != 0 {
 			t.Errorf("%s %v, want 0", name, got)
 		}
