@@ -22,29 +22,12 @@ func TestFastPathMatchesGqlgen(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, readKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("readKey=%v", readKey), func(t *testing.T) {
-			start := func(fast bool) *testServer {
-				cfg := testConfig(t)
-				cfg.KeyPrefix += fmt.Sprintf("-%v", fast)
-				cfg.Clock = func() time.Time { return now }
-				cfg.PreparedResults, cfg.FastPath = fast, fast
+			fast, gen, reader := preparedPair(t, now, readKey, func(cfg *Config, tested bool) {
+				cfg.PreparedResults, cfg.FastPath = tested, tested
 				cfg.MaxQueryComplexity = 400
-				if readKey {
-					cfg.APIKeys += ",read:" + testReadKey
-				}
-				return startServer(t, cfg)
-			}
-			fast, gen := start(true), start(false)
+			})
 			if fast.App.fast == nil || gen.App.fast != nil {
 				t.Fatal("the fast path is not on where it should be")
-			}
-			for _, s := range []*testServer{fast, gen} {
-				s.create(t, map[string]any{"id": "p", "windows": []string{"ALL_TIME", "DAILY"}, "maxScore": 9e15})
-				s.create(t, map[string]any{"id": "px", "exactTop": 2, "order": "ASC"})
-				s.create(t, map[string]any{"id": "slow", "maxSubmitsPerMinute": 1})
-			}
-			reader := ""
-			if readKey {
-				reader = testReadKey
 			}
 			same := func(what string, a, b rawResponse) {
 				t.Helper()

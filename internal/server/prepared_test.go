@@ -26,26 +26,9 @@ func TestPreparedResultsMatchGqlgen(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	for _, readKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("readKey=%v", readKey), func(t *testing.T) {
-			start := func(prepared bool) *testServer {
-				cfg := testConfig(t)
-				cfg.KeyPrefix += fmt.Sprintf("-%v", prepared)
-				cfg.Clock = func() time.Time { return now }
-				cfg.PreparedResults = prepared
-				if readKey {
-					cfg.APIKeys += ",read:" + testReadKey
-				}
-				return startServer(t, cfg)
-			}
-			prep, gen := start(true), start(false)
-			for _, s := range []*testServer{prep, gen} {
-				s.create(t, map[string]any{"id": "p", "windows": []string{"ALL_TIME", "DAILY"}, "maxScore": 9e15})
-				s.create(t, map[string]any{"id": "px", "exactTop": 2, "order": "ASC"})
-				s.create(t, map[string]any{"id": "slow", "maxSubmitsPerMinute": 1})
-			}
-			reader := ""
-			if readKey {
-				reader = testReadKey
-			}
+			prep, gen, reader := preparedPair(t, now, readKey, func(cfg *Config, tested bool) {
+				cfg.PreparedResults = tested
+			})
 			before := graph.PreparedOperations()
 			steps := preparedSteps(reader, now)
 			for i, st := range steps {
@@ -89,6 +72,34 @@ func TestPreparedResultsMatchGqlgen(t *testing.T) {
 			}
 		})
 	}
+}
+
+// preparedPair starts the two servers of a byte-for-byte comparison over the same Redis, with the same clock and
+// their own key prefixes, set configures each (tested: the side under test, else gqlgen's generated code's), and
+// creates preparedSteps' boards on both. reader is the key the steps read with ("" when no read key is required).
+func preparedPair(t *testing.T, now time.Time, readKey bool, set func(cfg *Config, tested bool)) (tested, gen *testServer,
+	reader string) {
+	t.Helper()
+	start := func(tested bool) *testServer {
+		cfg := testConfig(t)
+		cfg.KeyPrefix += fmt.Sprintf("-%v", tested)
+		cfg.Clock = func() time.Time { return now }
+		set(&cfg, tested)
+		if readKey {
+			cfg.APIKeys += ",read:" + testReadKey
+		}
+		return startServer(t, cfg)
+	}
+	tested, gen = start(true), start(false)
+	for _, s := range []*testServer{tested, gen} {
+		s.create(t, map[string]any{"id": "p", "windows": []string{"ALL_TIME", "DAILY"}, "maxScore": 9e15})
+		s.create(t, map[string]any{"id": "px", "exactTop": 2, "order": "ASC"})
+		s.create(t, map[string]any{"id": "slow", "maxSubmitsPerMinute": 1})
+	}
+	if readKey {
+		reader = testReadKey
+	}
+	return tested, gen, reader
 }
 
 type preparedStep struct {

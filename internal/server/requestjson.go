@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -20,69 +21,35 @@ import (
 func decodeRequest(body []byte) (*graphql.RawParams, bool) {
 	d := jsonReader{b: body}
 	d.space()
-	if !d.byte('{') {
-		return nil, false
-	}
 	p := &graphql.RawParams{}
 	var seen [4]bool
-	d.space()
-	if d.byte('}') {
-		return p, true
-	}
-	for {
-		d.space()
-		key, ok := d.str()
-		if !ok {
-			return nil, false
-		}
-		d.space()
-		if !d.byte(':') {
-			return nil, false
-		}
-		d.space()
-		var k int
-		switch key {
-		case "query":
-			k = 0
-		case "operationName":
-			k = 1
-		case "variables":
-			k = 2
-		case "extensions":
-			k = 3
-		default:
-			return nil, false
-		}
-		if seen[k] {
-			return nil, false
+	ok := d.members(func(key string) bool {
+		k := slices.Index(requestKeys[:], key)
+		if k < 0 || seen[k] {
+			return false
 		}
 		seen[k] = true
 		if d.null() {
-			// A null leaves the field as it is (the zero value).
-		} else {
-			switch k {
-			case 0:
-				p.Query, ok = d.str()
-			case 1:
-				p.OperationName, ok = d.str()
-			case 2:
-				p.Variables, ok = d.object()
-			case 3:
-				p.Extensions, ok = d.object()
-			}
-			if !ok {
-				return nil, false
-			}
+			return true // a null leaves the field as it is (the zero value)
 		}
-		d.space()
-		if d.byte('}') {
-			return p, true
+		var ok bool
+		switch k {
+		case 0:
+			p.Query, ok = d.str()
+		case 1:
+			p.OperationName, ok = d.str()
+		case 2:
+			p.Variables, ok = d.object()
+		case 3:
+			p.Extensions, ok = d.object()
 		}
-		if !d.byte(',') {
-			return nil, false
-		}
-	}
+		return ok
+	})
+	return p, ok
 }
+
+// requestKeys are the keys of a request body, spelled as clients send them.
+var requestKeys = [4]string{"query", "operationName", "variables", "extensions"}
 
 // jsonReader reads JSON values from b, as encoding/json decodes them into interface values with UseNumber.
 type jsonReader struct {
@@ -151,41 +118,50 @@ func (d *jsonReader) value() (any, bool) {
 
 // object reads an object into a map; a key given twice is refused (see decodeRequest).
 func (d *jsonReader) object() (map[string]any, bool) {
+	m := map[string]any{}
+	ok := d.members(func(k string) bool {
+		if _, dup := m[k]; dup {
+			return false
+		}
+		v, ok := d.value()
+		m[k] = v
+		return ok
+	})
+	return m, ok
+}
+
+// members reads an object, calling value for each key with the reader at the member's value, which value reads;
+// false from value, or anything not JSON's, ends it with false.
+func (d *jsonReader) members(value func(key string) bool) bool {
 	if d.depth >= maxJSONDepth || !d.byte('{') {
-		return nil, false
+		return false
 	}
 	d.depth++
 	defer func() { d.depth-- }()
-	m := map[string]any{}
 	d.space()
 	if d.byte('}') {
-		return m, true
+		return true
 	}
 	for {
 		d.space()
 		k, ok := d.str()
 		if !ok {
-			return nil, false
+			return false
 		}
 		d.space()
 		if !d.byte(':') {
-			return nil, false
+			return false
 		}
 		d.space()
-		v, ok := d.value()
-		if !ok {
-			return nil, false
+		if !value(k) {
+			return false
 		}
-		if _, dup := m[k]; dup {
-			return nil, false
-		}
-		m[k] = v
 		d.space()
 		if d.byte('}') {
-			return m, true
+			return true
 		}
 		if !d.byte(',') {
-			return nil, false
+			return false
 		}
 	}
 }
