@@ -34,12 +34,16 @@ type board struct {
 	lists    bool     // re-read every view's list: this process wrote to the board (Hub.Changed)
 
 	// mu guards everything below and the fields of views, feeds, watches and subscribers of this board.
-	mu         sync.Mutex
-	views      map[viewKey]*view
-	watches    map[watchKey]*watch
-	closed     bool
-	epoch      string // epoch of lastVer
-	lastVer    int64  // version of the last change event seen (or read with the lists); 0: none
+	mu      sync.Mutex
+	views   map[viewKey]*view
+	watches map[watchKey]*watch
+	closed  bool
+	epoch   string // epoch of lastVer
+	lastVer int64  // version of the last change event seen (or read with everything); 0: none
+	// listsVer is the event version the lists were read at by the last lists-only read (Hub.Changed), in epoch
+	// listsEpoch: events up to it are in the lists (not news to them) but are to the watches.
+	listsEpoch string
+	listsVer   int64
 	lastRead   time.Time
 	watchSetAt time.Time
 	// rankVerifyAt is when every watched rank is read again (Config.RankVerify), however well the events kept

@@ -70,6 +70,7 @@ func (b *board) pace() bool {
 // readPlan is what one refresh reads.
 type readPlan struct {
 	all      bool                 // re-read the event version too (everything may have been missed)
+	lists    bool                 // every list is read (Hub.Changed): read the event version the lists follow
 	views    []viewRead           // top lists to read
 	ranks    map[viewKey][]string // watched players to read, per window period
 	setWatch bool                 // refresh the board's watch key
@@ -90,11 +91,15 @@ func (b *board) plan() readPlan {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	changes, gap := b.parse(msgs)
-	p := readPlan{all: (all || gap) && !h.pollOnly, ranks: map[viewKey][]string{}}
+	p := readPlan{all: (all || gap) && !h.pollOnly, lists: lists && !h.pollOnly, ranks: map[viewKey][]string{}}
 	all = all || gap
 	now := time.Now()
+	listsAt := int64(0) // the lists reflect every event up to this version (the last lists-only read's)
+	if b.listsEpoch == b.epoch {
+		listsAt = b.listsVer
+	}
 	for k, vw := range b.views {
-		top, size, settle := touches(changes, k)
+		top, size, settle := touches(changes, k, listsAt)
 		due := !vw.recheck.IsZero() && !now.Before(vw.recheck)
 		if due {
 			vw.recheck = time.Time{}
@@ -160,6 +165,7 @@ type readResult struct {
 	failed   bool
 	gone     bool // the board was deleted (see vanish)
 	version  bool // epoch and ver were read
+	all      bool // ... for a read of everything (else for the lists only)
 	epoch    string
 	ver      int64
 	watchSet time.Time // when the watch key was set (zero: not)
@@ -182,12 +188,12 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 			r.watchSet = time.Now()
 		}
 	}
-	if p.all {
+	if p.all || p.lists {
 		// The version every later event must follow; read before the lists, so nothing falls in between.
 		epoch, ver, err := h.store.EventVersion(ctx, b.def.ID)
 		if err == nil {
-			r.version, r.epoch, r.ver = true, epoch, ver
-		} else {
+			r.version, r.all, r.epoch, r.ver = true, p.all, epoch, ver
+		} else if p.all {
 			r.failed = true
 		}
 	}
@@ -247,8 +253,14 @@ func (b *board) install(r readResult) {
 	if !r.watchSet.IsZero() {
 		b.watchSetAt = r.watchSet
 	}
-	if r.version {
+	switch {
+	case r.version && r.all:
 		b.epoch, b.lastVer = r.epoch, r.ver
+		b.listsEpoch, b.listsVer = "", 0
+	case r.version:
+		// Only the lists were read (the watched ranks were not): the events up to this version are in the lists,
+		// but still news to the watches.
+		b.listsEpoch, b.listsVer = r.epoch, r.ver
 	}
 	for k, p := range r.pages {
 		if vw := b.views[k]; vw != nil {
@@ -276,10 +288,13 @@ const sizeSettle = 700 * time.Millisecond
 // touches reports whether a new change may have altered the top MaxFirst of view k, whether one changed only its
 // size (a join or a removal below the list), and whether any change, new or already read, changed only its size
 // (then the joins that followed it closely may not have been announced: settle).
-func touches(changes []change, k viewKey) (top, size, settle bool) {
+func touches(changes []change, k viewKey, listsAt int64) (top, size, settle bool) {
 	for _, c := range changes {
 		if c.view != k {
 			continue
+		}
+		if c.ver <= listsAt {
+			c.stale = true // in the lists read since (a lists-only read: the watches still take it)
 		}
 		sizeOnly := !(c.prev > 0 && c.prev <= MaxFirst || c.n > 0 && c.n <= MaxFirst) && (c.prev == 0 || c.n == 0)
 		settle = settle || sizeOnly
