@@ -43,7 +43,7 @@ func (r *Resolver) changed(board string, res *leaderboard.Result) {
 		return
 	}
 	if res.Entry.Rank <= pubsub.MaxFirst || res.PreviousRank != nil && *res.PreviousRank <= pubsub.MaxFirst {
-		r.Hub.Changed(board)
+		r.Hub.ChangedAt(board, res.EventEpoch, res.EventVersion)
 	}
 }
 

@@ -152,11 +152,38 @@ func TestMergedSubmissions(t *testing.T) {
 			if codes[Conflict] != 1 || codes[RateLimited] != n/3-2 || codes["dup"] != 1 {
 				t.Fatalf("outcomes %v, want one CONFLICT, %d RATE_LIMITED and one duplicate", codes, n/3-2)
 			}
-			// The oracle: each submission alone, in the same order.
+			// One call published one event, and every applied item names it.
+			var event *Result
+			for i, o := range got {
+				if o.r == nil || o.r.Duplicate {
+					continue
+				}
+				if event == nil {
+					event = o.r
+				}
+				if o.r.EventVersion == 0 || o.r.EventEpoch == "" || o.r.EventVersion != event.EventVersion ||
+					o.r.EventEpoch != event.EventEpoch {
+					t.Fatalf("caller %d names event %s/%d, want the call's one event %s/%d", i,
+						o.r.EventEpoch, o.r.EventVersion, event.EventEpoch, event.EventVersion)
+				}
+			}
+			// The oracle: each submission alone, in the same order; each one that changed something published
+			// the board's next event.
+			var version int64
 			for i := range n {
 				r, err := s.Submit(ctx, sub("oracle", i))
 				if !sameOutcome(got[i].r, got[i].err, r, err) {
 					t.Errorf("caller %d: merged %+v %v, alone %+v %v", i, got[i].r, got[i].err, r, err)
+				}
+				switch {
+				case r == nil || r.Duplicate || !r.Updated:
+					if r != nil && r.EventVersion != 0 {
+						t.Errorf("caller %d: alone, changed nothing but names event %d", i, r.EventVersion)
+					}
+				case r.EventVersion != version+1:
+					t.Errorf("caller %d: alone, names event %d, want %d", i, r.EventVersion, version+1)
+				default:
+					version = r.EventVersion
 				}
 			}
 			for _, w := range []Window{AllTime, Daily} {
@@ -235,5 +262,8 @@ func sameOutcome(r1 *Result, err1 error, r2 *Result, err2 error) bool {
 	if err1 != nil || err2 != nil {
 		return err1 != nil && err2 != nil && err1.Error() == err2.Error() && ErrorCode(err1) == ErrorCode(err2)
 	}
-	return reflect.DeepEqual(r1, r2)
+	// The event a result names differs by construction: one call, one event.
+	a, b := *r1, *r2
+	a.EventEpoch, a.EventVersion, b.EventEpoch, b.EventVersion = "", 0, "", 0
+	return reflect.DeepEqual(a, b)
 }

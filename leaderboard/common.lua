@@ -476,7 +476,8 @@ end
 
 -- publish announces changes ({window, period, player, previous rank (0: none), rank (0: removed), previous
 -- internal score ('' : none), internal score ('': removed), players in the window period after}) on the board's
--- channel with the next version of the board's counter and its epoch.
+-- channel with the next version of the board's counter and its epoch, and returns those (nothing when it
+-- published nothing).
 local function publish(pubcmd, channel, changes)
   if #changes == 0 or pubcmd == '' then return end
   local ck = base .. 'c'
@@ -488,6 +489,7 @@ local function publish(pubcmd, channel, changes)
     rcall('HSET', ck, 'ep', ep)
   end
   rcall(pubcmd, channel, cjson.encode({ e = ep, v = ver, c = changes }))
+  return ep, ver
 end
 
 -- season_state reads the SEASON window's state (key 'season' above); ids are nil while no season ever started.

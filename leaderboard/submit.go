@@ -42,6 +42,10 @@ type Result struct {
 	Updated       bool     // false when the stored score did not change
 	Duplicate     bool     // true when EventID was seen before: nothing was applied again
 	Size          int64
+	// EventEpoch and EventVersion name the change event the submission went out in (Store.Channel), when one
+	// was published (version 0: none).
+	EventEpoch   string
+	EventVersion int64
 }
 
 // Outcome is the result or error of one item of SubmitMany.
@@ -328,6 +332,9 @@ func parseSubmitReply(b *Board, v any, period, player string) (*Result, error) {
 		if wi := toInt(row[11]); wi >= 1 && int(wi) <= len(b.Windows) {
 			r.Window, r.Period = b.Windows[wi-1], toString(row[12])
 		}
+	}
+	if len(row) >= 15 && status == "ok" {
+		r.EventVersion, r.EventEpoch = toInt(row[13]), toString(row[14])
 	}
 	if pr := toString(row[6]); pr != "" {
 		n := toInt(row[6])

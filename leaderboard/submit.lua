@@ -6,7 +6,8 @@
 -- (unix s), and per window: period, expireAt (unix s, 0: never); period '' (SEASON) means the season running at
 -- updatedAt (season_of), skipped when there is none.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
--- updated, size, tieRank, window index (1-based), period} for the first window written, or {'err', code, message}.
+-- updated, size, tieRank, window index (1-based), period[, event version, event epoch]} for the first window
+-- written ('ok' items carry the event the call published, if any), or {'err', code, message}.
 -- Checks in order: the eventId (a retry gets the first result back, and is not counted), the submission limit
 -- (RATE_LIMITED; only applied items count, in the minute of 'now'), then the item's own checks.
 --
@@ -352,5 +353,13 @@ for i = 1, nitems do
   replies[i] = reply
 end
 for _, st in ipairs(dirty) do save_state(st, st.ttl) end
-publish(pubcmd, channel, changes)
+local ep, ver = publish(pubcmd, channel, changes)
+if ver then
+  -- The event this call's changes went out in: a writer's own live views wait for no later one (Hub.Changed).
+  for _, r in ipairs(replies) do
+    if r[1] == 'ok' then
+      r[14], r[15] = ver, ep
+    end
+  end
+end
 return replies

@@ -40,6 +40,8 @@ type board struct {
 	closed  bool
 	epoch   string // epoch of lastVer
 	lastVer int64  // version of the last change event seen (or read with everything); 0: none
+	// taken mirrors epoch and lastVer for ChangedAt, which must not wait for mu (held through a fan-out).
+	taken atomic.Pointer[eventMark]
 	// listsVer is the event version the lists were read at by the last lists-only read (Hub.Changed), in epoch
 	// listsEpoch: events up to it are in the lists (not news to them) but are to the watches.
 	listsEpoch string
@@ -50,6 +52,18 @@ type board struct {
 	// them.
 	rankVerifyAt time.Time
 	offers       int // the cost of the offers since the fan-out last yielded (paced)
+}
+
+// eventMark names a board's change event.
+type eventMark struct {
+	epoch string
+	ver   int64
+}
+
+// setLastVer records the last change event taken (epoch and version). b.mu is held.
+func (b *board) setLastVer(epoch string, ver int64) {
+	b.epoch, b.lastVer = epoch, ver
+	b.taken.Store(&eventMark{epoch, ver})
 }
 
 // maxInbox bounds the events waiting for one board; beyond it they are dropped and every view is re-read.
@@ -226,7 +240,7 @@ func (b *board) parse(msgs []string) (changes []change, all bool) {
 		case ev.Version != b.lastVer+1:
 			all = true // a lost message
 		}
-		b.epoch, b.lastVer = ev.Epoch, ev.Version
+		b.setLastVer(ev.Epoch, ev.Version)
 		for _, c := range ev.Changes {
 			changes = append(changes, newChange(b.def.ID, ev.Version, c, false))
 		}

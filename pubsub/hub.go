@@ -269,11 +269,18 @@ func (h *Hub) TopToken(ctx context.Context, v leaderboard.View, offset, first in
 // Optional: change events alone keep everything correct within milliseconds. Only the lists are re-read for it:
 // watched ranks follow the change events (re-reading them all for every write of the process took Redis more
 // time than the writes when thousands of players watched their ranks).
-func (h *Hub) Changed(board string) {
+func (h *Hub) Changed(board string) { h.ChangedAt(board, "", 0) }
+
+// ChangedAt is Changed for a write whose change event is known (epoch and version, from leaderboard.Result): when
+// the board's loop has taken that event already, its lists are being re-read for it and nothing more is needed.
+func (h *Hub) ChangedAt(board, epoch string, version int64) {
 	h.mu.RLock()
 	b := h.boards[board]
 	h.mu.RUnlock()
 	if b != nil {
+		if m := b.taken.Load(); version > 0 && m != nil && m.epoch == epoch && m.ver >= version {
+			return
+		}
 		b.inMu.Lock()
 		b.dirty.Store(true) // under inMu: a refresh that ends now either sees lists or leaves dirty set
 		b.lists = true

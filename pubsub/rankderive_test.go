@@ -178,3 +178,50 @@ func TestRankWatchesVerified(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestOwnWriteReadsListsOnce: a write of this process (Hub.ChangedAt, with the write's event) has the board's
+// lists read once, whichever comes first: the event (ChangedAt then sees it taken) or ChangedAt (the lists are
+// read with the event version they follow, and the event arriving after is no news to them). A second read took
+// the board's pacing slot from the next write. The watchers still take the event: a watched player the write
+// passed is moved.
+func TestOwnWriteReadsListsOnce(t *testing.T) {
+	st := hookedStore(t)
+	h := startHub(t, st, Config{})
+	createBoard(t, st, leaderboard.Board{ID: "own"})
+	for i := range 5 {
+		submit(t, st, "own", fmt.Sprint("p", i), float64(i))
+	}
+	ctx := t.Context()
+	v := leaderboard.View{Board: "own"}
+	tops, err := h.SubscribeTop(ctx, v, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	follow(tops, 10)
+	ranks, err := h.SubscribeRank(ctx, v, "p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := nextEntry(t, ranks, 5*time.Second); e.Rank != 3 {
+		t.Fatalf("p2 first at rank %d, want 3", e.Rank)
+	}
+	waitFor(t, 5*time.Second, "the lists read", func() bool { return h.Stats().ListRows > 0 })
+	time.Sleep(500 * time.Millisecond) // the first reads settle
+	for i := range 3 {
+		before := h.Stats().ListRows
+		res, err := st.Submit(ctx, leaderboard.Submission{Board: "own", Player: fmt.Sprint("new", i),
+			Score: float64(100 + i)}) // takes rank 1
+		if err != nil || res.EventVersion == 0 {
+			t.Fatalf("write %d: %+v %v, want the event version", i, res, err)
+		}
+		h.ChangedAt("own", res.EventEpoch, res.EventVersion) // as the resolver does
+		if e := nextEntry(t, ranks, 5*time.Second); e.Rank != int64(4+i) {
+			t.Fatalf("write %d: p2 at rank %d, want %d", i, e.Rank, 4+i)
+		}
+		time.Sleep(500 * time.Millisecond) // five refresh intervals: a second read would have come
+		rows := int64(h.Stats().ListRows - before)
+		if want := int64(6 + i); rows != want { // one read of the whole board: 6, 7, 8 players
+			t.Fatalf("write %d: the lists' reads brought %d rows, want one read of %d", i, rows, want)
+		}
+	}
+}

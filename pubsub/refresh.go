@@ -255,7 +255,7 @@ func (b *board) install(r readResult) {
 	}
 	switch {
 	case r.version && r.all:
-		b.epoch, b.lastVer = r.epoch, r.ver
+		b.setLastVer(r.epoch, r.ver)
 		b.listsEpoch, b.listsVer = "", 0
 	case r.version:
 		// Only the lists were read (the watched ranks were not): the events up to this version are in the lists,
