@@ -27,7 +27,7 @@ func FuzzCoerceVariables(f *testing.F) {
 	schema := NewSchema(&Resolver{}).Schema()
 	var ops []*ast.OperationDefinition
 	for _, src := range coerceDocs {
-		doc, err := gqlparser.LoadQuery(schema, src)
+		doc, err := gqlparser.LoadQueryWithRules(schema, src, nil)
 		if err != nil {
 			f.Fatalf("%s: %v", src, err)
 		}
