@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -99,11 +100,10 @@ type clientMsg struct {
 
 // wsSession is one websocket connection's GraphQL session.
 type wsSession struct {
-	t       wsTransport
-	c       *wsConn
-	legacy  bool // graphql-ws
-	exec    graphql.GraphExecutor
-	headers http.Header
+	t      wsTransport
+	c      *wsConn
+	legacy bool // graphql-ws
+	exec   graphql.GraphExecutor
 
 	ctx         context.Context // the connection's, from the init function on
 	initPayload transport.InitPayload
@@ -121,7 +121,9 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 		return
 	}
 	c := conn.(*wsConn)
-	s := &wsSession{t: t, c: c, exec: exec, headers: r.Header, ctx: r.Context(), active: map[string]context.CancelFunc{}}
+	// The session keeps no reference to the upgrade request: its headers (~0.5 KiB) stayed in memory as long as the
+	// connection, for operations that never read them (gqlgen's transport hands them to each operation).
+	s := &wsSession{t: t, c: c, exec: exec, ctx: r.Context(), active: map[string]context.CancelFunc{}}
 	switch c.Subprotocol() {
 	case wsSubprotoWS, "":
 		// Clients are required to send a subprotocol; as gqlgen, graphql-ws is the one without.
@@ -358,7 +360,6 @@ func (s *wsSession) subscribe(msg *clientMsg) {
 		return
 	}
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
-	params.Headers = s.headers
 	rc, err := s.exec.CreateOperationContext(ctx, params)
 	if err != nil {
 		resp := s.exec.DispatchError(graphql.WithOperationContext(ctx, rc), err)
@@ -371,6 +372,9 @@ func (s *wsSession) subscribe(msg *clientMsg) {
 		s.send(msgComplete, msg.id, nil)
 		return
 	}
+	// The document's text stays with the operation as long as it runs: thousands of screens send the same one,
+	// and keep one copy of it (unique: the copy goes when the last of them ends).
+	rc.RawQuery = unique.Make(rc.RawQuery).Value()
 	ctx = graphql.WithOperationContext(ctx, rc)
 	ctx, cancel := context.WithCancel(ctx)
 	s.mu.Lock()
