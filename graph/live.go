@@ -82,6 +82,7 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 			if !rendered {
 				out = appendWire(nil, out)
 			}
+			buf = bytes.Buffer{} // the connection writes the rest: an idle subscription keeps no buffer
 			return &graphql.Response{Data: strconv.AppendUint(nil, sh.HoldStream(out, stream), 10)}
 		case !rendered:
 			return &graphql.Response{Data: bytes.Clone(buf.Bytes())}

@@ -3,10 +3,12 @@ package server
 import (
 	"container/list"
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -139,6 +141,16 @@ type countedConn struct {
 	once      sync.Once
 	uploading atomic.Bool // its current request is reading the body (limitBody)
 	unused    atomic.Bool // accepted, and no request has started on it yet (http.StateNew)
+}
+
+// SyscallConn gives the connection's socket (syscall.Conn), which the embedded interface hides: the websocket's
+// stream writes use it (wsConn.writeNow).
+func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
 }
 
 func (c *countedConn) Close() error {

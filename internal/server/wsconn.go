@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -22,9 +23,11 @@ type wsConn struct {
 	owner        *websockets
 	tws          *transportState // nil on graphql-ws
 	writeTimeout time.Duration
-	noStreams    bool        // gqlgen writes every response (websockets.noStreams)
-	initTimer    *time.Timer // closes a peer that sends no connection_init in time
-	wl           writeLock   // held while a frame is written (wswrite.go)
+	noStreams    bool            // gqlgen writes every response (websockets.noStreams)
+	initTimer    *time.Timer     // closes a peer that sends no connection_init in time
+	wl           writeLock       // held while a frame is written (wswrite.go)
+	raw          syscall.RawConn // the socket, for writes that do not wait (writeNow; under wl)
+	rawLooked    bool            // raw was looked up (under wl)
 	// Streams woken by the hub whose responses are to be written (wswrite.go), and whether a goroutine is
 	// writing them.
 	readyMu  sync.Mutex

@@ -113,9 +113,10 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 	}
 }
 
-// Peers that read too slowly do not hold up the others' updates: a stream writer gives a write streamWriteSlice,
-// hands a peer that has not taken it to a goroutine of its own, and that peer's later writes stay off the stream
-// writers for slowFor, so each slow connection costs the writers one slice, not one each time its buffers fill.
+// Peers that read too slowly do not hold up the others' updates: a stream writer writes what a peer's socket takes
+// at once, hands a peer that has not taken it all to a goroutine of its own, and that peer's later writes stay off
+// the stream writers for slowFor, so each slow connection costs the writers one hand-off, not one each time its
+// buffers fill.
 // The slow peers here read in bursts: nothing for 800 ms (their socket buffers fill), then everything there is.
 func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 	s := startServer(t, testConfig(t))
@@ -211,5 +212,53 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 	if handoffs > int64(slow*(int(elapsed/slowFor)+2)) {
 		t.Fatalf("%d hand-offs for %d slow connections: the slow peers keep coming back to the stream writers",
 			handoffs, slow)
+	}
+}
+
+// A stream writer's write sets no deadline (writeNow), but the connection's other writes do (the first
+// responses, pings), and a deadline that has passed makes the socket refuse every write until it is cleared:
+// the stream writes must clear it, not take it for a failed peer and close the connection. Here every other
+// write's deadline is 50 ms, and the updates come after it has passed; each must arrive, on both protocols.
+func TestStreamWritesAfterAnExpiredDeadline(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "late"})
+	s.submit(t, map[string]any{"board": "late", "playerId": "p0", "score": 1.0})
+	s.App.ws.mu.Lock()
+	s.App.ws.writeTimeout = 50 * time.Millisecond
+	s.App.ws.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	score := 100.0
+	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
+		c := wstest.Dial(t, s.WSURL, proto, nil)
+		if err := c.Subscribe("t", `subscription { topUpdates(board: "late", first: 3) { version entries { playerId score } } }`, nil); err != nil {
+			t.Fatal(err)
+		}
+		var u struct {
+			TopUpdates struct {
+				Version int
+				Entries []struct {
+					PlayerID string
+					Score    float64
+				}
+			}
+		}
+		c.NextData(t, ctx, "t", &u) // the snapshot: gqlgen's response, written with the 50 ms deadline
+		for i := 1; i <= 3; i++ {
+			time.Sleep(150 * time.Millisecond) // the deadline of the connection's last own write passes
+			player := fmt.Sprint(proto, "-", i)
+			score++ // takes rank 1
+			s.submit(t, map[string]any{"board": "late", "playerId": player, "score": score})
+			for {
+				c.NextData(t, ctx, "t", &u)
+				if len(u.TopUpdates.Entries) > 0 && u.TopUpdates.Entries[0].PlayerID == player {
+					break
+				}
+			}
+			if u.TopUpdates.Version != i+1 {
+				t.Fatalf("%s: update %d came as version %d, want %d", proto, i, u.TopUpdates.Version, i+1)
+			}
+		}
+		c.Close()
 	}
 }

@@ -3,10 +3,12 @@ package server
 import (
 	"encoding/binary"
 	"errors"
+	"io"
 	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,6 +125,70 @@ func (c *wsConn) writeBy(b []byte, deadline time.Time) (int, error) {
 	return conn.Write(b)
 }
 
+// errWouldBlock: the socket's send buffer filled before all of a write went in (writeNow).
+var errWouldBlock = errors.New("websocket: the peer's socket buffer is full")
+
+// writeNow writes as much of b as the socket's send buffer takes at once, without waiting for the peer, and says
+// errWouldBlock when that was not all of it. The lock is held. It sets no deadline: a deadline per stream write
+// (the peer's slice of a stream writer's time) cost a fan-out ~7 % of the server's CPU in timer work, each
+// write arming a timer that fired after the write was long done. Without raw access to the socket it gives the
+// write streamWriteSlice instead.
+func (c *wsConn) writeNow(b []byte) (n int, err error) {
+	raw := c.rawConn()
+	if raw == nil {
+		n, err = c.writeBy(b, time.Now().Add(streamWriteSlice))
+		if isTimeout(err) {
+			err = errWouldBlock
+		}
+		return n, err
+	}
+	try := func() error {
+		return raw.Write(func(fd uintptr) bool {
+			for n < len(b) {
+				m, e := syscall.Write(int(fd), b[n:])
+				if m > 0 {
+					n += m
+				}
+				switch {
+				case e == syscall.EINTR:
+				case e == syscall.EAGAIN:
+					err = errWouldBlock
+					return true
+				case e != nil:
+					err = e
+					return true
+				case m <= 0:
+					err = io.ErrShortWrite
+					return true
+				}
+			}
+			return true // done: never wait for the socket here
+		})
+	}
+	rerr := try()
+	if isTimeout(rerr) && n == 0 {
+		// A deadline left by an earlier write (the connection's own writes, gorilla's control frames) has
+		// passed, and the socket refuses writes until it is cleared.
+		_ = c.ws.NetConn().SetWriteDeadline(time.Time{})
+		rerr = try()
+	}
+	if err == nil {
+		err = rerr
+	}
+	return n, err
+}
+
+// rawConn returns the connection's socket for writeNow (nil: none, as behind TLS), looked up once.
+func (c *wsConn) rawConn() syscall.RawConn {
+	if !c.rawLooked {
+		c.rawLooked = true
+		if sc, ok := c.ws.NetConn().(syscall.Conn); ok {
+			c.raw, _ = sc.SyscallConn()
+		}
+	}
+	return c.raw
+}
+
 // streamOp is a subscription whose responses after the first the connection writes itself (graph.StreamHolder).
 type streamOp struct {
 	s        *graph.LiveStream
@@ -183,8 +249,8 @@ func (c *wsConn) wake(op *streamOp) {
 	}
 }
 
-// slowFor is how long a connection whose peer did not take a write within streamWriteSlice keeps writing from
-// goroutines of its own instead of the stream writers: each slow write would hold a writer for the slice again.
+// slowFor is how long a connection whose peer did not take a stream writer's write (writeNow) keeps writing from
+// goroutines of its own instead of the stream writers: each slow write would cost a writer a hand-off again.
 const slowFor = 10 * time.Second
 
 // takeReady takes the woken streams; with none left it ends the connection's turn (flushing false).
@@ -204,9 +270,9 @@ func (c *wsConn) takeReady() []*streamOp {
 	return ops
 }
 
-// writeTurn is one turn of the connection in a stream writer: it writes what its streams have waiting, giving the
-// write streamWriteSlice; a peer that does not take the bytes by then gets a goroutine of its own that finishes
-// the write (writeRest). With more woken meanwhile, the connection goes to the back of the queue.
+// writeTurn is one turn of the connection in a stream writer: it writes what its streams have waiting as far as
+// the socket takes it at once (writeNow); a peer that does not take all the bytes gets a goroutine of its own
+// that finishes the write (writeRest). With more woken meanwhile, the connection goes to the back of the queue.
 func (c *wsConn) writeTurn() {
 	ops := c.takeReady()
 	if len(ops) == 0 {
@@ -227,7 +293,7 @@ func (c *wsConn) writeTurn() {
 	}
 }
 
-// writeRest finishes, in a goroutine of its own, a write that the peer did not take within streamWriteSlice: the
+// writeRest finishes, in a goroutine of its own, a write that the peer did not take at once (writeNow): the
 // rest of it within the write timeout (the write lock, taken by writeStreams, is handed over with it), then every
 // stream woken until none is left.
 func (c *wsConn) writeRest(bp *[]byte, rest []byte, ended []*streamOp) {
@@ -265,8 +331,9 @@ var (
 // they had before their end is written. Under the write lock, so that a stream whose subscription has stopped
 // (its context ended, graph.LiveStream.Stopped) is written no more once its sync has returned.
 //
-// With slice, the write gets streamWriteSlice; when the peer has not taken it all by then, writeRest finishes it
-// in a goroutine of its own (handedOff true, the connection's turn goes on there).
+// With slice, the write goes in only as far as the socket takes it at once (writeNow); when the peer has not
+// taken it all, writeRest finishes it in a goroutine of its own (handedOff true, the connection's turn goes on
+// there).
 func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 	var ended []*streamOp
 	c.wl.lock()
@@ -304,7 +371,7 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 	if len(buf) > 0 && !c.closeSent.Load() {
 		if !slice {
 			_ = c.flushLocked(buf, time.Time{})
-		} else if n, err := c.writeBy(buf, time.Now().Add(streamWriteSlice)); isTimeout(err) {
+		} else if n, err := c.writeNow(buf); err == errWouldBlock {
 			slowHandoffs.Add(1)
 			c.readyMu.Lock()
 			c.slowUntil = time.Now().Add(slowFor) // before writeRest can end the turn
@@ -328,7 +395,8 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 var streamedFrames, slowHandoffs atomic.Int64
 
 // streamWriteSlice is how long a stream writer waits for one peer to take a write before a goroutine of the
-// connection's own takes it over: a peer that reads slowly must not hold up the others.
+// connection's own takes it over, on a connection without raw access to its socket (writeNow waits for none): a
+// peer that reads slowly must not hold up the others.
 const streamWriteSlice = 5 * time.Millisecond
 
 func isTimeout(err error) bool {
