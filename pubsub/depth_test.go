@@ -115,12 +115,7 @@ func TestListsReadAsDeepAsShown(t *testing.T) {
 // TestShortBoardCoversDeeperLists: a list read 10 deep from a board of 5 players is the whole ranking, so a top-100
 // subscriber and Top(0, 100) are served from it.
 func TestShortBoardCoversDeeperLists(t *testing.T) {
-	st := hookedStore(t)
-	h := startHub(t, st, Config{})
-	createBoard(t, st, leaderboard.Board{ID: "s"})
-	for i := range 5 {
-		submit(t, st, "s", fmt.Sprintf("p%d", i), float64(i))
-	}
+	st, h := boardWithPlayers(t, "s", 5)
 	ctx := t.Context()
 	v := leaderboard.View{Board: "s"}
 	ch10, err := h.SubscribeTop(ctx, v, 10)

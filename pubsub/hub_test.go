@@ -154,6 +154,17 @@ func waitTop(t testing.TB, c *topClient, st *leaderboard.Store, v leaderboard.Vi
 	}
 }
 
+// boardWithPlayers starts a hub on a store of its own with board id holding players p0..p<n-1> at scores 0..n-1.
+func boardWithPlayers(t testing.TB, id string, n int) (*leaderboard.Store, *Hub) {
+	st := hookedStore(t)
+	h := startHub(t, st, Config{})
+	createBoard(t, st, leaderboard.Board{ID: id})
+	for i := range n {
+		submit(t, st, id, fmt.Sprintf("p%d", i), float64(i))
+	}
+	return st, h
+}
+
 func submit(t testing.TB, st *leaderboard.Store, board, player string, score float64) {
 	t.Helper()
 	if _, err := st.Submit(context.Background(), leaderboard.Submission{Board: board, Player: player,

@@ -185,12 +185,7 @@ func TestRankWatchesVerified(t *testing.T) {
 // the board's pacing slot from the next write. The watchers still take the event: a watched player the write
 // passed is moved.
 func TestOwnWriteReadsListsOnce(t *testing.T) {
-	st := hookedStore(t)
-	h := startHub(t, st, Config{})
-	createBoard(t, st, leaderboard.Board{ID: "own"})
-	for i := range 5 {
-		submit(t, st, "own", fmt.Sprint("p", i), float64(i))
-	}
+	st, h := boardWithPlayers(t, "own", 5)
 	ctx := t.Context()
 	v := leaderboard.View{Board: "own"}
 	tops, err := h.SubscribeTop(ctx, v, 10)
