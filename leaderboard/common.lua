@@ -47,8 +47,22 @@ local base -- KEYS[1], set at the start of every call (see script.go)
 -- function library every global lookup misses the function's own environment first (a third of the cost of a
 -- string.byte call), and FUNCTION LOAD gives no access to them while the library is set up.
 local rcall, tonum, ssub, sbyte, sformat, sfind, floor, abs, min, max, concat, reverse, unpack_
+
+-- tonum_point is tonumber for the embedded store's Lua (gopher-lua, in miniredis), which reads no exponent after
+-- digits without a decimal point: "1e+06" is how Go writes a score of 1,000,000 and %.15g a stored 1e15, and
+-- tonumber gave nil for them there. Redis's own Lua reads them, and keeps tonumber itself (bind).
+local function tonum_point(s)
+  local x = tonumber(s)
+  if x == nil and type(s) == 'string' then
+    local m, e = string.match(s, '^([-+]?%d+)[eE]([-+]?%d+)$')
+    if m then x = tonumber(m .. '.0e' .. e) end
+  end
+  return x
+end
+
 local function bind()
   rcall, tonum, unpack_ = redis.call, tonumber, unpack
+  if tonum('1e1') == nil then tonum = tonum_point end
   ssub, sbyte, sformat, sfind, reverse = string.sub, string.byte, string.format, string.find, string.reverse
   floor, abs, min, max, concat = math.floor, math.abs, math.min, math.max, table.concat
 end

@@ -3,10 +3,12 @@ package leaderboard_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -206,6 +208,76 @@ func TestScriptsWithoutFunctions(t *testing.T) {
 		wg.Wait()
 		if got := topIDs(t, s, lb.View{Board: "emb"}, 3); strings.Join(got, ",") != "p7,p6,p5" {
 			t.Fatalf("top %v", got)
+		}
+	}
+}
+
+// The embedded store's Lua (gopher-lua, in miniredis) reads no exponent after digits without a decimal point:
+// tonumber("1e+06") is nil there, and "1e+06" is how Go writes a score of 1,000,000 and %.15g a stored 1e15. Every
+// such score must rank and read back as on a real Redis: the same submissions on both (a board of each mode, one
+// with an estimated tail, whose records keep internal scores as text), every entry of every list compared.
+func TestScriptsWithoutFunctionsReadExponents(t *testing.T) {
+	t.Parallel()
+	m := miniredis.RunT(t)
+	emb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { emb.Close() })
+	real := redistest.Targets(t)[0]
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	clock := func() time.Time { return at }
+	stores := map[string]*lb.Store{
+		"embedded": lb.New(emb, lb.Config{PublishCommand: lb.PublishPlain, Prefix: "exp", Clock: clock}),
+		real.Name:  lb.New(real.Client, lb.Config{Prefix: redistest.Prefix(t), Clock: clock}),
+	}
+	boards := []lb.Board{{ID: "best"}, {ID: "asc", Order: lb.Asc}, {ID: "sum", Mode: lb.Sum},
+		{ID: "latest", Mode: lb.Latest}, {ID: "tail", ExactTop: 2}}
+	scores := []float64{1e6, 2e7, 1e-05, -4e+07, 4e15, 1e15, 1e15, 3, 1e6, 7e-07} // |score| <= 2^53
+	ctx := context.Background()
+	pages, outcomes := map[string][]*lb.Page{}, map[string][]string{}
+	for name, s := range stores {
+		for _, b := range boards {
+			mustBoard(t, s, b)
+			for i, x := range scores {
+				for _, p := range []string{fmt.Sprint("p", i), fmt.Sprint("p", i%3)} { // p0..p2 twice
+					// Refusals (a delta too small to change a sum) must be the same on both.
+					r, err := s.Submit(ctx, lb.Submission{Board: b.ID, Player: p, Score: x})
+					out := fmt.Sprint(err)
+					if err == nil {
+						out = fmt.Sprintf("%+v %v %v %d", r.Entry, r.Updated, r.Duplicate, r.Size)
+					} else if lb.ErrorCode(err) == lb.Internal {
+						t.Fatalf("%s, board %s: Submit(%s, %g): %v", name, b.ID, p, x, err)
+					}
+					outcomes[name] = append(outcomes[name], out)
+				}
+			}
+			page, err := s.Top(ctx, lb.View{Board: b.ID}, 0, 100)
+			if err != nil {
+				t.Fatalf("%s, board %s: Top: %v", name, b.ID, err)
+			}
+			want := len(scores) // every player is listed, but for the tail's (estimated ranks)
+			if b.ExactTop > 0 {
+				want = b.ExactTop
+			}
+			if len(page.Entries) != want {
+				t.Fatalf("%s, board %s: %d entries, want %d", name, b.ID, len(page.Entries), want)
+			}
+			ranks, err := s.Ranks(ctx, lb.View{Board: b.ID}, []string{"p0", "p4", "p6", "p9"})
+			if err != nil {
+				t.Fatalf("%s, board %s: Ranks: %v", name, b.ID, err)
+			}
+			pages[name] = append(pages[name], page, ranks)
+		}
+	}
+	if a, b := outcomes["embedded"], outcomes[real.Name]; !reflect.DeepEqual(a, b) {
+		for i := range a {
+			if a[i] != b[i] {
+				t.Fatalf("submission %d: embedded %s, real Redis %s", i, a[i], b[i])
+			}
+		}
+	}
+	emPages, realPages := pages["embedded"], pages[real.Name]
+	for i := range realPages {
+		if !reflect.DeepEqual(emPages[i].Entries, realPages[i].Entries) || emPages[i].Size != realPages[i].Size {
+			t.Errorf("board %s, read %d: embedded %+v, real Redis %+v", boards[i/2].ID, i%2, emPages[i], realPages[i])
 		}
 	}
 }
