@@ -32,6 +32,9 @@ type board struct {
 	all      bool     // re-read every view and watch (lost events, overflow, reconnect)
 	snapshot bool     // every subscriber gets a snapshot after the next read (reconnect)
 	lists    bool     // re-read every view's list: this process wrote to the board (Hub.Changed)
+	// listsFor is the newest change event the writes behind lists went out in (Hub.ChangedAt); nil when one of
+	// them did not say (Hub.Changed). Once that event is taken, its changes have had the lists read already.
+	listsFor *eventMark
 
 	// mu guards everything below and the fields of views, feeds, watches and subscribers of this board.
 	mu      sync.Mutex

@@ -283,6 +283,14 @@ func (h *Hub) ChangedAt(board, epoch string, version int64) {
 		}
 		b.inMu.Lock()
 		b.dirty.Store(true) // under inMu: a refresh that ends now either sees lists or leaves dirty set
+		switch {
+		case !b.lists && version > 0:
+			b.listsFor = &eventMark{epoch, version}
+		case version == 0 || b.listsFor == nil || b.listsFor.epoch != epoch:
+			b.listsFor = nil
+		case version > b.listsFor.ver:
+			b.listsFor = &eventMark{epoch, version}
+		}
 		b.lists = true
 		b.inMu.Unlock()
 		b.signal()

@@ -81,8 +81,8 @@ type readPlan struct {
 func (b *board) plan() readPlan {
 	h := b.h
 	b.inMu.Lock()
-	msgs, all, snapshot, lists := b.msgs, b.all, b.snapshot, b.lists
-	b.msgs, b.all, b.snapshot, b.lists = nil, false, false, false
+	msgs, all, snapshot, lists, listsFor := b.msgs, b.all, b.snapshot, b.lists, b.listsFor
+	b.msgs, b.all, b.snapshot, b.lists, b.listsFor = nil, false, false, false, nil
 	b.inMu.Unlock()
 	if h.pollOnly {
 		all = true
@@ -91,6 +91,11 @@ func (b *board) plan() readPlan {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	changes, gap := b.parse(msgs)
+	if lists && listsFor != nil && listsFor.epoch == b.epoch && listsFor.ver <= b.lastVer {
+		// The writes' event came first and was taken (by this plan or an earlier one): the lists were read for
+		// its changes, or its changes missed them. Hub.ChangedAt could not tell while the event waited unparsed.
+		lists = false
+	}
 	p := readPlan{all: (all || gap) && !h.pollOnly, lists: lists && !h.pollOnly, ranks: map[viewKey][]string{}}
 	all = all || gap
 	now := time.Now()
