@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test ./graph -run '^$$' -fuzz FuzzCoerceVariables -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/topcache -run '^$$' -fuzz FuzzNamesTop -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/server -run '^$$' -fuzz FuzzMarshalResponse -fuzztime $(FUZZTIME)
 
 # Fetch GraphiQL's vendored assets from npm again and check them against web/graphiql/vendor.txt.
 graphiql-assets:
