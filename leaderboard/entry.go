@@ -81,10 +81,17 @@ func parseEntry(b *Board, v any, size int64) (Entry, error) {
 	if len(row) > 6 && row[6] != nil {
 		e.TieRank = toInt(row[6])
 	}
-	if size > 0 {
-		e.TopPercent = 100 * float64(e.Rank) / float64(size)
-	}
+	e.TopPercent = TopPercent(e.Rank, size)
 	return e, nil
+}
+
+// TopPercent is an entry's topPercent: 100 * rank / size, the players in its window period (0 when there are
+// none). The hub derives it too, for watched ranks it brings up to date from change events.
+func TopPercent(rank, size int64) float64 {
+	if size <= 0 {
+		return 0
+	}
+	return 100 * float64(rank) / float64(size)
 }
 
 // userScore converts a score of the index (negated on DESC boards) to the user's scale, and back.

@@ -60,7 +60,7 @@ func (s *Store) RankForScore(ctx context.Context, v View, score float64) (*RankE
 		}
 		e := &RankEstimate{Board: b.ID, Window: r.Window, Period: r.Period, Score: score, Size: toInt(reply[0]),
 			Rank: toInt(reply[1]), TieRank: toInt(reply[2]), Approximate: toInt(reply[3]) == 1}
-		e.TopPercent = 100 * float64(e.Rank) / float64(e.Size+1)
+		e.TopPercent = TopPercent(e.Rank, e.Size+1)
 		out = e
 		return nil
 	})

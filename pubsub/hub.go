@@ -283,12 +283,12 @@ func (h *Hub) ChangedAt(board, epoch string, version int64) {
 		}
 		b.inMu.Lock()
 		b.dirty.Store(true) // under inMu: a refresh that ends now either sees lists or leaves dirty set
+		// listsFor: the newest event of the writes waiting for the read, unknown (nil) once one of them did not
+		// name its event or named another epoch's.
 		switch {
-		case !b.lists && version > 0:
-			b.listsFor = &eventMark{epoch, version}
-		case version == 0 || b.listsFor == nil || b.listsFor.epoch != epoch:
+		case version == 0 || b.lists && (b.listsFor == nil || b.listsFor.epoch != epoch):
 			b.listsFor = nil
-		case version > b.listsFor.ver:
+		case !b.lists || version > b.listsFor.ver:
 			b.listsFor = &eventMark{epoch, version}
 		}
 		b.lists = true

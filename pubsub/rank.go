@@ -102,7 +102,7 @@ func (b *board) derive(w *watch, changes []change) (*leaderboard.Entry, bool) {
 		return w.last, false
 	}
 	if w.at.size > 0 {
-		e.TopPercent = 100 * float64(e.Rank) / float64(w.at.size)
+		e.TopPercent = leaderboard.TopPercent(e.Rank, w.at.size)
 	}
 	b.h.rankDerived.Add(1)
 	return &e, true

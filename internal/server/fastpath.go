@@ -72,12 +72,11 @@ func plainJSON(b []byte) bool {
 	return true
 }
 
-// fastParams decodes a request that gqlgen's POST transport would take (a POST of application/json that is
-// neither an upgrade nor an event stream) and whose document the fast path knows, as that transport decodes it
-// (decodeRequest).
+// fastParams decodes a request that gqlgen's POST transport would take (a POST of application/json that is not an
+// event stream; upgrades never get here, see upgradesTo) and whose document the fast path knows, as that transport
+// decodes it (decodeRequest).
 func fastParams(fp *graph.FastPath, r *http.Request) (*graphql.RawParams, bool) {
-	if r.Method != http.MethodPost || r.Header.Get("Upgrade") != "" ||
-		strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	if r.Method != http.MethodPost || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		return nil, false
 	}
 	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil ||
