@@ -37,7 +37,9 @@ type update struct {
 type fanout struct {
 	board   string
 	subs    []*subscriber
-	resp    []atomic.Int64 // submission k -> unix ns of its HTTP response
+	resp    []atomic.Int64 // submission k -> unix ns of its HTTP response: slot slot of times
+	times   *respTimes
+	slot    int
 	window  atomic.Pointer[[2]int64]
 	decoded *decodeCache
 	lat     histogram // per (subscriber, sampled submission)
@@ -54,6 +56,11 @@ type subscriber struct {
 	list    []row
 	version int64
 	seen    int64 // newest submission seen
+}
+
+// newFanout is the subscriber side of board, its submissions' response times in slot slot of times.
+func newFanout(board string, times *respTimes, slot int) *fanout {
+	return &fanout{board: board, resp: times.board(slot), times: times, slot: slot, decoded: newDecodeCache()}
 }
 
 // connect opens n subscribers, subscriber i on urls[i % len(urls)].

@@ -76,6 +76,13 @@ type options struct {
 }
 
 func main() {
+	if os.Getenv(submitterRole) != "" {
+		if err := submitterMain(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "lbbench submitter:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
 	var list string
 	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5); empty: all")

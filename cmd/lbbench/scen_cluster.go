@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -159,12 +158,17 @@ func (e *env) clusterFanoutStep(ctx context.Context, n, rate int) (Sample, error
 	}
 	perBoard := int(math.Ceil(e.o.Duration.Seconds() * float64(rate) / float64(len(boards))))
 	fs := make([]*fanout, len(boards))
+	times, err := newRespTimes(e.dir, len(boards), perBoard*e.o.Runs+2)
+	if err != nil {
+		return Sample{}, err
+	}
 	defer func() {
 		for _, f := range fs {
 			if f != nil {
 				f.close()
 			}
 		}
+		times.remove()
 	}()
 	var urls []string
 	for _, sv := range servers {
@@ -182,7 +186,7 @@ func (e *env) clusterFanoutStep(ctx context.Context, n, rate int) (Sample, error
 		if _, err := cl.store.SubmitMany(ctx, seed); err != nil {
 			return Sample{}, err
 		}
-		fs[b] = &fanout{board: board, resp: make([]atomic.Int64, perBoard*e.o.Runs+2), decoded: newDecodeCache()}
+		fs[b] = newFanout(board, times, b)
 		m := n / len(boards)
 		if b < n%len(boards) {
 			m++

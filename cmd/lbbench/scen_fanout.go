@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
@@ -152,12 +151,17 @@ func (e *env) fanoutStep(ctx context.Context, sv *service, n, boards, rate int) 
 	idle := sv.usage().RSS
 	perBoard := int(math.Ceil(e.o.Duration.Seconds() * float64(rate) / float64(boards))) // submissions per board and run
 	fs := make([]*fanout, boards)
+	times, err := newRespTimes(e.dir, boards, perBoard*e.o.Runs+2)
+	if err != nil {
+		return Sample{}, err
+	}
 	defer func() {
 		for _, f := range fs {
 			if f != nil {
 				f.close()
 			}
 		}
+		times.remove()
 	}()
 	start := time.Now()
 	for b := range fs {
@@ -165,7 +169,7 @@ func (e *env) fanoutStep(ctx context.Context, sv *service, n, boards, rate int) 
 		if err := e.seedFanoutBoard(ctx, sv, board); err != nil {
 			return Sample{}, err
 		}
-		fs[b] = &fanout{board: board, resp: make([]atomic.Int64, perBoard*e.o.Runs+2), decoded: newDecodeCache()}
+		fs[b] = newFanout(board, times, b)
 		// Subscribers split as evenly as they go: the first n % boards boards get one more.
 		m := n / boards
 		if b < n%boards {
@@ -322,7 +326,10 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 	// bounded by time as well as by count.
 	budget := 2*time.Duration(float64(total)/float64(rate)*float64(time.Second)) + 5*time.Second
 	h0, herr0 := serverBuckets(ctx, tg.servers, "lb_http_request_duration_seconds", `route="graphql"`)
-	submits, last := submitTo(ctx, fs, first, last, rate, budget, tg.servers)
+	submits, last, submitCPU, err := submitTo(ctx, fs, first, last, rate, budget, tg.servers)
+	if err != nil {
+		return Sample{}, err
+	}
 	h1, herr1 := serverBuckets(ctx, tg.servers, "lb_http_request_duration_seconds", `route="graphql"`)
 	serverP99 := bucketQuantile(h0, h1, 0.99)
 	if herr0 != nil || herr1 != nil {
@@ -383,7 +390,7 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 			"sub_errors":        float64(errs),
 			"submit_p99":        float64(submits.P99),
 			"server_submit_p99": float64(serverP99),
-			"gen_cpu":           (g1.CPU - g0.CPU).Seconds() / el,
+			"gen_cpu":           (g1.CPU - g0.CPU + submitCPU).Seconds() / el,
 			"redis_cpu":         (r1.CPU - r0.CPU).Seconds() / el,
 		}}
 	e.logf("fan-out run: %d subscribers on %d board(s), %d submissions in %.1fs, p99 %s, converged %d after %s",
@@ -408,81 +415,5 @@ var (
 	typeNext     = []byte(`"type":"next"`)
 	typePing     = []byte(`"type":"ping"`)
 )
-
-// submitTo sends submissions first..last of every board of fs at rate per second in all, the boards taking turns,
-// from fanoutSubmitter clients (open loop: a pacer hands out due submissions; when every client is busy the pacer
-// falls behind and the achieved rate shows it), submission j to servers[j % len(servers)]. It stops handing out
-// submissions after budget and returns the last one every board got.
-func submitTo(ctx context.Context, fs []*fanout, first, last int64, rate int, budget time.Duration,
-	servers []*service) (Sample, int64) {
-	type job struct {
-		f  *fanout
-		k  int64
-		sv *service
-	}
-	due := make(chan job, 1024)
-	var issued atomic.Int64 // jobs handed out
-	pctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	total := (last - first + 1) * int64(len(fs))
-	go func() {
-		defer close(due)
-		start := time.Now()
-		for j := int64(0); j < total; j++ {
-			at := start.Add(time.Duration(float64(j) / float64(rate) * float64(time.Second)))
-			if d := time.Until(at); d > 0 {
-				select {
-				case <-time.After(d):
-				case <-pctx.Done():
-					return
-				}
-			}
-			select {
-			case due <- job{fs[j%int64(len(fs))], first + j/int64(len(fs)), servers[j%int64(len(servers))]}:
-				issued.Store(j + 1)
-			case <-pctx.Done():
-				return
-			}
-		}
-	}()
-	var (
-		mu       sync.Mutex
-		lat      []time.Duration
-		errs     int64
-		firstErr string
-		wg       sync.WaitGroup
-	)
-	t0 := time.Now()
-	for w := range fanoutSubmitter {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for jb := range due {
-				player := "f" + strconv.FormatInt(jb.k%fanoutPlayers, 10)
-				body := request(submitMutation, append(scoreInput([]byte(`{"in":`), jb.f.board, player,
-					float64(fanoutBase+jb.k)), '}'))
-				s := time.Now()
-				_, err := jb.sv.hot.post(ctx, w, submitKey, body)
-				end := time.Now()
-				if err == nil {
-					jb.f.resp[jb.k].Store(end.UnixNano())
-				}
-				mu.Lock()
-				lat = append(lat, end.Sub(s))
-				if err != nil {
-					errs++
-					if firstErr == "" {
-						firstErr = err.Error()
-					}
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	s := summarize(lat, time.Since(t0))
-	s.Errs, s.FirstErr = errs, firstErr
-	return s, first + issued.Load()/int64(len(fs)) - 1
-}
 
 const decodeCacheSize = 4096

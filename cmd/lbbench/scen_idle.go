@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 )
 
@@ -47,7 +46,12 @@ func (e *env) idleStep(ctx context.Context) (*table, error) {
 		return nil, err
 	}
 	rss0 := sv.usage().RSS
-	f := &fanout{board: board, resp: make([]atomic.Int64, idleSubmissions+2), decoded: newDecodeCache()}
+	times, err := newRespTimes(e.dir, 1, idleSubmissions+2)
+	if err != nil {
+		return nil, err
+	}
+	defer times.remove()
+	f := newFanout(board, times, 0)
 	for i := range idleSources {
 		f.sources = append(f.sources, net.IPv4(127, 0, 0, byte(1+i)))
 	}
