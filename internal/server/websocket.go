@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -162,25 +163,14 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		// net/http's goroutine then ends and lets go of the connection's HTTP buffers and response (~7 KiB that
 		// an idle websocket held for its whole life). Its context must outlive the request's, which net/http
 		// cancels when the handler returns.
-		holder := &connHolder{upgraded: make(chan struct{})}
+		holder := &connHolder{upgraded: make(chan struct{}), log: s.log, release: func() { s.release(addr) }}
 		r = r.WithContext(context.WithValue(context.WithoutCancel(r.Context()), connHolderKey{}, holder))
 		finished := make(chan struct{})
 		uw := &upgradeWriter{w: w} // the goroutine must not hold w: it would keep net/http's connection state
-		go func() {
+		go func(r *http.Request) {
 			defer close(finished)
-			defer s.release(addr)
-			defer func() {
-				if v := recover(); v != nil {
-					s.log.Error("websocket connection panicked", "panic", v, "stack", string(debug.Stack()))
-				}
-				// The transport returns when the connection is over, but leaves it open on some init
-				// failures.
-				if holder.c != nil {
-					holder.c.Close()
-				}
-			}()
-			next.ServeHTTP(uw, r)
-		}()
+			holder.serve(func() { next.ServeHTTP(uw, r) })
+		}(r)
 		select {
 		case <-holder.upgraded: // w is not written any more
 			uw.release()
@@ -292,10 +282,49 @@ func (s *websockets) stream(maxPerAddr int, w http.ResponseWriter, r *http.Reque
 }
 
 // connHolder lets guard close the connection that Accept made for its request; upgraded is closed once Accept
-// has made it.
+// has made it. release gives back the connection's share of its address.
 type connHolder struct {
 	c        *wsConn
 	upgraded chan struct{}
+	log      *slog.Logger
+	release  func()
+	// handedOff: the connection goes on in a goroutine of its own (handOff), which ends it.
+	handedOff atomic.Bool
+}
+
+// serve runs f, the upgrade's handler chain, and ends the connection when f returns or panics, unless f has
+// handed the connection off.
+func (h *connHolder) serve(f func()) {
+	defer func() { h.end(recover(), !h.handedOff.Load()) }()
+	f()
+}
+
+// handOff goes on with the connection in f on a goroutine of its own, which ends the connection when f returns,
+// and lets the handler chain that upgraded it return. An idle connection's goroutine is parked in the read of the
+// next frame for the connection's life: started here, its stack holds the session's frames only, not net/http's,
+// the middleware's and gqlgen's handler below them (2 KiB of stack instead of 4), and nothing holds on to the
+// upgrade request and its headers.
+func (h *connHolder) handOff(f func()) {
+	h.handedOff.Store(true)
+	go func() {
+		defer func() { h.end(recover(), true) }()
+		f()
+	}()
+}
+
+// end logs a panic v of the connection's handler and, with close, closes the connection (the transport returns
+// when the connection is over, but leaves it open on some init failures) and releases its address's share.
+func (h *connHolder) end(v any, close bool) {
+	if v != nil {
+		h.log.Error("websocket connection panicked", "panic", v, "stack", string(debug.Stack()))
+	}
+	if !close {
+		return
+	}
+	if h.c != nil {
+		h.c.Close()
+	}
+	h.release()
 }
 
 type connHolderKey struct{}

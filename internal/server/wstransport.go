@@ -136,11 +136,17 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	if t.readLimit > 0 {
 		c.SetReadLimit(t.readLimit)
 	}
-	if !s.init() {
+	serve := func() {
+		if s.init() {
+			c.session.Store(s)
+			s.run()
+		}
+	}
+	if h, ok := s.ctx.Value(connHolderKey{}).(*connHolder); ok {
+		h.handOff(serve)
 		return
 	}
-	c.session.Store(s)
-	s.run()
+	serve()
 }
 
 // next reads the peer's next message.

@@ -225,6 +225,9 @@ func (c *wsConn) takeBound(id string) *graph.LiveStream {
 	defer c.boundMu.Unlock()
 	s := c.bound[id]
 	delete(c.bound, id)
+	if len(c.bound) == 0 {
+		c.bound = nil // an emptied map keeps its memory (~0.3 KiB), for the connection's life
+	}
 	return s
 }
 
