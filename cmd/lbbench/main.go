@@ -72,7 +72,9 @@ type options struct {
 	// Profile builds the server with net/http/pprof (through go build -overlay; the repository is not changed)
 	// and saves CPU and allocation profiles of the key steps into Workdir.
 	Profile bool
-	Out     io.Writer
+	// SubmitProcess: the fan-out steps submit from a child process instead of goroutines of this one.
+	SubmitProcess bool
+	Out           io.Writer
 }
 
 func main() {
@@ -97,6 +99,7 @@ func main() {
 	flag.StringVar(&clients, "clients", "", "submit scenario: comma-separated client counts (default 8,32,128; 32,128 with -quick)")
 	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
 	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
+	flag.BoolVar(&o.SubmitProcess, "submit-process", false, "fan-out steps: submit from a process of their own (this binary re-run), as game servers would, instead of from goroutines that share the load generator's scheduler with the subscribers' readers; response times go through a shared memory file")
 	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir, and the load generator's own CPU profile of the whole run (lbbench.cpu.pprof)")
 	flag.Usage = func() {
 		w := flag.CommandLine.Output()

@@ -326,7 +326,7 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 	// bounded by time as well as by count.
 	budget := 2*time.Duration(float64(total)/float64(rate)*float64(time.Second)) + 5*time.Second
 	h0, herr0 := serverBuckets(ctx, tg.servers, "lb_http_request_duration_seconds", `route="graphql"`)
-	submits, last, submitCPU, err := submitTo(ctx, fs, first, last, rate, budget, tg.servers)
+	submits, last, submitCPU, err := submitTo(ctx, fs, first, last, rate, budget, tg.servers, e.o.SubmitProcess)
 	if err != nil {
 		return Sample{}, err
 	}

@@ -17,11 +17,11 @@ import (
 	"unsafe"
 )
 
-// The fan-out steps' submissions come from a process of their own, as a game server's would: in the process that
-// also reads the 10,000 subscribers' websockets, a submitter whose response had arrived waited behind hundreds of
-// readers for Go's scheduler, and that wait was counted as the submission's latency. The two processes share the
-// response times through a shared memory file (respTimes), so a subscriber still measures from the moment the
-// submitter saw the response, with no relay in between.
+// With -submit-process the fan-out steps' submissions come from a process of their own, as a game server's would,
+// instead of from goroutines of the load generator that share its scheduler with the subscribers' readers. The
+// two processes share the response times through a shared memory file (respTimes), so a subscriber still
+// measures from the moment the submitter saw the response, with no relay in between. Without the flag the same
+// loop runs in this process, on the same slots.
 
 // submitterRole is the environment variable that makes this binary (or the test binary, see TestMain) the
 // submitting child instead of the benchmark.
@@ -105,10 +105,11 @@ type submitReport struct {
 	CPU       int64   `json:"cpu_ns"` // the child's own user + system time
 }
 
-// submitTo sends submissions first..last of every board of fs at rate per second in all from the submitting child
-// (see submitSpec) and returns their figures, the last submission every board got, and the child's CPU time.
+// submitTo sends submissions first..last of every board of fs at rate per second in all (see submitSpec), from
+// this process or, with process, from the submitting child, and returns their figures, the last submission every
+// board got, and the child's CPU time (0 in this process: its CPU is this process's).
 func submitTo(ctx context.Context, fs []*fanout, first, last int64, rate int, budget time.Duration,
-	servers []*service) (Sample, int64, time.Duration, error) {
+	servers []*service, process bool) (Sample, int64, time.Duration, error) {
 	spec := submitSpec{RespFile: fs[0].times.path, Slots: fs[0].times.n, First: first, Last: last, Rate: rate,
 		Budget: int64(budget)}
 	for i, f := range fs {
@@ -117,12 +118,29 @@ func submitTo(ctx context.Context, fs []*fanout, first, last int64, rate int, bu
 		}
 		spec.Boards = append(spec.Boards, f.board)
 	}
+	if last >= int64(spec.Slots) {
+		return Sample{}, 0, 0, fmt.Errorf("submission %d has no response slot (%d per board)", last, spec.Slots)
+	}
 	for _, sv := range servers {
 		spec.Servers = append(spec.Servers, sv.addr)
 	}
-	rep, err := runSubmitter(ctx, spec)
-	if err != nil {
-		return Sample{}, 0, 0, err
+	var rep submitReport
+	if process {
+		var err error
+		if rep, err = runSubmitter(ctx, spec); err != nil {
+			return Sample{}, 0, 0, err
+		}
+	} else {
+		clients := make([]*rawHTTP, len(servers))
+		for i, sv := range servers {
+			clients[i] = sv.hot
+		}
+		resp := make([][]atomic.Int64, len(fs))
+		for b, f := range fs {
+			resp[b] = f.resp
+		}
+		rep = submitAll(ctx, spec, clients, resp)
+		rep.CPU = 0
 	}
 	lat := make([]time.Duration, len(rep.Latencies))
 	for i, ns := range rep.Latencies {
@@ -185,9 +203,14 @@ func submitterMain(stdin io.Reader, stdout io.Writer) error {
 	for b := range resp {
 		resp[b] = rt.board(b)
 	}
+	return json.NewEncoder(stdout).Encode(submitAll(context.Background(), spec, clients, resp))
+}
+
+// submitAll runs submitLoop and reports it, with this process's CPU time.
+func submitAll(ctx context.Context, spec submitSpec, clients []*rawHTTP, resp [][]atomic.Int64) submitReport {
 	var rep submitReport
 	t0 := time.Now()
-	lat, errs, firstErr, issued := submitLoop(context.Background(), spec, clients, resp)
+	lat, errs, firstErr, issued := submitLoop(ctx, spec, clients, resp)
 	rep.Elapsed = int64(time.Since(t0))
 	rep.Latencies = make([]int64, len(lat))
 	for i, d := range lat {
@@ -195,7 +218,7 @@ func submitterMain(stdin io.Reader, stdout io.Writer) error {
 	}
 	rep.Errors, rep.FirstErr, rep.Issued = errs, firstErr, issued
 	rep.CPU = int64(selfUsage().CPU)
-	return json.NewEncoder(stdout).Encode(rep)
+	return rep
 }
 
 // submitLoop is the submitting itself: fanoutSubmitter clients, open loop (a pacer hands out due submissions;

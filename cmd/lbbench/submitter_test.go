@@ -27,11 +27,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestSubmitterProcess runs the fan-out steps' submitting child against two recording HTTP servers: every planned
-// submission arrives once, at the server whose turn it is, with its player and score; every response time the
-// child writes into the shared slots lies between the server's answer and the end of the run, and the slots of
-// submissions outside the window stay empty.
-func TestSubmitterProcess(t *testing.T) {
+// TestSubmitTo runs the fan-out steps' submissions, in this process and from the submitting child, against two
+// recording HTTP servers: every planned submission arrives once, at the server whose turn it is, with its player
+// and score; every response time written into the shared slots lies between the server's answer and the end of
+// the run, and the slots of submissions outside the window stay empty.
+func TestSubmitTo(t *testing.T) {
+	for _, process := range []bool{false, true} {
+		t.Run(fmt.Sprintf("process=%v", process), func(t *testing.T) { testSubmitTo(t, process) })
+	}
+}
+
+func testSubmitTo(t *testing.T, process bool) {
 	type got struct {
 		board, player string
 		score         float64
@@ -67,6 +73,9 @@ func TestSubmitterProcess(t *testing.T) {
 	defer s0.Close()
 	defer s1.Close()
 	servers := []*service{{addr: strings.TrimPrefix(s0.URL, "http://")}, {addr: strings.TrimPrefix(s1.URL, "http://")}}
+	for _, sv := range servers {
+		sv.hot = newRawHTTP(sv.addr, "/graphql")
+	}
 
 	const boards, slots, first, last = 3, 30, 5, 24
 	times, err := newRespTimes(t.TempDir(), boards, slots)
@@ -80,14 +89,14 @@ func TestSubmitterProcess(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s, lastGot, cpu, err := submitTo(ctx, fs, first, last, 2000, 30*time.Second, servers)
+	s, lastGot, cpu, err := submitTo(ctx, fs, first, last, 2000, 30*time.Second, servers, process)
 	end := time.Now().UnixNano()
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := int64(boards * (last - first + 1))
-	if s.Ops != want || s.Errs != 0 || lastGot != last || s.P99 <= 0 || cpu <= 0 {
-		t.Fatalf("ops %d errors %d (%s), last %d, p99 %s, cpu %s; want %d ops, no errors, last %d, a p99 and a CPU time",
+	if s.Ops != want || s.Errs != 0 || lastGot != last || s.P99 <= 0 || (cpu > 0) != process {
+		t.Fatalf("ops %d errors %d (%s), last %d, p99 %s, cpu %s; want %d ops, no errors, last %d, a p99 and a CPU time of the child's only",
 			s.Ops, s.Errs, s.FirstErr, lastGot, s.P99, cpu, want, last)
 	}
 	// Submission j (over all boards) is board j % boards, k = first + j / boards, on server j % 2.
@@ -127,9 +136,16 @@ func TestSubmitterProcess(t *testing.T) {
 		}
 	}
 
-	// A spec the child cannot carry out fails the step with the child's reason.
-	_, _, _, err = submitTo(ctx, fs, first, slots, 2000, time.Second, servers)
-	if err == nil || !strings.Contains(err.Error(), "too small") {
-		t.Errorf("submissions past the slots: %v, want the child's refusal", err)
+	// Submissions past the slots are refused before any is sent, and so is a spec the child cannot carry out.
+	if _, _, _, err = submitTo(ctx, fs, first, slots, 2000, time.Second, servers, process); err == nil ||
+		!strings.Contains(err.Error(), "no response slot") {
+		t.Errorf("submissions past the slots: %v, want a refusal", err)
+	}
+	if process {
+		_, err := runSubmitter(ctx, submitSpec{Servers: []string{servers[0].addr}, Boards: []string{"b0"},
+			RespFile: times.path, Slots: 1000, Rate: 1, Last: 10})
+		if err == nil || !strings.Contains(err.Error(), "too small") {
+			t.Errorf("a spec larger than its file: %v, want the child's refusal", err)
+		}
 	}
 }
