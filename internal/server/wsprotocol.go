@@ -46,8 +46,8 @@ type transportState struct {
 	acked    bool // gqlgen wrote connection_ack
 	expired  bool // the init timeout closed the connection
 	seq      uint64
-	ops      map[string]*wsOp  // by gqlgen's id
-	byClient map[string]string // the peer's id of a running operation that it has not completed -> gqlgen's id
+	ops      opTable[*wsOp]  // by gqlgen's id
+	byClient opTable[string] // the peer's id of a running operation that it has not completed -> gqlgen's id
 }
 
 type wsOp struct {
@@ -57,7 +57,7 @@ type wsOp struct {
 }
 
 func newTransportState(maxOps int) *transportState {
-	return &transportState{maxOps: maxOps, ops: map[string]*wsOp{}, byClient: map[string]string{}}
+	return &transportState{maxOps: maxOps}
 }
 
 // inbound is what to do with one message from the peer: hand forward to gqlgen, send reply to the peer, or close
@@ -104,7 +104,7 @@ func (s *transportState) inbound(data []byte) inbound {
 		if !s.acked {
 			return closeWith(closeUnauthorized, "Unauthorized")
 		}
-		if _, running := s.byClient[m.id]; running {
+		if _, running := s.byClient.get(m.id); running {
 			return closeWith(closeSubscriberExists, "Subscriber for "+m.id+" already exists")
 		}
 		if s.maxOps > 0 && len(s.ops) >= s.maxOps {
@@ -112,20 +112,21 @@ func (s *transportState) inbound(data []byte) inbound {
 		}
 		s.seq++
 		gid := strconv.FormatUint(s.seq, 10)
-		s.ops[gid] = &wsOp{client: m.id}
-		s.byClient[m.id] = gid
+		s.ops.set(gid, &wsOp{client: m.id})
+		s.byClient.set(m.id, gid)
 		return inbound{forward: appendProtocolMessage(nil, m.payload, gid, "subscribe")}
 	default: // complete
 		if !s.acked {
 			// Before connection_init: gqlgen closes the connection (1002) as it did.
 			return inbound{forward: appendProtocolMessage(nil, nil, m.id, "complete")}
 		}
-		gid, running := s.byClient[m.id]
+		gid, running := s.byClient.get(m.id)
 		if !running {
 			return inbound{} // over already, or never started: nothing to stop
 		}
-		s.ops[gid].completed = true
-		delete(s.byClient, m.id)
+		op, _ := s.ops.get(gid)
+		op.completed = true
+		s.byClient.remove(m.id)
 		return inbound{forward: appendProtocolMessage(nil, nil, gid, "complete")}
 	}
 }
@@ -145,15 +146,15 @@ func (s *transportState) outbound(typ, id string) (peerID string, send bool) {
 	if id == "" {
 		return "", true
 	}
-	op := s.ops[id]
+	op, _ := s.ops.get(id)
 	if op == nil {
 		return "", false
 	}
 	if typ == "complete" || typ == "error" {
-		delete(s.ops, id)
+		s.ops.remove(id)
 		op.ended = true
 		if !op.completed {
-			delete(s.byClient, op.client)
+			s.byClient.remove(op.client)
 		}
 	}
 	if op.completed && s.reused(op) {
@@ -164,7 +165,7 @@ func (s *transportState) outbound(typ, id string) (peerID string, send bool) {
 
 // reused reports whether the peer has started another operation with op's id. s.mu is held.
 func (s *transportState) reused(op *wsOp) bool {
-	_, ok := s.byClient[op.client]
+	_, ok := s.byClient.get(op.client)
 	return ok
 }
 
@@ -172,7 +173,8 @@ func (s *transportState) reused(op *wsOp) bool {
 func (s *transportState) op(id string) *wsOp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.ops[id]
+	op, _ := s.ops.get(id)
+	return op
 }
 
 // streamSend is outbound for a data message of op (from op, taken when its stream was bound): whether it may go

@@ -109,7 +109,7 @@ type wsSession struct {
 	initPayload transport.InitPayload
 
 	mu     sync.Mutex
-	active map[string]context.CancelFunc
+	active opTable[context.CancelFunc]
 	closed bool
 }
 
@@ -123,7 +123,7 @@ func (t wsTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gra
 	c := conn.(*wsConn)
 	// The session keeps no reference to the upgrade request: its headers (~0.5 KiB) stayed in memory as long as the
 	// connection, for operations that never read them (gqlgen's transport hands them to each operation).
-	s := &wsSession{t: t, c: c, exec: exec, ctx: r.Context(), active: map[string]context.CancelFunc{}}
+	s := &wsSession{t: t, c: c, exec: exec, ctx: r.Context()}
 	switch c.Subprotocol() {
 	case wsSubprotoWS, "":
 		// Clients are required to send a subprotocol; as gqlgen, graphql-ws is the one without.
@@ -326,7 +326,7 @@ func (s *wsSession) run() {
 			offStack(func() { s.subscribe(&m) })
 		case msgStop:
 			s.mu.Lock()
-			stop := s.active[m.id]
+			stop, _ := s.active.get(m.id)
 			s.mu.Unlock()
 			if stop != nil {
 				stop()
@@ -384,7 +384,7 @@ func (s *wsSession) subscribe(msg *clientMsg) {
 	ctx = graphql.WithOperationContext(ctx, rc)
 	ctx, cancel := context.WithCancel(ctx)
 	s.mu.Lock()
-	s.active[msg.id] = cancel
+	s.active.set(msg.id, cancel)
 	s.mu.Unlock()
 	op := &wsOperation{s: s, id: msg.id, rc: rc, cancel: cancel}
 	go op.run(ctx)
@@ -467,7 +467,7 @@ func (o *wsOperation) end() {
 			s.send(msgComplete, o.id, nil)
 		}
 		s.mu.Lock()
-		delete(s.active, o.id)
+		s.active.remove(o.id)
 		s.mu.Unlock()
 		o.cancel()
 	})
@@ -510,8 +510,8 @@ func (s *wsSession) close(code int, message string) {
 		return
 	}
 	_ = s.c.WriteClose(code, message)
-	for _, stop := range s.active {
-		stop()
+	for _, e := range s.active {
+		e.v()
 	}
 	s.closed = true
 	s.mu.Unlock()
