@@ -2,7 +2,8 @@ package server
 
 // opTable maps the operation ids of one connection to V. It is a slice, not a map: a connection runs few
 // operations at once (at most MAX_SUBSCRIPTIONS_PER_CONN, 100 by default) and an idle screen runs one, which a Go
-// map holds in 0.25-0.35 KiB and a slice in one entry; lookups scan.
+// map holds in 0.25-0.35 KiB and a slice in one entry; lookups scan (with MAX_SUBSCRIPTIONS_PER_CONN=0, no bound,
+// a message costs time linear in its connection's operations, as each of them costs memory).
 type opTable[V any] []opEntry[V]
 
 type opEntry[V any] struct {
