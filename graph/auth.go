@@ -98,19 +98,26 @@ func WithConn(ctx context.Context, c *Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// acquire reserves a subscription slot on the connection of ctx until ctx is done. Without connection state
-// (no websocket) there is no per-connection limit.
-func acquire(ctx context.Context) error {
+// acquire reserves a subscription slot on the connection of ctx and returns the connection (nil: no connection
+// state, no websocket, no per-connection limit); the caller gives the slot back with release when the
+// subscription ends.
+func acquire(ctx context.Context) (*Conn, error) {
 	c, _ := ctx.Value(connKey{}).(*Conn)
 	if c == nil {
-		return nil
+		return nil, nil
 	}
 	if n := c.active.Add(1); c.max > 0 && n > c.max {
 		c.active.Add(-1)
-		return &leaderboard.Error{Code: RateLimited, Message: "too many subscriptions on this connection"}
+		return nil, &leaderboard.Error{Code: RateLimited, Message: "too many subscriptions on this connection"}
 	}
-	context.AfterFunc(ctx, func() { c.active.Add(-1) })
-	return nil
+	return c, nil
+}
+
+// release gives back a slot that acquire reserved on c (nil: none).
+func (c *Conn) release() {
+	if c != nil {
+		c.active.Add(-1)
+	}
 }
 
 func stack() string { return string(debug.Stack()) }

@@ -159,6 +159,7 @@ func (c *wsConn) initExpired() {
 func (c *wsConn) stopInitTimer() {
 	if c.initTimer != nil {
 		c.initTimer.Stop()
+		c.initTimer = nil // only the connection's reader gets here; an idle connection need not keep the timer
 	}
 }
 
