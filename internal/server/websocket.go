@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql/handler/transport"
@@ -288,24 +287,25 @@ type connHolder struct {
 	upgraded chan struct{}
 	log      *slog.Logger
 	release  func()
-	// handedOff: the connection goes on in a goroutine of its own (handOff), which ends it.
-	handedOff atomic.Bool
+	// handedOff: the connection goes on in a goroutine of its own (handOff), which ends it. Set and read on the
+	// upgrade's goroutine.
+	handedOff bool
 }
 
 // serve runs f, the upgrade's handler chain, and ends the connection when f returns or panics, unless f has
 // handed the connection off.
 func (h *connHolder) serve(f func()) {
-	defer func() { h.end(recover(), !h.handedOff.Load()) }()
+	defer func() { h.end(recover(), !h.handedOff) }()
 	f()
 }
 
 // handOff goes on with the connection in f on a goroutine of its own, which ends the connection when f returns,
 // and lets the handler chain that upgraded it return. An idle connection's goroutine is parked in the read of the
-// next frame for the connection's life: started here, its stack holds the session's frames only, not net/http's,
-// the middleware's and gqlgen's handler below them (2 KiB of stack instead of 4), and nothing holds on to the
-// upgrade request and its headers.
+// next frame for the connection's life; started here, nothing below the session's frames holds on to the upgrade
+// request, its headers and contexts (gqlgen's handler keeps the request in a deferred recover while it runs).
+// Its stack stays 4 KiB: the parked read path alone is more than a 2 KiB stack holds.
 func (h *connHolder) handOff(f func()) {
-	h.handedOff.Store(true)
+	h.handedOff = true
 	go func() {
 		defer func() { h.end(recover(), true) }()
 		f()
