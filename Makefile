@@ -17,10 +17,10 @@ test: test-deps tidy
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
 	@# Without the race detector: the export of a 1,000,000-player board (memory flat, every row, 40-130 s) and the
 	@# tail estimate's accuracy on 1,000,000 players (under the race detector it runs on 100,000), side by side,
-	@# and, in a process of its own, the stack an idle websocket keeps (race instrumentation doubles stacks).
+	@# and, in a process of its own, the stack and heap an idle websocket keeps (race instrumentation doubles stacks).
 	LB_EXPORT_PLAYERS=1000000 $(GO) test -count=1 -timeout 5m \
 		-run '^(TestExportMemoryFlat|TestTailEstimateAccuracy)$$' ./internal/server ./leaderboard
-	$(GO) test -count=1 -timeout 1m -run '^TestIdleConnectionStack$$' ./internal/server
+	$(GO) test -count=1 -timeout 1m -run '^(TestIdleConnectionStack|TestIdleConnectionHeap)$$' ./internal/server
 
 # tidy fails when gofmt would change a file or go.mod/go.sum are not tidy (CI runs it through make test).
 tidy:
