@@ -96,10 +96,10 @@ func settle(want int) int {
 }
 
 // TestIdleConnectionHeap: an idle websocket with a live subscription keeps at most 9.5 KiB of live heap in the
-// server, on both protocols (8,200-8,800 bytes measured; 11,000 before the session left the handler chain that upgraded
-// it, which kept the upgrade request and its headers, and before a connection's operations moved out of Go maps).
-// The clients are bare sockets that speak just enough of the protocol (rawWSClient), so that what the process's
-// heap grows by is the server's. Run without the race detector (make test), as TestIdleConnectionStack.
+// server, on both protocols (8,200-8,800 bytes measured; 11,000 before the session left the handler chain that
+// upgraded it, which kept the upgrade request and its headers, and before a connection's operations moved out of
+// Go maps). The clients are bare sockets that speak just enough of the protocol (rawWSClient), so that what the
+// process's heap grows by is the server's. Run without the race detector (make test), as TestIdleConnectionStack.
 func TestIdleConnectionHeap(t *testing.T) {
 	if raceEnabled {
 		t.Skip("heap sizes under the race detector are not the server's (make test runs this test without it)")
