@@ -77,7 +77,7 @@ func (r *Resolver) startSubscription(ctx context.Context, field string) error {
 	}
 	if conn != nil || count != nil {
 		// One registration for both: each context.AfterFunc costs an idle subscriber ~0.15 KiB for its life.
-		context.AfterFunc(ctx, func() {
+		context.AfterFunc(lifetime(ctx), func() {
 			conn.release()
 			if count != nil {
 				count(field, -1)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -45,8 +46,10 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	holder := payloadHolderFrom(ctx)
 	sh, streams := holder.(StreamHolder)
 	var stream *LiveStream // the connection writes the responses after the first itself (StreamHolder)
+	last := r.deletedEnd(fields[0], opCtx)
 	if streams {
 		stream = newLiveStream(fields[0].Name)
+		stream.last = last // what endIfDeleted below answers once the stream has ended
 	}
 	ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
 	fctx := graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription"})
@@ -58,11 +61,11 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	case fields[0].Name == "rankUpdates" && streams:
 		next, rendered = ec.streamRankUpdates(fctx, r, fields[0], stream, s.plans), false
 	default:
-		return r.endIfDeleted(fields[0], opCtx, s.executableSchema.Exec(ctx))
+		return endIfDeleted(last, s.executableSchema.Exec(ctx))
 	}
 	var buf bytes.Buffer
 	streamed := false
-	return r.endIfDeleted(fields[0], opCtx, func(ctx context.Context) *graphql.Response {
+	return endIfDeleted(last, func(ctx context.Context) *graphql.Response {
 		if streamed {
 			stream.wait(ctx.Done())
 			return nil
@@ -200,11 +203,13 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 		func(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) graphql.Marshaler {
 			if stream != nil && stream.next == nil {
 				prefix := fieldPrefix(field)
+				rd := r.renderers.acquire(key, ec, ctx, sel)
+				context.AfterFunc(lifetime(ctx), func() { r.renderers.release(key, rd) })
 				stream.next = streamFrom(ch, func(out []byte, u *pubsub.TopUpdate) []byte {
 					out = append(out, prefix...)
-					parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return ec.renderShared(ctx, sel, u) })
+					parts := u.Shared(key, rd.renderShared)
 					if len(parts) > 0 && parts[0] == 0 {
-						out = append(out, ec.renderOne(ctx, sel, u)...)
+						out = append(out, rd.ec.renderOne(rd.ctx, rd.sel, u)...)
 					} else {
 						out = versioned{parts: parts, version: u.Version}.append(out)
 					}
@@ -219,6 +224,51 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 			return versioned{parts: parts, version: u.Version}
 		},
 		true, true)
+}
+
+// topRenderers hold, by shared key (sharedKey: a document with its variables, which renders every update alike),
+// what renders the later updates of a server's streamed topUpdates subscriptions: the executionContext, field
+// context and selection of one running subscription of the key, shared by all of them while any runs. Each
+// subscription holding its own kept its operation's whole gqlgen state (operation context, variables, arguments,
+// field contexts and caches, ~2.5 KB) for as long as the screen stayed open.
+type topRenderers struct {
+	mu sync.Mutex
+	m  map[string]*topRenderer
+}
+
+type topRenderer struct {
+	ec   *executionContext
+	ctx  context.Context
+	sel  ast.SelectionSet
+	refs int // subscriptions using it (under topRenderers.mu)
+}
+
+// acquire returns key's renderer, made of ec, ctx and sel when the key has none; release gives it back.
+func (t *topRenderers) acquire(key string, ec *executionContext, ctx context.Context, sel ast.SelectionSet) *topRenderer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rd := t.m[key]
+	if rd == nil {
+		if t.m == nil {
+			t.m = map[string]*topRenderer{}
+		}
+		rd = &topRenderer{ec: ec, ctx: ctx, sel: sel}
+		t.m[key] = rd
+	}
+	rd.refs++
+	return rd
+}
+
+func (t *topRenderers) release(key string, rd *topRenderer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rd.refs--; rd.refs == 0 && t.m[key] == rd {
+		delete(t.m, key)
+	}
+}
+
+func (rd *topRenderer) renderShared(u *pubsub.TopUpdate) []byte {
+	return rd.ec.renderShared(rd.ctx, rd.sel, u)
 }
 
 // renderOne renders an update for one subscriber, compact and HTML-escaped like renderShared.
@@ -324,7 +374,7 @@ func (r *Resolver) subscribeTop(ctx context.Context, board string, first *int, w
 	if err := r.startSubscription(ctx, "topUpdates"); err != nil {
 		return nil, err
 	}
-	in, err := r.Hub.SubscribeTopNotify(ctx, view(board, window, period), n, notify)
+	in, err := r.Hub.SubscribeTopNotify(lifetime(ctx), view(board, window, period), n, notify)
 	if err != nil {
 		return nil, internal(err)
 	}
@@ -338,7 +388,7 @@ func (r *Resolver) subscribeRank(ctx context.Context, board, player string, wind
 	if err := r.startSubscription(ctx, "rankUpdates"); err != nil {
 		return nil, err
 	}
-	in, err := r.Hub.SubscribeRankNotify(ctx, view(board, window, nil), player, notify)
+	in, err := r.Hub.SubscribeRankNotify(lifetime(ctx), view(board, window, nil), player, notify)
 	if err != nil {
 		return nil, internal(err)
 	}

@@ -33,6 +33,8 @@ type Resolver struct {
 	PreparedResults bool
 	// OnSubscription, if set, is called with +1 when a subscription starts and -1 when it ends (metrics).
 	OnSubscription func(field string, delta int)
+
+	renderers topRenderers // of streamed topUpdates (live.go)
 }
 
 // changed tells the hub that a write may have changed a cached top list, so that a `top` query right after the

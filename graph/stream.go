@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/99designs/gqlgen/graphql"
 )
 
 // StreamHolder is a PayloadHolder that can also write the rest of a subscription (topUpdates, rankUpdates)
@@ -35,6 +37,20 @@ type LiveStream struct {
 
 	endMu sync.Mutex
 	onEnd func() // OnEnd's, called by Finish
+
+	// last is the subscription's last response once the stream has ended (Last); set before the first
+	// response is held.
+	last func(context.Context) *graphql.Response
+}
+
+// Last is the subscription's last response, once the stream has ended (Finish, or its context): what gqlgen's
+// executor would answer then (nil, or NOT_FOUND for a deleted board), for a transport that ends the subscription
+// without it and so need not keep the executor's state of the operation while the subscription lasts.
+func (s *LiveStream) Last(ctx context.Context) *graphql.Response {
+	if s.last == nil {
+		return nil
+	}
+	return s.last(ctx)
 }
 
 func newLiveStream(field string) *LiveStream {
@@ -118,4 +134,23 @@ func (s *LiveStream) wait(ctxDone <-chan struct{}) {
 			s.sync()
 		}
 	}
+}
+
+type lifetimeKey struct{}
+
+// WithLifetime returns ctx carrying life, the context whose end ends the operation, without the values of the
+// layers that gqlgen puts between it and a resolver (operation, response and field contexts, which hold the
+// operation's variables, arguments and caches). What lasts as long as a subscription (context.AfterFunc
+// registrations) is tied to life: an AfterFunc keeps its parent context, and an idle subscriber kept all of
+// those layers through it.
+func WithLifetime(ctx, life context.Context) context.Context {
+	return context.WithValue(ctx, lifetimeKey{}, life)
+}
+
+// lifetime returns the context set by WithLifetime, or ctx itself.
+func lifetime(ctx context.Context) context.Context {
+	if l, ok := ctx.Value(lifetimeKey{}).(context.Context); ok {
+		return l
+	}
+	return ctx
 }

@@ -217,6 +217,16 @@ func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.Re
 			}
 		}
 	}
+	e.m.countOperation(typ, field, resp)
+	if typ != string(ast.Subscription) {
+		e.m.opDuration.WithLabelValues(typ, field).Observe(time.Since(start).Seconds())
+	}
+	return resp
+}
+
+// countOperation counts one response (nil: the end of a subscription) of an operation of type typ on root field
+// field in lb_operations_total, by the code of its first error ("ok" without one).
+func (m *Metrics) countOperation(typ, field string, resp *graphql.Response) {
 	outcome := "ok"
 	if resp != nil && len(resp.Errors) > 0 {
 		outcome = codeInternal
@@ -224,11 +234,7 @@ func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.Re
 			outcome = code
 		}
 	}
-	e.m.operations.WithLabelValues(typ, field, outcome).Inc()
-	if typ != string(ast.Subscription) {
-		e.m.opDuration.WithLabelValues(typ, field).Observe(time.Since(start).Seconds())
-	}
-	return resp
+	m.operations.WithLabelValues(typ, field, outcome).Inc()
 }
 
 // redisHook counts Redis failures. A miss (redis.Nil), a script's own rejection of bad input ("LB_...") and a

@@ -113,6 +113,91 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 	}
 }
 
+// Streamed topUpdates of one document and variables share what renders them (the executionContext and field
+// context of one of their subscriptions, graph's topRenderers), and it stays theirs when the subscription it came
+// from ends: after the first subscriber of a document has completed, and after it has closed its connection, the
+// others' messages are still byte for byte gqlgen's (a connection with websockets.noStreams), and a subscriber
+// that comes later gets its snapshot and updates alike.
+func TestStreamedRenderingOutlivesItsFirstSubscriber(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "owner"})
+	const top = `subscription($b: ID!) { t: topUpdates(board: $b, first: 5) { version snapshot entries { ` +
+		entryFields + ` } removed } }`
+	vars := map[string]any{"b": "owner"}
+	s.submit(t, map[string]any{"board": "owner", "playerId": "p0", "score": 1.0, "displayName": "Zoë <b>&"})
+	dial := func(noStreams bool) *wstest.Conn {
+		s.App.ws.mu.Lock()
+		s.App.ws.noStreams = noStreams
+		s.App.ws.mu.Unlock()
+		c := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+		s.App.ws.mu.Lock()
+		s.App.ws.noStreams = false
+		s.App.ws.mu.Unlock()
+		doc := top
+		if noStreams {
+			// Another text of the same document: rendered apart from the streamed ones (an update is rendered
+			// once per document text and variables, by whichever subscriber comes first).
+			doc += " "
+		}
+		if err := c.Subscribe("top", doc, vars); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	next := func(c *wstest.Conn) wstest.Message {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m, err := c.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	first := dial(false) // its subscription's state renders the document's updates
+	next(first)
+	streamed, gqlgen := dial(false), dial(true)
+	a, b := next(streamed), next(gqlgen)
+	if !bytes.Equal(a.Raw, b.Raw) {
+		t.Fatalf("snapshot:\nstreamed %s\n  gqlgen %s", a.Raw, b.Raw)
+	}
+	// Versions count per subscriber: each streamed connection is compared with a gqlgen one that subscribed with it.
+	step := 0
+	submitAndCompare := func(pairs ...[2]*wstest.Conn) {
+		t.Helper()
+		for range 3 {
+			step++
+			s.submit(t, map[string]any{"board": "owner", "playerId": fmt.Sprintf("p%d", step),
+				"score": float64(10 + step), "displayName": "Ada <i>&amp;</i> \u2028"})
+			for _, p := range pairs {
+				if got, want := next(p[0]), next(p[1]); !bytes.Equal(got.Raw, want.Raw) {
+					t.Fatalf("step %d:\nstreamed %s\n  gqlgen %s", step, got.Raw, want.Raw)
+				}
+			}
+		}
+	}
+	submitAndCompare([2]*wstest.Conn{streamed, gqlgen})
+	if err := first.Stop("top"); err != nil {
+		t.Fatal(err)
+	}
+	for m := next(first); m.Type != "complete"; m = next(first) { // the updates it had not read yet, then its end
+		if !m.IsData() {
+			t.Fatalf("after complete: %s", m.Raw)
+		}
+	}
+	submitAndCompare([2]*wstest.Conn{streamed, gqlgen})
+	first.Close()
+	late, lateGqlgen := dial(false), dial(true)
+	if a, b := next(late), next(lateGqlgen); !bytes.Equal(a.Raw, b.Raw) {
+		t.Fatalf("late snapshot:\nstreamed %s\n  gqlgen %s", a.Raw, b.Raw)
+	}
+	submitAndCompare([2]*wstest.Conn{streamed, gqlgen}, [2]*wstest.Conn{late, lateGqlgen})
+	lateGqlgen.Close()
+	streamed.Close()
+	gqlgen.Close()
+	late.Close()
+}
+
 // Peers that read too slowly do not hold up the others' updates: a stream writer writes what a peer's socket takes
 // at once, hands a peer that has not taken it all to a goroutine of its own, and that peer's later writes stay off
 // the stream writers for slowFor, so each slow connection costs the writers one hand-off, not one each time its

@@ -15,7 +15,10 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/leaderboard/leaderboard/graph"
 )
 
 // wsTransport serves GraphQL over websockets (graphql-transport-ws and the legacy graphql-ws) with gqlgen's
@@ -381,73 +384,74 @@ func (s *wsSession) subscribe(msg *clientMsg) {
 	// The document's text stays with the operation as long as it runs: thousands of screens send the same one,
 	// and keep one copy of it (unique: the copy goes when the last of them ends).
 	rc.RawQuery = unique.Make(rc.RawQuery).Value()
-	ctx = graphql.WithOperationContext(ctx, rc)
-	ctx, cancel := context.WithCancel(ctx)
+	// The operation's lifetime is a context above its operation context, so that what lasts as long as the
+	// operation (graph.WithLifetime) does not keep gqlgen's state of it.
+	life, cancel := context.WithCancel(ctx)
+	ctx = graphql.WithOperationContext(graph.WithLifetime(life, life), rc)
 	s.mu.Lock()
 	s.active.set(msg.id, cancel)
 	s.mu.Unlock()
-	op := &wsOperation{s: s, id: msg.id, rc: rc, cancel: cancel}
-	go op.run(ctx)
+	op := &wsOperation{s: s, id: msg.id, recoverFunc: rc.RecoverFunc, life: life, cancel: cancel}
+	go op.run(ctx, rc)
 }
 
 // wsOperation is one running operation of a session.
 type wsOperation struct {
-	s      *wsSession
-	id     string
-	rc     *graphql.OperationContext
-	cancel context.CancelFunc
-
-	responses graphql.ResponseHandler
-	endOnce   sync.Once
+	s           *wsSession
+	id          string
+	recoverFunc graphql.RecoverFunc // the operation context's
+	life        context.Context     // ends with the operation (cancel)
+	cancel      context.CancelFunc
+	endOnce     sync.Once
 }
 
 // run executes the operation and writes its responses. A subscription whose connection writes the rest of it
 // (a stream bound to the connection) returns after its first response; its end runs when the stream ends or the
-// subscription is stopped (waitEnd).
-func (o *wsOperation) run(ctx context.Context) {
+// subscription is stopped (finishStream), and nothing of gqlgen's state of the operation waits for it.
+func (o *wsOperation) run(ctx context.Context, rc *graphql.OperationContext) {
 	defer func() {
 		if r := recover(); r != nil {
 			o.panicked(ctx, r)
 			o.end()
 		}
 	}()
-	var rctx context.Context
-	o.responses, rctx = o.s.exec.DispatchOperation(ctx, o.rc)
+	responses, rctx := o.s.exec.DispatchOperation(ctx, rc)
 	for {
-		resp := o.responses(rctx)
+		resp := responses(rctx)
 		if resp == nil {
 			break
 		}
 		o.s.sendResponse(o.id, resp)
 		if st := o.s.c.takeBound(o.id); st != nil {
-			// The connection writes the rest: no goroutine waits for the end.
-			st.OnEnd(ctx, func() { go o.finish(rctx) })
+			// The connection writes the rest, and the stream has the last response.
+			st.OnEnd(o.life, func() { go o.finishStream(st) })
 			return
 		}
 	}
 	o.end()
 }
 
-// finish takes up a streamed subscription at its end: the response handler's last answer (nil, or the
-// NOT_FOUND of a deleted board), then the end of the operation.
-func (o *wsOperation) finish(ctx context.Context) {
+// finishStream takes up a streamed subscription at its end: the stream's last response (graph.LiveStream.Last:
+// nil, or the NOT_FOUND of a deleted board), counted as gqlgen's response chain counts it (one count per
+// response handler call, the end's nil included), then the end of the operation.
+func (o *wsOperation) finishStream(st *graph.LiveStream) {
 	defer func() {
 		if r := recover(); r != nil {
-			o.panicked(ctx, r)
+			o.panicked(o.life, r)
 		}
 		o.end()
 	}()
-	for {
-		resp := o.responses(ctx)
-		if resp == nil {
-			return
-		}
+	metrics := o.s.c.owner.metrics
+	resp := st.Last(o.life)
+	metrics.countOperation(string(ast.Subscription), st.Field(), resp)
+	if resp != nil {
 		o.s.sendResponse(o.id, resp)
+		metrics.countOperation(string(ast.Subscription), st.Field(), nil)
 	}
 }
 
 func (o *wsOperation) panicked(ctx context.Context, r any) {
-	err := o.rc.Recover(ctx, r)
+	err := o.recoverFunc(ctx, r)
 	var gqlerr *gqlerror.Error
 	if !errors.As(err, &gqlerr) {
 		gqlerr = &gqlerror.Error{}
