@@ -29,9 +29,7 @@ func TestIdleConnectionStack(t *testing.T) {
 	if raceEnabled {
 		t.Skip("stack sizes under the race detector are not the server's (make test runs this test without it)")
 	}
-	s := startServer(t, testConfig(t))
-	s.create(t, map[string]any{"id": "stack"})
-	s.submit(t, map[string]any{"board": "stack", "playerId": "p", "score": 1.0})
+	s := idleServer(t, "stack")
 	const each = 60
 	var ms runtime.MemStats
 	goroutines := settle(0)
@@ -78,6 +76,14 @@ func TestIdleConnectionStack(t *testing.T) {
 	}
 }
 
+// idleServer starts a server with board, which holds one player, for the idle connections' subscriptions.
+func idleServer(t *testing.T, board string) *testServer {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": board})
+	s.submit(t, map[string]any{"board": board, "playerId": "p", "score": 1.0})
+	return s
+}
+
 // settle waits until the goroutines are down to want, or none has ended for 500 ms, then collects: stacks
 // shrink, and freed ones go back to the heap, at a collection.
 func settle(want int) int {
@@ -107,9 +113,7 @@ func TestIdleConnectionHeap(t *testing.T) {
 	if raceEnabled {
 		t.Skip("heap sizes under the race detector are not the server's (make test runs this test without it)")
 	}
-	s := startServer(t, testConfig(t))
-	s.create(t, map[string]any{"id": "heap"})
-	s.submit(t, map[string]any{"board": "heap", "playerId": "p", "score": 1.0})
+	s := idleServer(t, "heap")
 	addr := strings.TrimSuffix(strings.TrimPrefix(s.WSURL, "ws://"), "/graphql")
 	dial := func(proto string) net.Conn {
 		t.Helper()
