@@ -70,7 +70,14 @@ type rawConn struct {
 	out bytes.Buffer
 	// closing: the server said Connection: close; the next call dials again.
 	closing bool
+	used    time.Time // when the last call ended
 }
+
+// rawIdleReuse is how long a connection may have been idle and still be used: the server closes keep-alive
+// connections idle for its IDLE_TIMEOUT (60 s by default), and a request written to one that it has just closed
+// fails. A step that follows a long one on another server (the cluster step, then the rank watchers) found all
+// of its connections closed.
+var rawIdleReuse = 20 * time.Second
 
 func newRawHTTP(addr, path string) *rawHTTP {
 	return &rawHTTP{addr: addr, path: path, conns: map[int]*rawConn{}}
@@ -92,6 +99,10 @@ func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]b
 	h.mu.Lock()
 	rc := h.conns[w]
 	h.mu.Unlock()
+	if rc != nil && time.Since(rc.used) > rawIdleReuse {
+		rc.c.Close()
+		rc = nil
+	}
 	if rc == nil {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "tcp", h.addr)
@@ -104,6 +115,7 @@ func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]b
 		h.mu.Unlock()
 	}
 	data, err := rc.do(ctx, h.addr, h.path, key, body)
+	rc.used = time.Now()
 	if err != nil || rc.closing {
 		rc.c.Close()
 		h.mu.Lock()

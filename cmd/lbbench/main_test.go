@@ -285,3 +285,24 @@ func TestSpeedupTargets(t *testing.T) {
 		t.Errorf("0.5 cores at 5000/s: %.1f µs per operation, want 100", got)
 	}
 }
+
+// TestRawHTTPAfterTheServerClosedIdle: a connection that has been idle longer than rawIdleReuse is not used again,
+// so a request does not fail on a keep-alive connection that the server closed meanwhile (its IdleTimeout).
+func TestRawHTTPAfterTheServerClosedIdle(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"data":{}}`)
+	}))
+	srv.Config.IdleTimeout = 100 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	defer func(d time.Duration) { rawIdleReuse = d }(rawIdleReuse)
+	rawIdleReuse = 50 * time.Millisecond
+	h := newRawHTTP(strings.TrimPrefix(srv.URL, "http://"), "/graphql")
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := h.post(ctx, 0, "", []byte("{}")); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		time.Sleep(300 * time.Millisecond) // the server closes the idle connection meanwhile
+	}
+}
