@@ -14,8 +14,8 @@ import (
 // third of the server's CPU. A StreamHolder's connection instead pulls the later updates from a LiveStream when
 // the hub has put them in (LiveStream.Bind), writes them with the subscription's id, and gets each one's data
 // bytes from AppendNext (a topUpdates update is rendered once for every subscriber that gets it,
-// TopUpdate.Shared). The first response, and the end of the subscription, still go through gqlgen's executor:
-// every check and error before the stream runs stays gqlgen's.
+// TopUpdate.Shared). The first response still goes through gqlgen's executor: every check and error before the
+// stream runs stays gqlgen's. The end is LiveStream.Last, the answer gqlgen's executor gives then.
 type StreamHolder interface {
 	PayloadHolder
 	// HoldStream is Hold for the first response of s. Once the connection has written that response it calls
