@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"unique"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -172,10 +173,11 @@ func (ec *executionContext) streamRankUpdates(ctx context.Context, r *Resolver, 
 }
 
 // sharedKey names what the rendering of an update depends on besides the update: the document, the operation and
-// the variables (directives such as @include may read them).
+// the variables (directives such as @include may read them). Interned: every subscription keeps its key, and
+// thousands of screens share one.
 func sharedKey(opCtx *graphql.OperationContext) string {
 	vars, _ := json.Marshal(opCtx.Variables)
-	return opCtx.RawQuery + "\x00" + opCtx.OperationName + "\x00" + string(vars)
+	return unique.Make(opCtx.RawQuery + "\x00" + opCtx.OperationName + "\x00" + string(vars)).Value()
 }
 
 // sharedTopUpdates mirrors the generated _Subscription_topUpdates, with the hub's updates marshaled through
