@@ -5,19 +5,13 @@ local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3])
 local fields = tonum(ARGV[4])
-local out, found = { st.cnt }, {}
+local out = { st.cnt }
 if has(fields, F_VERSION) then
   local v = rcall('HMGET', base .. 'c', 'ep', 'ver')
   out[2], out[3] = v[1] or '', tonum(v[2]) or 0
 end
 local off = #out
-for i = 5, #ARGV do
-  local e = entry(st, ARGV[i], fields)
-  if e then
-    out[#out + 1] = e
-    found[#found + 1] = e[1]
-  end
-end
+local found = entries(st, ARGV, 5, fields, out)
 if has(fields, F_META) and #found > 0 then
   local m = metas(found) -- one HMGET for all of them
   for k = 1, #found do out[k + off][6] = m[k] end

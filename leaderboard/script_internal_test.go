@@ -105,6 +105,9 @@ func FuzzRecordEncoding(f *testing.F) {
 	f.Add(int64(999999999), uint64(1<<32-1), 5e-324, true, "", uint64(1<<32))
 	f.Add(int64(4102444800), uint64(56800235584), 9007199254740992.0, true, "A1:b,c", uint64(56800235583))
 	f.Add(int64(1764601234), uint64(999999999999999), 0.5, false, "0123", uint64(1000000000000000))
+	// Either side of 2^53 (token's one-double path below it) and of 62^8 (the longest token of that path).
+	f.Add(int64(1764601234), uint64(1<<53-1), 0.0, false, "z", uint64(1<<53))
+	f.Add(int64(1764601234), uint64(218340105584895), 0.0, false, "z", uint64(218340105584896))
 	rdb := redistest.SharedStandalone(f).Client(f)
 	lo, hi := MinAchievedAt.Unix(), MaxAchievedAt.Unix()
 	f.Fuzz(func(t *testing.T, ts int64, n uint64, tailx float64, tail bool, player string, other uint64) {
