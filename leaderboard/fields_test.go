@@ -15,8 +15,8 @@ import (
 
 // Reads fill the parts of entries they are asked for (Only), and those parts equal a full read's; the others are
 // zero, and Redis does not do their work: no ZCOUNT without tie ranks, no names lookup without metadata, no
-// record lookup per row of an aroundMe list without updatedAt (commands counted by INFO commandstats on a Redis
-// of the test's own).
+// record lookup per row of an aroundMe list without updatedAt, one score lookup for all of a friends list
+// (commands counted by INFO commandstats on a Redis of the test's own).
 func TestReadFields(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Standalone(t)
@@ -86,13 +86,21 @@ func TestReadFields(t *testing.T) {
 		}
 		check("friends", es, 6)
 		after := commandCalls(t, rdb)
-		for _, cmd := range []string{"zcount", "hget", "hmget"} {
+		for _, cmd := range []string{"zcount", "hget", "hmget", "zscore", "zmscore"} {
 			calls[f][cmd] = after[cmd] - before[cmd]
 		}
 	}
 	// What each part costs Redis, against reading none of them: tie ranks ZCOUNTs (none without), metadata one
 	// HGET (rank: one player) and one HMGET for each list, updatedAt one record HGET for each of aroundMe's 7 rows.
 	none := calls[0]
+	// Scores: one ZMSCORE for all of a friends list's (and a rank's) exact players, not a ZSCORE each; aroundMe
+	// looks up its one player with ZSCORE.
+	for f, c := range calls {
+		if c["zmscore"] != 2 || c["zscore"] != 1 {
+			t.Errorf("fields %b: ZMSCORE %d, ZSCORE %d (want 2 and 1: rank and friends one ZMSCORE each, aroundMe one ZSCORE)",
+				f, c["zmscore"], c["zscore"])
+		}
+	}
 	if none["zcount"] != 0 || calls[lb.FieldTieRank]["zcount"] == 0 {
 		t.Errorf("ZCOUNTs without tie ranks %d, with %d", none["zcount"], calls[lb.FieldTieRank]["zcount"])
 	}
