@@ -97,23 +97,28 @@ func quote(s string) string {
 
 // entryFields is the read option of a field that returns entries: only the parts of Entry its selection shows
 // (aliases, fragments and @skip/@include as gqlgen collects them; rank, score and topPercent come with every
-// read), so the store does no Redis work for the others (leaderboard.Fields). A selection without directives
-// shows the same parts for every request of its document, so those are remembered by field (readFieldsMemo).
-func entryFields(ctx context.Context) leaderboard.ReadOption {
-	fc := graphql.GetFieldContext(ctx)
-	var key *ast.Field
-	if fc != nil && fc.Field.Field != nil && !hasDirectives(fc.Field.Selections, 0) {
-		key = fc.Field.Field
-		readFieldsMemo.RLock()
-		f, ok := readFieldsMemo.m[key]
-		readFieldsMemo.RUnlock()
-		if ok {
-			return leaderboard.Only(f)
+// read), so the store does no Redis work for the others (leaderboard.Fields).
+func entryFields(ctx context.Context) leaderboard.ReadOption { return selectedFields(ctx, entryParts) }
+
+// resultFields is entryFields for a field that returns ScoreResults: the parts its entry's selection shows (a
+// submission's tieRank and metadata cost Redis work of their own).
+func resultFields(ctx context.Context) leaderboard.ReadOption {
+	return selectedFields(ctx, func(op *graphql.OperationContext, set ast.SelectionSet) leaderboard.Fields {
+		var f leaderboard.Fields
+		for _, cf := range graphql.CollectFields(op, set, nil) {
+			if cf.Name == "entry" {
+				f |= entryParts(op, cf.Selections)
+			}
 		}
-	}
+		return f
+	})
+}
+
+// entryParts returns the parts of Entry a selection of Entry shows.
+func entryParts(op *graphql.OperationContext, set ast.SelectionSet) leaderboard.Fields {
 	var f leaderboard.Fields
-	for _, name := range graphql.CollectAllFields(ctx) {
-		switch name {
+	for _, cf := range graphql.CollectFields(op, set, nil) {
+		switch cf.Name {
 		case "updatedAt":
 			f |= leaderboard.FieldUpdatedAt
 		case "tieRank":
@@ -122,6 +127,27 @@ func entryFields(ctx context.Context) leaderboard.ReadOption {
 			f |= leaderboard.FieldMeta
 		}
 	}
+	return f
+}
+
+// selectedFields returns Only(parts of the resolver's field's selection). A selection without directives shows
+// the same parts for every request of its document, so those are remembered by field (readFieldsMemo).
+func selectedFields(ctx context.Context, parts func(*graphql.OperationContext, ast.SelectionSet) leaderboard.Fields) leaderboard.ReadOption {
+	fc := graphql.GetFieldContext(ctx)
+	if fc == nil || fc.Field.Field == nil {
+		return leaderboard.Only(leaderboard.AllFields) // no selection to go by
+	}
+	var key *ast.Field
+	if !hasDirectives(fc.Field.Selections, 0) {
+		key = fc.Field.Field
+		readFieldsMemo.RLock()
+		f, ok := readFieldsMemo.m[key]
+		readFieldsMemo.RUnlock()
+		if ok {
+			return leaderboard.Only(f)
+		}
+	}
+	f := parts(graphql.GetOperationContext(ctx), fc.Field.Selections)
 	if key != nil {
 		readFieldsMemo.Lock()
 		if readFieldsMemo.m == nil || len(readFieldsMemo.m) >= maxPreparedPlans {
@@ -133,7 +159,7 @@ func entryFields(ctx context.Context) leaderboard.ReadOption {
 	return leaderboard.Only(f)
 }
 
-// readFieldsMemo remembers entryFields by field, at most maxPreparedPlans of them (documents the query cache
+// readFieldsMemo remembers selectedFields by field, at most maxPreparedPlans of them (documents the query cache
 // let go are forgotten with the rest when it fills).
 var readFieldsMemo struct {
 	sync.RWMutex

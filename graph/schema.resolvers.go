@@ -137,7 +137,7 @@ func (r *mutationResolver) SubmitScore(ctx context.Context, input model.ScoreInp
 	if err := require(ctx, RoleSubmit); err != nil {
 		return nil, err
 	}
-	res, err := r.Store.Submit(ctx, submission(input))
+	res, err := r.Store.Submit(ctx, submission(input), resultFields(ctx))
 	if err == nil {
 		r.changed(input.Board, res)
 	}
@@ -156,7 +156,7 @@ func (r *mutationResolver) SubmitScores(ctx context.Context, inputs []model.Scor
 	for i, in := range inputs {
 		subs[i] = submission(in)
 	}
-	outs, err := r.Store.SubmitMany(ctx, subs)
+	outs, err := r.Store.SubmitMany(ctx, subs, resultFields(ctx))
 	if err != nil {
 		return nil, internal(err)
 	}

@@ -111,3 +111,76 @@ func TestReadFields(t *testing.T) {
 		t.Errorf("with updatedAt %v, without %v", u, none)
 	}
 }
+
+// A submission fills the parts of its result's entry it is asked for (Only), equal to a full read right after it,
+// and leaves the others zero without Redis doing their work: no ZCOUNT without the tie rank, no names lookup
+// without metadata. One with an eventId fills them all (its result is stored, and a retry may ask for more), and a
+// retry asking for every part gets them back as the first result had them.
+func TestSubmitFields(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Standalone(t)
+	rdb := srv.Client(t).(*redis.Client)
+	ctx := context.Background()
+	s := lb.New(rdb, lb.Config{Prefix: "subfields"})
+	mustBoard(t, s, lb.Board{ID: "f"})
+	name := "Bea"
+	for i := range 12 {
+		sub := lb.Submission{Board: "f", Player: fmt.Sprint("p", i), Score: float64(i / 3)} // ties of three
+		if i%2 == 0 {
+			sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		}
+		mustSubmit(t, s, sub)
+	}
+	v := lb.View{Board: "f"}
+	var baseHGets int
+	for k, f := range []lb.Fields{0, lb.FieldUpdatedAt, lb.FieldTieRank, lb.FieldMeta, lb.AllFields} {
+		for _, eventID := range []string{"", fmt.Sprint("ev", k)} {
+			player := fmt.Sprint("p", 2*k) // has a name and metadata
+			sub := lb.Submission{Board: "f", Player: player, Score: float64(k + 1), EventID: eventID}
+			if eventID != "" {
+				sub.Score += 0.5 // a change too, so both publish an event (its counters take HGETs of their own)
+			}
+			before := commandCalls(t, rdb)
+			r, err := s.Submit(ctx, sub, lb.Only(f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := commandCalls(t, rdb)
+			full, err := s.Rank(ctx, v, player)
+			if err != nil || full == nil {
+				t.Fatal(full, err)
+			}
+			want := *full
+			filled := f | lb.FieldUpdatedAt // updatedAt comes with the write
+			if eventID != "" {
+				filled = lb.AllFields
+			}
+			if filled&lb.FieldTieRank == 0 {
+				want.TieRank = 0
+			}
+			if filled&lb.FieldMeta == 0 {
+				want.DisplayName, want.Metadata = nil, nil
+			}
+			if !reflect.DeepEqual(r.Entry, want) {
+				t.Fatalf("fields %b, eventId %q: entry %+v, a full read right after has %+v", f, eventID, r.Entry, want)
+			}
+			zcounts, hgets := after["zcount"]-before["zcount"], after["hget"]-before["hget"]
+			if (zcounts > 0) != (filled&lb.FieldTieRank != 0) {
+				t.Errorf("fields %b, eventId %q: %d ZCOUNTs", f, eventID, zcounts)
+			}
+			// HGETs: the same as without any part, and one more (the player's names) with metadata.
+			if k == 0 && eventID == "" {
+				baseHGets = hgets
+			}
+			if wantHGets := baseHGets + int(filled&lb.FieldMeta/lb.FieldMeta); hgets != wantHGets {
+				t.Errorf("fields %b, eventId %q: %d HGETs, want %d", f, eventID, hgets, wantHGets)
+			}
+			if eventID != "" {
+				retry, err := s.Submit(ctx, sub, lb.Only(lb.AllFields))
+				if err != nil || !retry.Duplicate || !reflect.DeepEqual(retry.Entry, r.Entry) {
+					t.Fatalf("retry of %q: %+v (%v), want the first result's entry %+v", eventID, retry, err, r.Entry)
+				}
+			}
+		}
+	}
+}

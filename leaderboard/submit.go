@@ -54,15 +54,22 @@ type Outcome struct {
 	Err    error
 }
 
-// The submit script's header: 14 arguments (submit.lua), of which the 13th is the number of items.
+// The submit script's header: 15 arguments (submit.lua), of which the 13th is the number of items and the 15th
+// the parts of the entries to fill (Fields).
 const (
-	submitHeaderArgs = 14
+	submitHeaderArgs = 15
 	submitCountArg   = 12
 )
 
+// submitFields are the parts of a result's entry that cost a submission Redis work of their own: the others
+// come with the write.
+const submitFields = FieldTieRank | FieldMeta
+
 // Submit applies one submission atomically to every window of its board: one script call, one round trip.
-func (s *Store) Submit(ctx context.Context, sub Submission) (*Result, error) {
-	out, err := s.SubmitMany(ctx, []Submission{sub})
+// Only in opts leaves parts of the result's entry out (zero), as for reads; a submission with an EventID fills
+// them all, for its retries.
+func (s *Store) Submit(ctx context.Context, sub Submission, opts ...ReadOption) (*Result, error) {
+	out, err := s.SubmitMany(ctx, []Submission{sub}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +78,8 @@ func (s *Store) Submit(ctx context.Context, sub Submission) (*Result, error) {
 
 // SubmitMany applies up to MaxBulk submissions for any boards. Items of one board go to Redis in one script call
 // (in input order); boards are written in parallel by at most Config.BulkWorkers workers. Each item succeeds or
-// fails on its own; the outcomes are in input order.
-func (s *Store) SubmitMany(ctx context.Context, subs []Submission) ([]Outcome, error) {
+// fails on its own; the outcomes are in input order. opts: as for Submit.
+func (s *Store) SubmitMany(ctx context.Context, subs []Submission, opts ...ReadOption) ([]Outcome, error) {
 	if len(subs) > MaxBulk {
 		return nil, errorf(Invalid, "at most %d submissions per call, got %d", MaxBulk, len(subs))
 	}
@@ -89,8 +96,9 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission) ([]Outcome, e
 		}
 		groups[sub.Board] = append(groups[sub.Board], i)
 	}
+	fields := readArg(opts) & int(submitFields)
 	if len(order) == 1 { // the common case, a single submission: no goroutine hop
-		s.submitBoard(ctx, order[0], subs, groups[order[0]], out)
+		s.submitBoard(ctx, order[0], subs, groups[order[0]], fields, out)
 		return out, nil
 	}
 	var wg sync.WaitGroup
@@ -101,7 +109,7 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission) ([]Outcome, e
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			s.submitBoard(ctx, board, subs, idx, out)
+			s.submitBoard(ctx, board, subs, idx, fields, out)
 		}()
 	}
 	wg.Wait()
@@ -109,12 +117,13 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission) ([]Outcome, e
 }
 
 // submitBoard validates the items idx of subs (all for one board) and applies the valid ones in one script call.
-func (s *Store) submitBoard(ctx context.Context, board string, subs []Submission, idx []int, out []Outcome) {
+// fields: the submitFields to fill.
+func (s *Store) submitBoard(ctx context.Context, board string, subs []Submission, idx []int, fields int, out []Outcome) {
 	err := s.fresh(board, func() error {
 		for _, i := range idx {
 			out[i] = Outcome{}
 		}
-		return s.submitBoardOnce(ctx, board, subs, idx, out)
+		return s.submitBoardOnce(ctx, board, subs, idx, fields, out)
 	})
 	if err != nil {
 		for _, i := range idx {
@@ -127,7 +136,8 @@ func (s *Store) submitBoard(ctx context.Context, board string, subs []Submission
 
 // submitBoardOnce is one try of submitBoard. An error it returns applies to every item that has no outcome yet;
 // nothing of those items was written.
-func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submission, idx []int, out []Outcome) error {
+func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submission, idx []int, fields int,
+	out []Outcome) error {
 	b, err := s.Board(ctx, board)
 	if err != nil {
 		return err
@@ -139,7 +149,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	}
 	args := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
-		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0, b.MaxSubmitsPerMinute}
+		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0, b.MaxSubmitsPerMinute, fields}
 	var sent []int
 	var firstPeriods []string
 	for _, i := range idx {

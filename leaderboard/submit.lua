@@ -2,7 +2,8 @@
 -- ARGV: definition SHA-1, order ('a'|'d'), mode ('best'|'latest'|'sum'), exactTop (0: none), min, max ('' when
 -- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
 -- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
--- limit), then per item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
+-- limit), fields (the parts of the reply's entry to fill, F_TIE and F_META of common.lua; F_ALL: all), then per
+-- item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
 -- (unix s), and per window: period, expireAt (unix s, 0: never); period '' (SEASON) means the season running at
 -- updatedAt (season_of), skipped when there is none.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
@@ -28,7 +29,13 @@ for w in string.gmatch(ARGV[11], '[^,]+') do wins[#wins + 1] = w end
 local now = tonum(ARGV[12])
 local nitems = tonum(ARGV[13])
 local maxPerMin = tonum(ARGV[14])
-local FIRST = 15
+-- A part of the entry not asked for is 0 (tieRank) or '' (meta), and Redis does not do its work: a tieRank is a
+-- ZCOUNT (two skip-list walks) and a player's meta a lookup in the names hash, together about half of an item's
+-- Redis time on a board of a million. An item with an eventId fills every part: its result is stored for retries,
+-- which may ask for more.
+local fields = tonum(ARGV[15])
+local wantTie, wantMeta = has(fields, F_TIE), has(fields, F_META)
+local FIRST = 16
 local stride = 9 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
@@ -268,8 +275,10 @@ local function plan(i0)
     if it.hasMeta then obj.m = it.meta end
     it.metaOut = cjson.encode(obj)
     it.metaChanged = it.metaOut ~= cur
-  else
+  elseif wantMeta or it.ekey then
     it.metaCur = meta_of(player)
+  else
+    it.metaCur = ''
   end
   return it, nil
 end
@@ -327,8 +336,10 @@ local function apply(it)
       changes[#changes + 1] = { st.w, st.p, player, rank, rank, fmt(pl.nx), fmt(pl.nx), st.cnt } -- new name or metadata
     end
     if not out then
-      out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt,
-        tie_of(st, pl.nx, rank, approx == 0), pl.wi, st.p }
+      local tie = 0
+      if wantTie or it.ekey then tie = tie_of(st, pl.nx, rank, approx == 0) end
+      out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt, tie,
+        pl.wi, st.p }
       if pl.rec then out[8] = fmt(pl.ox) end
     end
   end

@@ -91,6 +91,86 @@ func TestReadsFillWhatIsSelected(t *testing.T) {
 	}
 }
 
+// TestSubmissionsFillWhatIsSelected: submitScore and submitScores fill the parts of their entries the selection of
+// entry shows (graph's resultFields), however they are selected, as a full read of the test's own store right
+// after each submission has them. The store skips the others' Redis work (leaderboard's TestSubmitFields). On the
+// fast path (second runs) and on gqlgen's.
+func TestSubmissionsFillWhatIsSelected(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "subsel"})
+	for i := range 12 {
+		in := map[string]any{"board": "subsel", "playerId": fmt.Sprint("p", i), "score": float64(i / 3)} // ties of three
+		if i%2 == 0 {
+			in["displayName"], in["metadata"] = fmt.Sprint("<name ", i, ">"), map[string]any{"i": i}
+		}
+		s.submit(t, in)
+	}
+	selections := []string{
+		`playerId tieRank`,
+		`playerId t: tieRank u: updatedAt`,
+		`...F`,
+		`playerId ... on Entry { displayName metadata }`,
+		`playerId updatedAt @include(if: $yes) tieRank @skip(if: $no) displayName @include(if: $no)`,
+		`playerId rank score topPercent`,
+	}
+	const fragment = ` fragment F on Entry { playerId updatedAt displayName }`
+	score := 0
+	for _, sel := range selections {
+		defs, vars := "", map[string]any(nil)
+		if strings.Contains(sel, "$") {
+			defs, vars = "($yes: Boolean!, $no: Boolean!)", map[string]any{"yes": true, "no": false}
+		}
+		for _, q := range []string{
+			`mutation` + defs + ` { submitScore(input: {board: "subsel", playerId: "p4", score: SCORE}) { entry { ` + sel + ` } updated } }`,
+			`mutation` + defs + ` { submitScores(inputs: [{board: "subsel", playerId: "p6", score: SCORE}]) { e: entry { ` + sel + ` } } }`,
+		} {
+			if sel == `...F` {
+				q += fragment
+			}
+			for run := range 2 {
+				score = (score + 1) % 4 // into and out of the ties
+				doc := strings.Replace(q, "SCORE", fmt.Sprint(score), 1)
+				resp := s.do(t, testSubmitKey, doc, vars)
+				if len(resp.Errors) > 0 {
+					t.Fatalf("%s: %s", doc, resp.Errors[0].Message)
+				}
+				var data map[string]json.RawMessage
+				json.Unmarshal(resp.Data, &data)
+				var results []map[string]json.RawMessage
+				for _, v := range data {
+					if bytes.HasPrefix(v, []byte("[")) {
+						json.Unmarshal(v, &results)
+					} else {
+						var one map[string]json.RawMessage
+						json.Unmarshal(v, &one)
+						results = append(results, one)
+					}
+				}
+				if len(results) != 1 {
+					t.Fatalf("run %d, %s: %s", run, doc, resp.Data)
+				}
+				var row map[string]json.RawMessage
+				for k, v := range results[0] {
+					if k == "entry" || k == "e" {
+						json.Unmarshal(v, &row)
+					}
+				}
+				var id string
+				json.Unmarshal(row["playerId"], &id)
+				full, err := s.Store.Rank(context.Background(), leaderboard.View{Board: "subsel"}, id)
+				if err != nil || full == nil {
+					t.Fatal(id, full, err)
+				}
+				for k, v := range row {
+					if !sameEntryField(k, v, *full) {
+						t.Fatalf("run %d, %s: %s of %s is %s, a full read right after has %+v", run, doc, k, id, v, *full)
+					}
+				}
+			}
+		}
+	}
+}
+
 // sameEntryField reports whether a selected field's JSON (by its name or alias) holds what e has.
 func sameEntryField(name string, v json.RawMessage, e leaderboard.Entry) bool {
 	switch name {
