@@ -13,25 +13,32 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// fieldsBoard makes board "f" on a Redis of the test's own (so that its INFO commandstats counts the test's
+// commands alone) with players p0..p(n-1) in ties of three, every named-th of them with a name and metadata.
+func fieldsBoard(t *testing.T, n, named int) (*lb.Store, *redis.Client) {
+	srv := redistest.Standalone(t)
+	rdb := srv.Client(t).(*redis.Client)
+	s := lb.New(rdb, lb.Config{Prefix: "fields"})
+	mustBoard(t, s, lb.Board{ID: "f"})
+	name := "Ann"
+	for i := range n {
+		sub := lb.Submission{Board: "f", Player: fmt.Sprint("p", i), Score: float64(i / 3)}
+		if i%named == 0 {
+			sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		}
+		mustSubmit(t, s, sub)
+	}
+	return s, rdb
+}
+
 // Reads fill the parts of entries they are asked for (Only), and those parts equal a full read's; the others are
 // zero, and Redis does not do their work: no ZCOUNT without tie ranks, no names lookup without metadata, no
 // record lookup per row of an aroundMe list without updatedAt, one score lookup for all of a friends list
 // (commands counted by INFO commandstats on a Redis of the test's own).
 func TestReadFields(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Standalone(t)
-	rdb := srv.Client(t).(*redis.Client)
 	ctx := context.Background()
-	s := lb.New(rdb, lb.Config{Prefix: "fields"})
-	mustBoard(t, s, lb.Board{ID: "f"})
-	name := "Ann"
-	for i := range 30 {
-		sub := lb.Submission{Board: "f", Player: fmt.Sprint("p", i), Score: float64(i / 3)} // ties of three
-		if i%4 == 0 {
-			sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
-		}
-		mustSubmit(t, s, sub)
-	}
+	s, rdb := fieldsBoard(t, 30, 4)
 	v := lb.View{Board: "f"}
 	full := map[string]lb.Entry{}
 	for i := range 30 {
@@ -118,19 +125,8 @@ func TestReadFields(t *testing.T) {
 // retry asking for every part gets them back as the first result had them.
 func TestSubmitFields(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Standalone(t)
-	rdb := srv.Client(t).(*redis.Client)
 	ctx := context.Background()
-	s := lb.New(rdb, lb.Config{Prefix: "subfields"})
-	mustBoard(t, s, lb.Board{ID: "f"})
-	name := "Bea"
-	for i := range 12 {
-		sub := lb.Submission{Board: "f", Player: fmt.Sprint("p", i), Score: float64(i / 3)} // ties of three
-		if i%2 == 0 {
-			sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
-		}
-		mustSubmit(t, s, sub)
-	}
+	s, rdb := fieldsBoard(t, 12, 2)
 	v := lb.View{Board: "f"}
 	var baseHGets int
 	for k, f := range []lb.Fields{0, lb.FieldUpdatedAt, lb.FieldTieRank, lb.FieldMeta, lb.AllFields} {

@@ -12,6 +12,44 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
+// entrySelections select parts of an Entry in every way a client may: a field, an alias, a fragment spread (F,
+// entryFragment), an inline fragment, @include and @skip on variables (selectionVars).
+var entrySelections = []string{
+	`playerId tieRank`,
+	`playerId t: tieRank u: updatedAt`,
+	`...F`,
+	`playerId ... on Entry { displayName metadata }`,
+	`playerId updatedAt @include(if: $yes) tieRank @skip(if: $no) displayName @include(if: $no)`,
+	`playerId rank score topPercent`,
+}
+
+const entryFragment = ` fragment F on Entry { playerId updatedAt displayName }`
+
+// selectionVars returns the variable definitions and values a selection of entrySelections needs.
+func selectionVars(sel string) (string, map[string]any) {
+	if strings.Contains(sel, "$") {
+		return "($yes: Boolean!, $no: Boolean!)", map[string]any{"yes": true, "no": false}
+	}
+	return "", nil
+}
+
+// dataRows returns the objects of a response's data: each root field's list, or its one object.
+func dataRows(data json.RawMessage) []map[string]json.RawMessage {
+	var fields map[string]json.RawMessage
+	json.Unmarshal(data, &fields)
+	var rows []map[string]json.RawMessage
+	for _, v := range fields {
+		if bytes.HasPrefix(v, []byte("[")) {
+			json.Unmarshal(v, &rows)
+		} else {
+			var one map[string]json.RawMessage
+			json.Unmarshal(v, &one)
+			rows = append(rows, one)
+		}
+	}
+	return rows
+}
+
 // TestReadsFillWhatIsSelected: rank, aroundMe and friends read from Redis only the parts of entries their
 // selection shows (graph's entryFields, leaderboard.Only), and every part a selection shows, however it is
 // selected (a field, an alias, a fragment spread, an inline fragment, @include and @skip on variables), is what
@@ -34,45 +72,22 @@ func TestReadsFillWhatIsSelected(t *testing.T) {
 		}
 		full[e.PlayerID] = *e
 	}
-	selections := []string{
-		`playerId tieRank`,
-		`playerId t: tieRank u: updatedAt`,
-		`...F`,
-		`playerId ... on Entry { displayName metadata }`,
-		`playerId updatedAt @include(if: $yes) tieRank @skip(if: $no) displayName @include(if: $no)`,
-		`playerId rank score topPercent`,
-	}
-	const fragment = ` fragment F on Entry { playerId updatedAt displayName }`
-	for _, sel := range selections {
-		defs, vars := "", map[string]any(nil)
-		if strings.Contains(sel, "$") {
-			defs, vars = "($yes: Boolean!, $no: Boolean!)", map[string]any{"yes": true, "no": false}
-		}
+	for _, sel := range entrySelections {
+		defs, vars := selectionVars(sel)
 		for _, q := range []string{
 			`query` + defs + ` { rank(board: "sel", playerId: "p10") { ` + sel + ` } }`,
 			`query` + defs + ` { aroundMe(board: "sel", playerId: "p10", radius: 3) { ` + sel + ` } }`,
 			`query` + defs + ` { friends(board: "sel", playerId: "p1", friendIds: ["p4", "p9", "p22", "x"]) { ` + sel + ` } }`,
 		} {
 			if sel == `...F` {
-				q += fragment
+				q += entryFragment
 			}
 			for run := range 2 {
 				resp := s.do(t, "", q, vars)
 				if len(resp.Errors) > 0 {
 					t.Fatalf("%s: %s", q, resp.Errors[0].Message)
 				}
-				var data map[string]json.RawMessage
-				json.Unmarshal(resp.Data, &data)
-				var rows []map[string]json.RawMessage
-				for _, v := range data {
-					if bytes.HasPrefix(v, []byte("[")) {
-						json.Unmarshal(v, &rows)
-					} else {
-						var one map[string]json.RawMessage
-						json.Unmarshal(v, &one)
-						rows = append(rows, one)
-					}
-				}
+				rows := dataRows(resp.Data)
 				if len(rows) == 0 {
 					t.Fatalf("run %d, %s: no entries in %s", run, q, resp.Data)
 				}
@@ -105,27 +120,15 @@ func TestSubmissionsFillWhatIsSelected(t *testing.T) {
 		}
 		s.submit(t, in)
 	}
-	selections := []string{
-		`playerId tieRank`,
-		`playerId t: tieRank u: updatedAt`,
-		`...F`,
-		`playerId ... on Entry { displayName metadata }`,
-		`playerId updatedAt @include(if: $yes) tieRank @skip(if: $no) displayName @include(if: $no)`,
-		`playerId rank score topPercent`,
-	}
-	const fragment = ` fragment F on Entry { playerId updatedAt displayName }`
 	score := 0
-	for _, sel := range selections {
-		defs, vars := "", map[string]any(nil)
-		if strings.Contains(sel, "$") {
-			defs, vars = "($yes: Boolean!, $no: Boolean!)", map[string]any{"yes": true, "no": false}
-		}
+	for _, sel := range entrySelections {
+		defs, vars := selectionVars(sel)
 		for _, q := range []string{
 			`mutation` + defs + ` { submitScore(input: {board: "subsel", playerId: "p4", score: SCORE}) { entry { ` + sel + ` } updated } }`,
 			`mutation` + defs + ` { submitScores(inputs: [{board: "subsel", playerId: "p6", score: SCORE}]) { e: entry { ` + sel + ` } } }`,
 		} {
 			if sel == `...F` {
-				q += fragment
+				q += entryFragment
 			}
 			for run := range 2 {
 				score = (score + 1) % 4 // into and out of the ties
@@ -134,18 +137,7 @@ func TestSubmissionsFillWhatIsSelected(t *testing.T) {
 				if len(resp.Errors) > 0 {
 					t.Fatalf("%s: %s", doc, resp.Errors[0].Message)
 				}
-				var data map[string]json.RawMessage
-				json.Unmarshal(resp.Data, &data)
-				var results []map[string]json.RawMessage
-				for _, v := range data {
-					if bytes.HasPrefix(v, []byte("[")) {
-						json.Unmarshal(v, &results)
-					} else {
-						var one map[string]json.RawMessage
-						json.Unmarshal(v, &one)
-						results = append(results, one)
-					}
-				}
+				results := dataRows(resp.Data)
 				if len(results) != 1 {
 					t.Fatalf("run %d, %s: %s", run, doc, resp.Data)
 				}
