@@ -179,4 +179,16 @@ func TestSubmitFields(t *testing.T) {
 			}
 		}
 	}
+
+	// A submission that changes nothing (not a new best) takes its rank from the one read to plan it: one ZRANK.
+	before := commandCalls(t, rdb)
+	r, err := s.Submit(ctx, lb.Submission{Board: "f", Player: "p11", Score: -1}, lb.Only(lb.AllFields))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zranks := commandCalls(t, rdb)["zrank"] - before["zrank"]
+	full, err := s.Rank(ctx, v, "p11")
+	if err != nil || full == nil || r.Updated || !reflect.DeepEqual(r.Entry, *full) || zranks != 1 {
+		t.Fatalf("a worse score: %+v (%v), %d ZRANKs; a full read has %+v", r, err, zranks, full)
+	}
 }

@@ -317,8 +317,11 @@ local function apply(it)
       end
       st.ttl = pl.ttl
     end
-    local rank, approx = rank_of(st, player, tok, pl.nx, exact)
     local prevRank = pl.prevRank
+    local rank, approx = prevRank, pl.prevApprox
+    if pl.changed then
+      rank, approx = rank_of(st, player, tok, pl.nx, exact)
+    end -- else the rank plan() read for this item still holds: nothing was written between the two
     local top = rank <= liveTop or (prevRank and prevRank <= liveTop)
     if pl.changed then
       local prevX = ''
