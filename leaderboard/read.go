@@ -73,7 +73,8 @@ const (
 	AllFields      = FieldUpdatedAt | FieldTieRank | FieldMeta
 )
 
-// ReadOption changes what a read returns.
+// ReadOption changes what a read returns, or a submission's result (Only; a submission's updatedAt comes with
+// the write, and one with an EventID fills every part).
 type ReadOption struct {
 	fields  Fields
 	only    bool // fields is set
