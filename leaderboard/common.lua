@@ -120,8 +120,8 @@ end
 local tokbuf = {} -- token_small's bytes; reused, since every read and submit of an exact player makes a token
 
 -- token_small is token() of an arrival number n below 2^53 (every board short of 9 * 10^15 submissions), in one
--- double and one string: a read of 100 friends made 100 tokens, and token()'s limbs, table and reverse took a
--- sixth of its Redis time.
+-- double and one string: a read of 100 friends makes 100 tokens, and token()'s limbs, table and reverse took a
+-- tenth of its Redis time.
 local function token_small(n)
   local k, p = 1, 62
   while n >= p do k, p = k + 1, p * 62 end -- p <= 62^9 < 2^60: exact
