@@ -109,8 +109,9 @@ func main() {
 			"markdown tables of medians. Scenarios: memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5.\n"+
 			"The raw side of submit and bulk is the physical limit: leaderboard.Store (the server's own script\n"+
 			"and arguments) over go-redis's AutoPipeliner, many calls in flight.\n"+
-			"-baseline REV adds a build of revision REV (\"base\") to submit, bulk and reads; fanout does not\n"+
-			"support -baseline (it runs on the new server only), memory and growth do not use a server.\n\n")
+			"-baseline REV adds a build of revision REV (\"base\") to submit, bulk and reads, and to fanout's\n"+
+			"one-board and 100-board steps (its churn, idle, rank-watch and cluster steps run on the new server\n"+
+			"only); memory and growth do not use a server.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

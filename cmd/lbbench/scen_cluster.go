@@ -127,10 +127,20 @@ func (e *env) clusterFanoutStep(ctx context.Context, n, rate int) (Sample, error
 			sv.hot.closeAll()
 		}
 	}()
+	var pprofAddr string // with -profile: the first server's (see profileNext below)
 	for i := range clusterServers {
 		sv := &service{name: fmt.Sprintf("cluster%d", i), bin: e.newSvc().bin, prefix: prefixDefault}
+		extra := []string{"KEY_PREFIX=" + prefixDefault}
+		if e.o.Profile && i == 0 {
+			port, err := freePort()
+			if err != nil {
+				return Sample{}, err
+			}
+			pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+			extra = append(extra, "LBBENCH_PPROF_ADDR="+pprofAddr)
+		}
 		sv.proc, sv.addr, err = startServer(ctx, sv.bin, e.dir, fmt.Sprintf("server-cluster%d.log", i),
-			"REDIS_CLUSTER_ADDRS="+strings.Join(cl.addrs, ","), "KEY_PREFIX="+prefixDefault)
+			"REDIS_CLUSTER_ADDRS="+strings.Join(cl.addrs, ","), extra...)
 		if err != nil {
 			return Sample{}, fmt.Errorf("cluster server %d: %w", i, err)
 		}
@@ -199,6 +209,11 @@ func (e *env) clusterFanoutStep(ctx context.Context, n, rate int) (Sample, error
 		len(servers), len(boards), perPrimary, time.Since(start).Round(time.Millisecond))
 	tg := fanTarget{servers: servers, redis: cl.usage,
 		top: func(ctx context.Context, board string) ([]row, error) { return storeTop(ctx, cl.store, board) }}
+	if pprofAddr != "" { // the first run profiles the first cluster server
+		defer func(addr string) { e.pprofAddr = addr }(e.pprofAddr)
+		e.pprofAddr = pprofAddr
+		e.profileNext("cluster")
+	}
 	var runs []Sample
 	for r := 0; r < e.o.Runs; r++ {
 		s, err := e.fanoutRun(ctx, fs, int64(r*perBoard+1), int64((r+1)*perBoard), rate, tg)
