@@ -8,7 +8,7 @@ local player, radius, fields = ARGV[4], tonum(ARGV[5]), tonum(ARGV[6])
 local out = { st.cnt }
 local _, rec, ts, tok, x, exact = locate(st, player)
 if not rec then return out end
-local z = zkey(st.w, st.p)
+local z = st.z
 local r0 = exact and rcall('ZRANK', z, tok .. player)
 if not r0 then
   local r = rank_of(st, player, tok, x, false)

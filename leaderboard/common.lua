@@ -199,9 +199,11 @@ local function load_state(w, p)
   local v = rcall('HMGET', skey(w, p), 'seq', 'cnt', 'lvl', 'sp', 'tn', 'tb', 'sqh', 'szp', 'hv')
   -- A period without state has no records yet: it takes the current hash.
   local hv = tonum(v[9]) or ((v[1] or v[2]) and 1 or HASH_V)
+  -- z and rp: the period's sorted set and the start of its record hashes' keys, made once per call (an item's
+  -- reads and writes name them several times, and every concatenation makes and hashes a new string).
   return { w = w, p = p, seq = tonum(v[1]) or 0, cnt = tonum(v[2]) or 0, lvl = tonum(v[3]) or 0,
     sp = tonum(v[4]) or 0, tn = tonum(v[5]) or 0, tb = tonum(v[6]), sqh = tonum(v[7]) or 0,
-    szp = tonum(v[8]) or 0, hv = hv }
+    szp = tonum(v[8]) or 0, hv = hv, z = zkey(w, p), rp = rkey(w, p, '') }
 end
 
 -- record_key returns the record hash that holds the player with hash h (phash; linear hashing).
@@ -209,7 +211,7 @@ local function record_key(st, h)
   local m = 2 ^ st.lvl
   local b = h % m
   if b < st.sp then b = h % (m * 2) end
-  return rkey(st.w, st.p, b)
+  return st.rp .. b
 end
 
 -- token_limbs decodes a token back into the arrival number's high and low 32-bit parts.
@@ -421,7 +423,7 @@ local function locate(st, player, h)
   local ts, tok, tx = parse_rec(rec)
   if not ts then return rk, nil end -- not a record: treat as absent
   if tx then return rk, rec, ts, tok, tx, false end
-  local x = rcall('ZSCORE', zkey(st.w, st.p), tok .. player)
+  local x = rcall('ZSCORE', st.z, tok .. player)
   if not x then return rk, nil end -- a record without its index entry cannot happen; treat as absent
   return rk, rec, ts, tok, tonum(x), true
 end
@@ -429,7 +431,7 @@ end
 -- rank_of returns the 1-based rank of a located player and whether it is estimated. It never fails: an exact
 -- player missing from the index (which cannot happen) gets the rank after the exact tier.
 local function rank_of(st, player, tok, x, exact)
-  local z = zkey(st.w, st.p)
+  local z = st.z
   if exact then
     local r = rcall('ZRANK', z, tok .. player)
     if r then return r + 1, 0 end
@@ -444,7 +446,7 @@ end
 -- strictly better tail players, so it is the rank less the exact-tier players with the same score (no exact player
 -- has a worse score than a tail player); it stays between 1 + the better exact players and rank.
 local function tie_of(st, x, rank, exact)
-  local z = zkey(st.w, st.p)
+  local z = st.z
   local better = rcall('ZCOUNT', z, '-inf', '(' .. fmt(x))
   if exact then return better + 1 end
   return max(better + 1, rank - (rcall('ZCARD', z) - better))
@@ -479,7 +481,7 @@ local function entries(st, players, first, fields, out)
     end
   end
   local scores = {}
-  if #members > 0 then scores = rcall('ZMSCORE', zkey(st.w, st.p), unpack_(members)) end
+  if #members > 0 then scores = rcall('ZMSCORE', st.z, unpack_(members)) end
   local found, j = {}, 0
   for k = 1, n do
     local x, exact = txs[k], false
@@ -526,7 +528,7 @@ local function append_rows(st, rows, first, out, fields)
     if updated then ts = rec_ts(rcall('HGET', record_key(st, phash(st, p)), p)) or 0 end
     local x = tonum(rows[2 * k])
     if k == 1 then
-      if first > 1 and ties then tie = rcall('ZCOUNT', zkey(st.w, st.p), '-inf', '(' .. rows[2]) + 1 end
+      if first > 1 and ties then tie = rcall('ZCOUNT', st.z, '-inf', '(' .. rows[2]) + 1 end
     elseif x ~= prev then
       tie = first + k - 1
     end

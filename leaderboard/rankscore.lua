@@ -9,7 +9,7 @@ local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3])
 local x, exactTop = tonum(ARGV[4]), tonum(ARGV[5])
-local z = zkey(st.w, st.p)
+local z = st.z
 local better = rcall('ZCOUNT', z, '-inf', '(' .. fmt(x))
 local exact = true
 if exactTop > 0 then

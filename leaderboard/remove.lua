@@ -19,7 +19,7 @@ local changes = {}
 for _, f in ipairs(found) do
   local st = f.st
   if f.exact then
-    rcall('ZREM', zkey(st.w, st.p), f.tok .. player)
+    rcall('ZREM', st.z, f.tok .. player)
   else
     tail_add(st, f.x, -1, nil)
     if st.tn <= 0 then

@@ -107,7 +107,7 @@ end
 -- place puts a player with internal score x and token tok into the exact ranking or the tail and returns the
 -- record to store.
 local function place(st, player, x, tok, ts, ttl)
-  local z = zkey(st.w, st.p)
+  local z = st.z
   if exactTop == 0 then
     rcall('ZADD', z, fmt(x), tok .. player)
     return make_rec(ts, tok, nil)
@@ -148,7 +148,7 @@ local function save_state(st, ttl)
     rcall('HSET', sk, 'seq', st.seq, 'sqh', st.sqh, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'hv', st.hv)
   end
   touch(sk, ttl)
-  touch(zkey(st.w, st.p), ttl)
+  touch(st.z, ttl)
   if exactTop > 0 then touch(hkey(st.w, st.p), ttl) end
 end
 
@@ -289,7 +289,7 @@ local function apply(it)
   local wrote = it.metaChanged
   for _, pl in ipairs(it.wins) do
     local st = pl.st
-    local z = zkey(st.w, st.p)
+    local z = st.z
     local tok, uts, exact = pl.otok, pl.ots, pl.oexact
     if pl.changed then
       wrote = true

@@ -7,5 +7,5 @@ local st = load_state(ARGV[2], ARGV[3])
 local offset, count = tonum(ARGV[4]), tonum(ARGV[5])
 local out = { st.cnt }
 if count <= 0 then return out end
-local rows = rcall('ZRANGE', zkey(st.w, st.p), offset, offset + count - 1, 'WITHSCORES')
+local rows = rcall('ZRANGE', st.z, offset, offset + count - 1, 'WITHSCORES')
 return append_rows(st, rows, offset + 1, out, F_ALL)
