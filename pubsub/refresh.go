@@ -74,7 +74,7 @@ type readPlan struct {
 	views    []viewRead           // top lists to read
 	ranks    map[viewKey][]string // watched players to read, per window period
 	setWatch bool                 // refresh the board's watch key
-	changes  []change             // the events' changes, for the watched ranks derived from them (install)
+	watched  changeIndex          // the events' changes, for the watched ranks derived from them (install)
 }
 
 // plan takes the inbox and decides what to read. It takes b.mu.
@@ -120,17 +120,19 @@ func (b *board) plan() readPlan {
 			p.views = append(p.views, viewRead{k, want})
 		}
 	}
-	p.changes = changes
 	verify := len(b.watches) > 0 && !now.Before(b.rankVerifyAt)
 	if verify {
 		b.rankVerifyAt = now.Add(h.cfg.RankVerify)
 	}
+	if len(b.watches) > 0 {
+		p.watched = indexChanges(changes)
+	}
 	for k, w := range b.watches {
 		switch {
 		case all || verify || !w.loaded || w.dirty:
-		case b.derivable(w, changes):
+		case b.derivable(w, p.watched):
 			continue // install brings it up to date from the changes
-		case !moved(changes, w):
+		case !moved(p.watched, w):
 			continue
 		}
 		w.dirty = true
@@ -178,14 +180,14 @@ type readResult struct {
 	found    map[watchKey]*leaderboard.Entry
 	readAt   map[watchKey]rankMark // the change event each watched player's read reflects
 	ranks    map[viewKey]bool      // window periods whose watched players were all read
-	changes  []change              // the plan's
+	watched  changeIndex           // the plan's
 }
 
 // fetch reads what p asks for. It holds no lock.
 func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 	h := b.h
 	r := readResult{pages: make(map[viewKey]pageRead, len(p.views)), found: map[watchKey]*leaderboard.Entry{},
-		readAt: map[watchKey]rankMark{}, ranks: map[viewKey]bool{}, changes: p.changes}
+		readAt: map[watchKey]rankMark{}, ranks: map[viewKey]bool{}, watched: p.watched}
 	if p.setWatch {
 		if err := h.store.Watch(ctx, b.def.ID, h.cfg.RankWatchTTL); err != nil {
 			r.failed = true
@@ -278,8 +280,8 @@ func (b *board) install(r readResult) {
 			w.dirty = false
 			w.at = r.readAt[k] // zero (unknown) for a read without the version: not derived from until read again
 			b.applyRank(w, r.found[k], now)
-		case !w.dirty && w.loaded && b.derivable(w, r.changes):
-			if e, ok := b.derive(w, r.changes); ok {
+		case !w.dirty && w.loaded && b.derivable(w, r.watched):
+			if e, ok := b.derive(w, r.watched); ok {
 				b.applyRank(w, e, now)
 			}
 		}
@@ -319,11 +321,8 @@ func touches(changes []change, k viewKey, listsAt int64) (top, size, settle bool
 // to new rank; to the end of the list for arrivals and removals) covers the player's last known rank, or one of
 // a player ranked between the watched player's tieRank and rank (an earlier arrival with the same score: when it
 // climbs, the watched player's tieRank changes and its rank does not).
-func moved(changes []change, w *watch) bool {
-	for _, c := range changes {
-		if c.stale || c.view.window != w.key.window || c.view.period != w.key.period {
-			continue
-		}
+func moved(ix changeIndex, w *watch) bool {
+	for _, c := range ix.of(w) {
 		if c.player == w.key.player {
 			return true
 		}
