@@ -14,62 +14,32 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/websocket"
-
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
 
 // TestIdleConnectionStack: an idle websocket with a live subscription costs one goroutine of at most 4 KiB of
 // stack, on both protocols (offStack: what the connection does with a message runs off its stack; without it,
-// 8.5 KiB on graphql-transport-ws, 5.9 on graphql-ws). The clients are bare gorilla connections, which start no
-// goroutines of their own, so the process's stack growth is the server's. It measures a process that has run
-// nothing else (make test runs it on its own, without the race detector, whose instrumentation doubles stacks):
-// stacks freed earlier in the process could be reused and hide growth.
+// 8.5 KiB on graphql-transport-ws, 5.9 on graphql-ws). The clients are bare sockets (rawWSClient), which start
+// no goroutines, so the process's stack growth is the server's. It measures a process that has run nothing else
+// (make test runs it on its own, without the race detector, whose instrumentation doubles stacks): stacks freed
+// earlier in the process could be reused and hide growth.
 func TestIdleConnectionStack(t *testing.T) {
 	if raceEnabled {
 		t.Skip("stack sizes under the race detector are not the server's (make test runs this test without it)")
 	}
 	s := idleServer(t, "stack")
-	const each = 60
-	var ms runtime.MemStats
 	goroutines := settle(0)
+	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	before := ms.StackInuse
+	const each = 60
 	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
-		subscribe, data := "subscribe", `"next"`
-		if proto == wstest.LegacyWS {
-			subscribe, data = "start", `"data"`
-		}
-		d := websocket.Dialer{Subprotocols: []string{proto}, HandshakeTimeout: 5 * time.Second}
 		for range each {
-			ws, _, err := d.Dial(s.WSURL, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ws.Close()
-			_ = ws.SetReadDeadline(time.Now().Add(10 * time.Second))
-			for _, m := range []string{`{"type":"connection_init"}`, `{"type":"` + subscribe +
-				`","id":"1","payload":{"query":"subscription { topUpdates(board: \"stack\") { version entries { playerId rank } } }"}}`} {
-				if err := ws.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for got := ""; !strings.Contains(got, data); { // connection_ack (and ka on graphql-ws), then the snapshot
-				_, b, err := ws.ReadMessage()
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = string(b)
-			}
+			defer idleDial(t, s, "stack", proto).Close()
 		}
 	}
-	const n = 2 * each
 	// The server's goroutines of the upgrades and of the first responses end on their own.
-	if g := settle(goroutines+n) - goroutines; g > n+5 {
-		t.Fatalf("%d goroutines for %d idle connections, want one each", g, n)
-	}
-	runtime.ReadMemStats(&ms)
-	per := (int64(ms.StackInuse) - int64(before)) / n
+	per := perIdleConnection(t, goroutines, 2*each, before, func(ms *runtime.MemStats) uint64 { return ms.StackInuse })
 	t.Logf("%d bytes of stack per idle connection", per)
 	if per > 5<<10 {
 		t.Fatalf("%d bytes of stack per idle connection, want at most 4 KiB", per)
@@ -82,6 +52,30 @@ func idleServer(t *testing.T, board string) *testServer {
 	s.create(t, map[string]any{"id": board})
 	s.submit(t, map[string]any{"board": board, "playerId": "p", "score": 1.0})
 	return s
+}
+
+// idleDial opens an idle subscription to board's top on s with protocol proto, on a bare socket (rawWSClient).
+func idleDial(t *testing.T, s *testServer, board, proto string) net.Conn {
+	t.Helper()
+	addr := strings.TrimSuffix(strings.TrimPrefix(s.WSURL, "ws://"), "/graphql")
+	c, err := rawWSClient(addr, proto, `subscription { topUpdates(board: "`+board+`") { version entries { playerId rank } } }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// perIdleConnection checks that the n idle connections opened since goroutines were counted (settle) keep one
+// goroutine each, and returns how much the figure of runtime.MemStats that value reads grew per connection
+// since it was before.
+func perIdleConnection(t *testing.T, goroutines, n int, before uint64, value func(*runtime.MemStats) uint64) int64 {
+	t.Helper()
+	if g := settle(goroutines+n) - goroutines; g > n+5 {
+		t.Fatalf("%d goroutines for %d idle connections, want one each", g, n)
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return (int64(value(&ms)) - int64(before)) / int64(n)
 }
 
 // settle waits until the goroutines are down to want, or none has ended for 500 ms, then collects: stacks
@@ -114,17 +108,8 @@ func TestIdleConnectionHeap(t *testing.T) {
 		t.Skip("heap sizes under the race detector are not the server's (make test runs this test without it)")
 	}
 	s := idleServer(t, "heap")
-	addr := strings.TrimSuffix(strings.TrimPrefix(s.WSURL, "ws://"), "/graphql")
-	dial := func(proto string) net.Conn {
-		t.Helper()
-		c, err := rawWSClient(addr, proto, `subscription { topUpdates(board: "heap") { version entries { playerId rank } } }`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	for range 5 { // the server's first connection starts its shared machinery (pings, writers, the board's view)
-		defer dial(wstest.TransportWS).Close()
+		defer idleDial(t, s, "heap", wstest.TransportWS).Close()
 	}
 	goroutines := settle(0)
 	var ms runtime.MemStats
@@ -133,15 +118,10 @@ func TestIdleConnectionHeap(t *testing.T) {
 	const each = 40
 	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
 		for range each {
-			defer dial(proto).Close()
+			defer idleDial(t, s, "heap", proto).Close()
 		}
 	}
-	const n = 2 * each
-	if g := settle(goroutines+n) - goroutines; g > n+5 {
-		t.Fatalf("%d goroutines for %d idle connections, want one each", g, n)
-	}
-	runtime.ReadMemStats(&ms)
-	per := (int64(ms.HeapAlloc) - int64(before)) / n
+	per := perIdleConnection(t, goroutines, 2*each, before, func(ms *runtime.MemStats) uint64 { return ms.HeapAlloc })
 	t.Logf("%d bytes of live heap per idle connection (server, and a bare socket of the client)", per)
 	if per > 7680 {
 		t.Fatalf("%d bytes of live heap per idle connection, want at most 7.5 KiB", per)
