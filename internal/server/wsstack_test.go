@@ -28,18 +28,7 @@ func TestIdleConnectionStack(t *testing.T) {
 		t.Skip("stack sizes under the race detector are not the server's (make test runs this test without it)")
 	}
 	s := idleServer(t, "stack")
-	goroutines := settle(0)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	before := ms.StackInuse
-	const each = 60
-	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
-		for range each {
-			defer idleDial(t, s, "stack", proto).Close()
-		}
-	}
-	// The server's goroutines of the upgrades and of the first responses end on their own.
-	per := perIdleConnection(t, goroutines, 2*each, before, func(ms *runtime.MemStats) uint64 { return ms.StackInuse })
+	per := idleGrowth(t, s, "stack", 60, func(ms *runtime.MemStats) uint64 { return ms.StackInuse })
 	t.Logf("%d bytes of stack per idle connection", per)
 	if per > 5<<10 {
 		t.Fatalf("%d bytes of stack per idle connection, want at most 4 KiB", per)
@@ -65,15 +54,35 @@ func idleDial(t *testing.T, s *testServer, board, proto string) net.Conn {
 	return c
 }
 
-// perIdleConnection checks that the n idle connections opened since goroutines were counted (settle) keep one
-// goroutine each, and returns how much the figure of runtime.MemStats that value reads grew per connection
-// since it was before.
-func perIdleConnection(t *testing.T, goroutines, n int, before uint64, value func(*runtime.MemStats) uint64) int64 {
+// idleGrowth opens each idle subscriptions to board's top on s per protocol, after five that start the server's
+// shared machinery (pings, writers, the board's view), all closed when the test ends. It checks that they keep
+// one goroutine each (the server's goroutines of the upgrades and of the first responses end on their own) and
+// returns how much the figure of runtime.MemStats that value reads grew per connection.
+func idleGrowth(t *testing.T, s *testServer, board string, each int, value func(*runtime.MemStats) uint64) int64 {
 	t.Helper()
+	conns := make([]net.Conn, 0, 5+2*each) // made before the measure: the heap's growth is the server's
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	dial := func(proto string) { conns = append(conns, idleDial(t, s, board, proto)) }
+	for range 5 {
+		dial(wstest.TransportWS)
+	}
+	goroutines := settle(0)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	before := value(&ms)
+	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
+		for range each {
+			dial(proto)
+		}
+	}
+	n := 2 * each
 	if g := settle(goroutines+n) - goroutines; g > n+5 {
 		t.Fatalf("%d goroutines for %d idle connections, want one each", g, n)
 	}
-	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return (int64(value(&ms)) - int64(before)) / int64(n)
 }
@@ -96,7 +105,7 @@ func settle(want int) int {
 }
 
 // TestIdleConnectionHeap: an idle websocket with a live subscription keeps at most 7.5 KiB of live heap in the
-// server, on both protocols (5,750-6,450 bytes measured). It was 11,000 before the session went on in a goroutine
+// server, on both protocols (5,650-6,450 bytes measured). It was 11,000 before the session went on in a goroutine
 // of its own (the handler chain that upgraded it kept the upgrade request and its headers) and before a
 // connection's operations moved out of Go maps (8,200-8,800 after those), and before a streamed subscription let
 // go of gqlgen's state of its operation (its updates rendered by one renderer per document and variables, its
@@ -108,20 +117,7 @@ func TestIdleConnectionHeap(t *testing.T) {
 		t.Skip("heap sizes under the race detector are not the server's (make test runs this test without it)")
 	}
 	s := idleServer(t, "heap")
-	for range 5 { // the server's first connection starts its shared machinery (pings, writers, the board's view)
-		defer idleDial(t, s, "heap", wstest.TransportWS).Close()
-	}
-	goroutines := settle(0)
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	before := ms.HeapAlloc
-	const each = 40
-	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
-		for range each {
-			defer idleDial(t, s, "heap", proto).Close()
-		}
-	}
-	per := perIdleConnection(t, goroutines, 2*each, before, func(ms *runtime.MemStats) uint64 { return ms.HeapAlloc })
+	per := idleGrowth(t, s, "heap", 40, func(ms *runtime.MemStats) uint64 { return ms.HeapAlloc })
 	t.Logf("%d bytes of live heap per idle connection (server, and a bare socket of the client)", per)
 	if per > 7680 {
 		t.Fatalf("%d bytes of live heap per idle connection, want at most 7.5 KiB", per)
