@@ -82,9 +82,12 @@ func indexChanges(changes []change) changeIndex {
 	return ix
 }
 
-// of returns the changes of w's window period: nil when there are none.
+// view returns the changes of w's window period: nil when there are none.
+func (ix changeIndex) view(w *watch) *viewChanges { return ix[windowPeriod{w.key.window, w.key.period}] }
+
+// of returns view(w)'s changes in order.
 func (ix changeIndex) of(w *watch) []change {
-	if vc := ix[windowPeriod{w.key.window, w.key.period}]; vc != nil {
+	if vc := ix.view(w); vc != nil {
 		return vc.changes
 	}
 	return nil
@@ -98,7 +101,7 @@ func (b *board) derivable(w *watch, ix changeIndex) bool {
 		w.last != nil && w.last.Approximate {
 		return false
 	}
-	vc := ix[windowPeriod{w.key.window, w.key.period}]
+	vc := ix.view(w)
 	return vc == nil || vc.unscored <= w.at.ver && vc.own[w.key.player] <= w.at.ver
 }
 
