@@ -83,7 +83,9 @@ func indexChanges(changes []change) changeIndex {
 }
 
 // view returns the changes of w's window period: nil when there are none.
-func (ix changeIndex) view(w *watch) *viewChanges { return ix[windowPeriod{w.key.window, w.key.period}] }
+func (ix changeIndex) view(w *watch) *viewChanges {
+	return ix[windowPeriod{w.key.window, w.key.period}]
+}
 
 // of returns view(w)'s changes in order.
 func (ix changeIndex) of(w *watch) []change {
