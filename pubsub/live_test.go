@@ -335,6 +335,15 @@ func TestClusterShards(t *testing.T) {
 		createBoard(t, st, leaderboard.Board{ID: id})
 		clients = append(clients, follow(must(h.SubscribeTop(t.Context(), leaderboard.View{Board: id}, 10))))
 	}
+	// Each board's snapshot first: read after the submissions (the hub reads when it gets to it, late on a loaded
+	// machine), it would already hold them, and no event would be left to deliver (make test saw that once).
+	for i, c := range clients {
+		select {
+		case <-c.head:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("board %s: no snapshot", ids[i])
+		}
+	}
 	for i := range 30 {
 		submit(t, st, ids[i%3], fmt.Sprintf("p%d", i), float64(i))
 	}
