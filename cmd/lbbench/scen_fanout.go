@@ -321,8 +321,12 @@ func (e *env) fanoutRun(ctx context.Context, fs []*fanout, first, last int64, ra
 		subs += len(f.subs)
 	}
 	total := (last - first + 1) * int64(len(fs))
-	if first == 1 && len(fs) == 1 && tg.servers[0] == e.newSvc() {
-		e.profileNext(fmt.Sprintf("fanout-%d", subs))
+	if first == 1 && tg.servers[0] == e.newSvc() {
+		if len(fs) == 1 {
+			e.profileNext(fmt.Sprintf("fanout-%d", subs))
+		} else {
+			e.profileNext(fmt.Sprintf("fanout-%d-over-%d", subs, len(fs)))
+		}
 	}
 	wait := e.startProfiles(ctx, time.Duration(float64(total)/float64(rate)*float64(time.Second)))
 	u0, g0, r0, t0 := tg.usage(), selfUsage(), tg.redis(), time.Now()
