@@ -96,6 +96,23 @@ func (h *rawHTTP) closeAll() {
 // post sends body as a GraphQL request on worker w's connection and returns the response body (valid until the
 // worker's next call). A non-200 status or a response with GraphQL errors is an error.
 func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]byte, error) {
+	rc, err := h.conn(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	data, err := rc.do(ctx, h.addr, h.path, key, body)
+	rc.used = time.Now()
+	if err != nil || rc.closing {
+		rc.c.Close()
+		h.mu.Lock()
+		delete(h.conns, w)
+		h.mu.Unlock()
+	}
+	return data, err
+}
+
+// conn returns worker w's connection, dialed now if it has none or its connection has been idle too long.
+func (h *rawHTTP) conn(ctx context.Context, w int) (*rawConn, error) {
 	h.mu.Lock()
 	rc := h.conns[w]
 	h.mu.Unlock()
@@ -109,20 +126,12 @@ func (h *rawHTTP) post(ctx context.Context, w int, key string, body []byte) ([]b
 		if err != nil {
 			return nil, err
 		}
-		rc = &rawConn{c: c, br: bufio.NewReaderSize(c, 16<<10)}
+		rc = &rawConn{c: c, br: bufio.NewReaderSize(c, 16<<10), used: time.Now()}
 		h.mu.Lock()
 		h.conns[w] = rc
 		h.mu.Unlock()
 	}
-	data, err := rc.do(ctx, h.addr, h.path, key, body)
-	rc.used = time.Now()
-	if err != nil || rc.closing {
-		rc.c.Close()
-		h.mu.Lock()
-		delete(h.conns, w)
-		h.mu.Unlock()
-	}
-	return data, err
+	return rc, nil
 }
 
 func (rc *rawConn) do(ctx context.Context, host, path, key string, body []byte) ([]byte, error) {

@@ -133,6 +133,9 @@ func (e *env) rankWatchStep(ctx context.Context) (*table, error) {
 	}
 	rate := sz.SubmitRate
 	total := int(e.o.Duration.Seconds() * float64(rate))
+	if err := warmClients(ctx, []*rawHTTP{e.newSvc().hot}, fanoutSubmitter); err != nil {
+		return nil, err
+	}
 	e.profileNext(fmt.Sprintf("rankwatch-%d", n))
 	wait := e.startProfiles(ctx, time.Duration(float64(total)/float64(rate)*float64(time.Second)))
 	u0, g0, r0, t0 := e.serverUsage(), selfUsage(), e.redisUsage(), time.Now()
