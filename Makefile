@@ -57,6 +57,8 @@ fuzz:
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/topcache -run '^$$' -fuzz FuzzNamesTop -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzMarshalResponse -fuzztime $(FUZZTIME)
+	$(GO) test ./graph -run '^$$' -fuzz FuzzCheckText -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/server -run '^$$' -fuzz FuzzGraphQL -fuzztime $(FUZZTIME)
 
 # Fetch GraphiQL's vendored assets from npm again and check them against web/graphiql/vendor.txt.
 graphiql-assets:
