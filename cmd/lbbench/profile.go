@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -57,7 +58,7 @@ func (e *env) startProfiles(ctx context.Context, d time.Duration) func() {
 		return func() {}
 	}
 	secs := max(int(d.Round(time.Second)/time.Second), 1)
-	done := make(chan struct{}, 3)
+	done := make(chan struct{}, 4)
 	go func() { // where the goroutines wait, halfway through (stacks with counts)
 		defer func() { done <- struct{}{} }()
 		select {
@@ -81,8 +82,25 @@ func (e *env) startProfiles(ctx context.Context, d time.Duration) func() {
 			e.logf("saved %s", file)
 		}()
 	}
-	return func() { <-done; <-done; <-done }
+	if strings.HasPrefix(name, "fanout-") { // where requests wait while a fan-out runs: go tool trace -pprof=sched
+		go func() {
+			defer func() { done <- struct{}{} }()
+			file := filepath.Join(e.dir, name+".trace")
+			if err := fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", e.pprofAddr, traceSeconds), file); err != nil {
+				e.logf("profile %s: %v", file, err)
+				return
+			}
+			e.logf("saved %s", file)
+		}()
+	} else {
+		done <- struct{}{}
+	}
+	return func() { <-done; <-done; <-done; <-done }
 }
+
+// traceSeconds is how long an execution trace of a fan-out step lasts (from the step's start): a trace of a server
+// writing to 10,000 websockets grows by tens of MB a second.
+const traceSeconds = 2
 
 func fetch(ctx context.Context, url, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
