@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -161,5 +162,23 @@ func TestTransportStateIDs(t *testing.T) {
 	}
 	if i := in(`{"type":"connection_init"}`); i.closeCode != 4429 {
 		t.Fatalf("second init: %+v", i)
+	}
+}
+
+// TestStreamWritersLeaveAProcessor: the stream writers take every processor but one (at least one writer), and
+// the server's writers are bounded by that count.
+func TestStreamWritersLeaveAProcessor(t *testing.T) {
+	for procs, want := range map[int]int{1: 1, 2: 1, 3: 2, 8: 7} {
+		if got := streamWriterCount(procs); got != want {
+			t.Errorf("streamWriterCount(%d) = %d, want %d", procs, got, want)
+		}
+	}
+	var p streamWriters
+	p.add(&wsConn{}) // a connection with nothing to write: its turn ends at once
+	p.mu.Lock()
+	got := p.max
+	p.mu.Unlock()
+	if want := streamWriterCount(runtime.GOMAXPROCS(0)); got != want {
+		t.Errorf("writers at most %d with GOMAXPROCS %d, want %d", got, runtime.GOMAXPROCS(0), want)
 	}
 }
