@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -50,17 +51,16 @@ func (e *env) profileNext(name string) {
 	}
 }
 
-// startProfiles fetches the profiles for d (and the goroutines' stacks halfway) in the background; the returned function waits for them.
+// startProfiles fetches the profiles for d (and the goroutines' stacks halfway; a fan-out step's execution trace
+// too) in the background; the returned function waits for them.
 func (e *env) startProfiles(ctx context.Context, d time.Duration) func() {
 	name := e.profileName
 	e.profileName = ""
 	if name == "" || e.pprofAddr == "" {
 		return func() {}
 	}
-	secs := max(int(d.Round(time.Second)/time.Second), 1)
-	done := make(chan struct{}, 4)
-	go func() { // where the goroutines wait, halfway through (stacks with counts)
-		defer func() { done <- struct{}{} }()
+	var wg sync.WaitGroup
+	wg.Go(func() { // where the goroutines wait, halfway through (stacks with counts)
 		select {
 		case <-time.After(d / 2):
 		case <-ctx.Done():
@@ -70,32 +70,26 @@ func (e *env) startProfiles(ctx context.Context, d time.Duration) func() {
 		if err := fetch(ctx, "http://"+e.pprofAddr+"/debug/pprof/goroutine?debug=1", file); err != nil {
 			e.logf("profile %s: %v", file, err)
 		}
-	}()
-	for _, kind := range []string{"profile", "allocs"} {
-		go func() {
-			defer func() { done <- struct{}{} }()
-			file := filepath.Join(e.dir, name+map[string]string{"profile": ".cpu", "allocs": ".allocs"}[kind]+".pprof")
-			if err := fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", e.pprofAddr, kind, secs), file); err != nil {
-				e.logf("profile %s: %v", file, err)
-				return
-			}
-			e.logf("saved %s", file)
-		}()
+	})
+	secs := max(int(d.Round(time.Second)/time.Second), 1)
+	kinds := []struct{ path, suffix string }{
+		{fmt.Sprintf("profile?seconds=%d", secs), ".cpu.pprof"},
+		{fmt.Sprintf("allocs?seconds=%d", secs), ".allocs.pprof"},
 	}
 	if strings.HasPrefix(name, "fanout-") { // where requests wait while a fan-out runs: go tool trace -pprof=sched
-		go func() {
-			defer func() { done <- struct{}{} }()
-			file := filepath.Join(e.dir, name+".trace")
-			if err := fetch(ctx, fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", e.pprofAddr, traceSeconds), file); err != nil {
+		kinds = append(kinds, struct{ path, suffix string }{fmt.Sprintf("trace?seconds=%d", traceSeconds), ".trace"})
+	}
+	for _, k := range kinds {
+		wg.Go(func() {
+			file := filepath.Join(e.dir, name+k.suffix)
+			if err := fetch(ctx, "http://"+e.pprofAddr+"/debug/pprof/"+k.path, file); err != nil {
 				e.logf("profile %s: %v", file, err)
 				return
 			}
 			e.logf("saved %s", file)
-		}()
-	} else {
-		done <- struct{}{}
+		})
 	}
-	return func() { <-done; <-done; <-done; <-done }
+	return wg.Wait
 }
 
 // traceSeconds is how long an execution trace of a fan-out step lasts (from the step's start): a trace of a server

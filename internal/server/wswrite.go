@@ -437,7 +437,9 @@ const writerYieldEvery = 16
 // when its run queues are empty, or from its monitor thread at most every 10 ms, and writers that yield go back
 // on the run queue. With both writers busy, a submission's request and its Redis reply each waited up to 10 ms to
 // be noticed. A pausing writer leaves the queue empty for a moment, and the processor polls the network.
-// lbbench fanout, 10,000 subscribers: one board's submit p99 45.5 and 58.9 ms against 73.7 and 81.4 without.
+// lbbench fanout, 10,000 subscribers: one board's submit p99 45.5 and 58.9 ms against 73.7 and 81.4 without (with
+// a writer per processor; since writers leave a processor free, streamWriterCount, the pauses matter less: one
+// writer without them measured within the noise, and they stay for the processors the requests share with it).
 const (
 	writerPauseEvery = 256
 	writerPause      = 50 * time.Microsecond
