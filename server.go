@@ -16,6 +16,7 @@ import (
 	"syscall"
 	_ "time/tzdata" // board time zones resolve on hosts and images without a zoneinfo database (the scratch image)
 
+	"github.com/leaderboard/leaderboard/internal/heapfloor"
 	"github.com/leaderboard/leaderboard/internal/server"
 )
 
@@ -46,6 +47,7 @@ func main() {
 
 // run serves until ctx is done (SIGINT/SIGTERM), then shuts down gracefully.
 func run(ctx context.Context, cfg server.Config, log *slog.Logger) error {
+	defer heapfloor.Start(uint64(cfg.GCHeapFloor)).Stop()
 	app, err := server.New(cfg, log, os.Stderr) // a generated admin key is printed to stderr
 	if err != nil {
 		return err

@@ -1,16 +1,25 @@
 package main
 
 import (
+	"context"
 	"debug/elf"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/internal/server"
 )
 
 // TestDockerfileBuild builds the server with the Dockerfile's own build line (no container runtime here) and checks
@@ -111,4 +120,82 @@ func shellWords(s string) []string {
 		words = append(words, cur.String())
 	}
 	return words
+}
+
+// TestRunKeepsAHeapFloor: the command holds GC_HEAP_FLOOR while it serves (its /metrics show the GOGC and heap
+// goal the floor set) and gives the process its GOGC back when it stops.
+func TestRunKeepsAHeapFloor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	const floor = 96 << 20
+	env := map[string]string{"LISTEN_ADDR": addr, "GC_HEAP_FLOOR": fmt.Sprint(floor), "LOG_LEVEL": "error"}
+	cfg, err := server.LoadConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := debug.SetGCPercent(100)
+	debug.SetGCPercent(base)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+
+	// The floor adjusts after each collection: collect until the metrics show its goal (bounded).
+	var gogc, goal float64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		runtime.GC()
+		gogc, goal = metricValue(t, addr, "go_gc_gogc_percent"), metricValue(t, addr, "go_gc_heap_goal_bytes")
+		if goal >= floor || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if goal < floor || goal > floor*11/10 || gogc <= float64(base) {
+		t.Errorf("while serving: go_gc_heap_goal_bytes %.0f, go_gc_gogc_percent %.0f; want a goal of the floor %d "+
+			"(at most 10%% more) from a GOGC above the process's %d", goal, gogc, floor, base)
+	}
+	if live := metricValue(t, addr, "go_gc_heap_live_bytes"); live <= 0 || live >= floor {
+		t.Errorf("go_gc_heap_live_bytes %.0f, want the small live heap of an idle server", live)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if p := debug.SetGCPercent(base); p != base {
+		t.Errorf("GOGC %d after run returned, want the process's %d back", p, base)
+	}
+}
+
+// metricValue reads one unlabelled metric from the server's /metrics.
+func metricValue(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	for i := 0; ; i++ {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			if i < 100 { // the server may still be starting
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return f
+			}
+		}
+		t.Fatalf("/metrics has no %s", name)
+	}
 }

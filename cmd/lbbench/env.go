@@ -258,7 +258,7 @@ func (e *env) startServers(ctx context.Context) error {
 		e.svcs = append(e.svcs, base)
 	}
 	for _, sv := range e.svcs {
-		extra := []string{"KEY_PREFIX=" + sv.prefix}
+		extra := append([]string{"KEY_PREFIX=" + sv.prefix}, e.o.ServerEnv...)
 		if e.o.Profile && sv == nw {
 			port, err := freePort()
 			if err != nil {

@@ -130,7 +130,7 @@ func (e *env) clusterFanoutStep(ctx context.Context, n, rate int) (Sample, error
 	var pprofAddr string // with -profile: the first server's (see profileNext below)
 	for i := range clusterServers {
 		sv := &service{name: fmt.Sprintf("cluster%d", i), bin: e.newSvc().bin, prefix: prefixDefault}
-		extra := []string{"KEY_PREFIX=" + prefixDefault}
+		extra := append([]string{"KEY_PREFIX=" + prefixDefault}, e.o.ServerEnv...)
 		if e.o.Profile && i == 0 {
 			port, err := freePort()
 			if err != nil {

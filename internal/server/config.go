@@ -57,6 +57,7 @@ type Config struct {
 	APQCacheSize            int           // APQ_CACHE_SIZE: automatic persisted queries kept (LRU); default 1000
 	PreparedResults         bool          // PREPARED_RESULTS: submitScore(s)/rank/aroundMe/friends results by graph's own encoder; default true
 	FastPath                bool          // FAST_PATH: repeated prepared documents skip gqlgen's transport and executor plumbing; default true
+	GCHeapFloor             int64         // GC_HEAP_FLOOR: bytes the heap may reach before a collection while the live heap is small; default 64 MiB, 0: GOGC alone (package heapfloor)
 
 	// Period-close events and their webhooks (closes.go, webhook.go; README "Period-close events and webhooks").
 	CloseCheckInterval  time.Duration // CLOSE_CHECK_INTERVAL: how often boards are checked for periods that closed; default 5s
@@ -151,6 +152,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		APQCacheSize:            int(envInt("APQ_CACHE_SIZE", 1000)),
 		PreparedResults:         envBool("PREPARED_RESULTS", true),
 		FastPath:                envBool("FAST_PATH", true),
+		GCHeapFloor:             envInt("GC_HEAP_FLOOR", 64<<20),
 		KeyPrefix:               env("KEY_PREFIX", "lb"),
 		RedisPassword:           env("REDIS_PASSWORD", ""),
 		APIKeys:                 env("API_KEYS", ""),

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -19,6 +20,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
 )
+
+// liveHeapMetrics adds go_gc_heap_live_bytes (what the last collection left) and go_gc_heap_goal_bytes to the Go
+// runtime's metrics: with GC_HEAP_FLOOR the heap in use (go_memstats_heap_inuse_bytes) holds up to the floor of
+// garbage between collections, so the live heap is what shows a leak.
+var liveHeapMetrics = collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/(live|goal):bytes$`)}
 
 // Metrics are the server's Prometheus metrics, on a registry of their own (served at /metrics). Every label
 // value comes from a fixed set (schema field names, error codes), never from clients, so series stay bounded.
@@ -87,7 +93,8 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	}
 	m.reg.MustRegister(m.operations, m.opDuration, m.httpDur, m.redisErrors, m.wsConns, m.wsRejected, m.subs,
 		m.connsRefused,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(liveHeapMetrics)),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"origin", "per_address_limit"} {
 		m.wsRejected.WithLabelValues(r)
 	}
