@@ -71,18 +71,6 @@ func upgradesTo(ws, next http.Handler) http.Handler {
 	})
 }
 
-// withTimeout bounds HTTP GraphQL requests by REQUEST_TIMEOUT (not websockets and event streams, which live long).
-func (a *App) withTimeout(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") == "" && !isSSE(r) && a.cfg.RequestTimeout > 0 {
-			ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
-			defer cancel()
-			r = r.WithContext(ctx)
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // ready answers 200 when Redis answers a PING within a second, 503 otherwise. It pings through its own two
 // connections: a saturated main pool is load, not an outage.
 func (a *App) ready(w http.ResponseWriter, r *http.Request) {
