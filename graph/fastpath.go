@@ -244,8 +244,29 @@ func coerceVariables(schema *ast.Schema, op *ast.OperationDefinition, vars map[s
 
 // coerceValue checks a non-null value against a type as validateVarType does, and returns what it returns.
 func coerceValue(schema *ast.Schema, typ *ast.Type, v any, depth int) (any, bool) {
-	if typ.Elem != nil || depth > 4 {
-		return nil, false // lists: left to VariableValues
+	if depth > 4 {
+		return nil, false
+	}
+	if typ.Elem != nil {
+		// A list checks each element, and VariableValues writes what an element coerces to back into the list:
+		// every element accepted here coerces to itself, so the list is returned as it came. A single value
+		// where a list is expected (coerced to a list of one) is left to VariableValues.
+		list, ok := v.([]any)
+		if !ok {
+			return nil, false
+		}
+		for _, e := range list {
+			if e == nil {
+				if typ.Elem.NonNull {
+					return nil, false
+				}
+				continue
+			}
+			if _, ok := coerceValue(schema, typ.Elem, e, depth+1); !ok {
+				return nil, false
+			}
+		}
+		return list, true
 	}
 	def := schema.Types[typ.NamedType]
 	if def == nil {

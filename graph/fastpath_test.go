@@ -48,6 +48,9 @@ func FuzzCoerceVariables(f *testing.F) {
 		{1, `{"b":"b","p":"p","r":3,"w":"DAILY","per":"2030-01-01"}`},
 		{1, `{"b":"b","p":"p","r":null,"extra":[1,2]}`},
 		{2, `{"b":"b","p":"p","w":"weekly"}`},
+		{3, `{"b":"b","p":"p","f":["x","y"]}`},
+		{3, `{"b":"b","p":"p","f":[]}`},
+		{4, `{"in":[{"board":"b","playerId":"p","score":1},{"board":"b","playerId":"q","score":2.5,"eventId":"e","metadata":{"a":[1,null]}}]}`},
 	}
 	for _, a := range accepted {
 		m, _ := decode([]byte(a.vars))
@@ -58,7 +61,8 @@ func FuzzCoerceVariables(f *testing.F) {
 	}
 	for _, s := range []string{`{"in":{"board":"b","playerId":"p","score":"1"}}`, `{"in":{"board":1,"playerId":"p","score":1}}`,
 		`{"in":{"board":"b","score":1}}`, `{"in":{"board":"b","playerId":"p","score":1,"__typename":"x"}}`,
-		`{"b":"b","p":"p","r":1.5}`, `{"b":"b","p":"p","w":"NOPE"}`, `{"b":"b","p":"p","f":["x"]}`, `{"in":[]}`, `{}`} {
+		`{"b":"b","p":"p","r":1.5}`, `{"b":"b","p":"p","w":"NOPE"}`, `{"b":"b","p":"p","f":["x"]}`, `{"in":[]}`, `{}`, `{"in":[null]}`, `{"b":"b","p":"p","f":[1]}`,
+		`{"in":{"board":"b","playerId":"p","score":1}}`, `{"in":[{"board":"b","playerId":"p","score":"x"}]}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -64,7 +64,9 @@ func NewSchema(r *Resolver) graphql.ExecutableSchema {
 	c.Query.Friends = func(child int, _, _ string, ids []string, _ *model.Window, _ *string) int {
 		return 1 + child*(len(ids)+1)
 	}
-	c.Mutation.SubmitScores = func(child int, inputs []model.ScoreInput) int { return 1 + child*len(inputs) }
+	c.Mutation.SubmitScores = func(child int, inputs []model.ScoreInput) int {
+		return submitScoresComplexity(child, len(inputs))
+	}
 	c.Subscription.TopUpdates = func(child int, _ string, first *int, _ *model.Window, _ *string) int {
 		return 1 + child*clampN(deref(first, 10), MaxLiveFirst)
 	}
@@ -80,6 +82,10 @@ func NewSchema(r *Resolver) graphql.ExecutableSchema {
 // field costs the same whatever the variables. TestArgComplexity holds the list to the functions NewSchema sets.
 var argComplexity = map[string]bool{"Query.top": true, "Query.aroundMe": true, "Query.friends": true,
 	"Mutation.submitScores": true, "Subscription.topUpdates": true}
+
+// submitScoresComplexity is the complexity of a submitScores of n inputs whose selection costs child: the
+// selection once per input. The complexity limit counts the inputs without unmarshalling them (complexity.go).
+func submitScoresComplexity(child, n int) int { return saturatingAdd(1, saturatingMul(child, n)) }
 
 func deref[T any](p *T, def T) T {
 	if p == nil {
