@@ -256,13 +256,7 @@ func coerceValue(schema *ast.Schema, typ *ast.Type, v any, depth int) (any, bool
 			return nil, false
 		}
 		for _, e := range list {
-			if e == nil {
-				if typ.Elem.NonNull {
-					return nil, false
-				}
-				continue
-			}
-			if _, ok := coerceValue(schema, typ.Elem, e, depth+1); !ok {
+			if !memberCoerces(schema, typ.Elem, e, depth) {
 				return nil, false
 			}
 		}
@@ -328,20 +322,23 @@ func coerceValue(schema *ast.Schema, typ *ast.Type, v any, depth int) (any, bool
 			}
 		}
 		for _, fd := range def.Fields {
-			fv, present := m[fd.Name]
-			if !present || fv == nil {
-				if fd.Type.NonNull {
-					return nil, false
-				}
-				continue
-			}
 			// A field's value coerces to itself (no top-level conversion inside an object), so the object is
-			// what VariableValues returns, as it returns the map it was given.
-			if _, ok := coerceValue(schema, fd.Type, fv, depth+1); !ok {
+			// what VariableValues returns, as it returns the map it was given. Absent is null here.
+			if !memberCoerces(schema, fd.Type, m[fd.Name], depth) {
 				return nil, false
 			}
 		}
 		return m, true
 	}
 	return nil, false
+}
+
+// memberCoerces checks an element of a list or a field of an input object: null where its type allows it,
+// otherwise a value coerceValue accepts.
+func memberCoerces(schema *ast.Schema, typ *ast.Type, v any, depth int) bool {
+	if v == nil {
+		return !typ.NonNull
+	}
+	_, ok := coerceValue(schema, typ, v, depth+1)
+	return ok
 }
