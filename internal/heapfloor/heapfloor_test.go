@@ -176,3 +176,19 @@ func TestStartWithoutFloor(t *testing.T) {
 	var nilFloor *Floor
 	nilFloor.Stop() // safe
 }
+
+// GOMEMLIMIT still bounds the heap: a floor above the memory limit does not hold the collector off past it.
+func TestFloorUnderAMemoryLimit(t *testing.T) {
+	const limit = 24 << 20
+	old := debug.SetMemoryLimit(limit)
+	defer debug.SetMemoryLimit(old)
+	f := Start(256 << 20)
+	defer f.Stop()
+	waitCycle(t, f)
+	if g := heapGoal(); g > limit {
+		t.Errorf("heap goal %d with a floor of 256 MiB under a memory limit of %d: above the limit", g, limit)
+	}
+	if n := garbage(256 << 20); n < 8 {
+		t.Errorf("%d collections for 256 MiB of garbage under a 24 MiB memory limit, want at least 8", n)
+	}
+}
