@@ -7,6 +7,10 @@ PKGS := ./...
 
 .PHONY: run test test-deps tidy bench generate lint fuzz graphiql-assets
 
+# REDISTEST_NO_CLUSTER=1 skips the Redis Cluster runs of the suite for a quick local `go test`; `make test` (what CI
+# runs) always runs them, whatever the environment says.
+unexport REDISTEST_NO_CLUSTER
+
 run:
 	$(GO) run . -demo
 

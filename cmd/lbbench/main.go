@@ -53,9 +53,9 @@ var scenarios = []scenario{
 	{"fanout", 5, "live topUpdates to N websocket subscribers while M submissions/s touch the top", true, runFanout},
 }
 
-// fanoutServerEnv turns the server's heap floor off when the fan-out scenario runs: its churn and idle steps read
-// the heap and RSS a subscriber adds, and the floor lets the server hold up to 64 MiB of garbage before them. At
-// the fan-out steps' thousands of subscribers the live heap is far above the floor, which then changes nothing.
+// fanoutServerEnv turns the server's heap floor off when the fan-out scenario runs, for the reason printed with it
+// (fanoutServerEnvWhy). At the fan-out steps' thousands of subscribers the live heap is far above the floor, which
+// then changes nothing.
 const (
 	fanoutServerEnv    = "GC_HEAP_FLOOR=0"
 	fanoutServerEnvWhy = "the fan-out scenario's churn and idle steps measure the heap and RSS each subscriber adds, " +

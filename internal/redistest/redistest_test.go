@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -430,4 +431,24 @@ func TestParallelStandalone(t *testing.T) {
 		}
 	})
 	assertGone(t, pids)
+}
+
+// TestMakeTestIgnoresNoCluster: NoClusterEnv is for quick local runs only; `make test` (what CI runs) keeps it out
+// of its recipes' environment, so the cluster runs cannot be skipped there by a stray variable.
+func TestMakeTestIgnoresNoCluster(t *testing.T) {
+	makefile, err := filepath.Abs(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := "include " + makefile + "\nprobe:\n\t@echo \"[$$" + NoClusterEnv + "]\"\n"
+	cmd := exec.Command("make", "-s", "-C", filepath.Dir(makefile), "-f", "-", "probe")
+	cmd.Stdin = strings.NewReader(probe)
+	cmd.Env = append(os.Environ(), NoClusterEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make: %v\n%s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != "[]" {
+		t.Errorf("a recipe of the Makefile sees %s=%s, want it unset", NoClusterEnv, got)
+	}
 }
