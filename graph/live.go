@@ -115,9 +115,13 @@ func fieldPrefix(field graphql.CollectedField) []byte {
 	return b.Bytes()
 }
 
-// streamFrom makes a LiveStream's puller for a hub channel: render appends one value's data.
-func streamFrom[T any](ch <-chan T, render func([]byte, T) []byte) func([]byte) ([]byte, bool, bool) {
+// streamFrom makes a LiveStream's puller for a hub channel: render appends one value's data. pull (when not nil)
+// asks the hub to put the newest update in the channel first (pubsub.Hub.SubscribeTopNotify).
+func streamFrom[T any](ch <-chan T, pull func(), render func([]byte, T) []byte) func([]byte) ([]byte, bool, bool) {
 	return func(dst []byte) ([]byte, bool, bool) {
+		if pull != nil {
+			pull()
+		}
 		select {
 		case v, ok := <-ch:
 			if !ok {
@@ -155,7 +159,7 @@ func (ec *executionContext) streamRankUpdates(ctx context.Context, r *Resolver, 
 				var buf bytes.Buffer
 				var enc []byte
 				plan, planned := plans.selection(field.Field, entrySelKinds)
-				stream.next = streamFrom(ch, func(dst []byte, e *leaderboard.Entry) []byte {
+				stream.next = streamFrom(ch, nil, func(dst []byte, e *leaderboard.Entry) []byte {
 					if planned {
 						var ok bool
 						if enc, ok = appendEntry(enc[:0], plan, e); ok {
@@ -190,6 +194,7 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 		notify = stream.notify
 	}
 	var ch <-chan *pubsub.TopUpdate
+	var pull func()
 	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
 			return ec.fieldContext_Subscription_topUpdates(ctx, field)
@@ -197,7 +202,7 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
 			var err error
-			ch, err = r.subscribeTop(ctx, fc.Args["board"].(string), fc.Args["first"].(*int),
+			ch, pull, err = r.subscribeTop(ctx, fc.Args["board"].(string), fc.Args["first"].(*int),
 				fc.Args["window"].(*model.Window), fc.Args["period"].(*string), notify)
 			return ch, err
 		},
@@ -207,7 +212,7 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 				prefix := fieldPrefix(field)
 				rd := r.renderers.acquire(key, ec, ctx, sel)
 				context.AfterFunc(lifetime(ctx), func() { r.renderers.release(key, rd) })
-				stream.next = streamFrom(ch, func(out []byte, u *pubsub.TopUpdate) []byte {
+				stream.next = streamFrom(ch, pull, func(out []byte, u *pubsub.TopUpdate) []byte {
 					out = append(out, prefix...)
 					parts := u.Shared(key, rd.renderShared)
 					if len(parts) > 0 && parts[0] == 0 {
@@ -366,21 +371,21 @@ func topUpdateModel(u *pubsub.TopUpdate, version int64) *model.TopUpdate {
 
 // subscribeTop validates a topUpdates subscription, takes a subscription slot of the connection and subscribes
 // to the hub. The slot and the hub subscription are released when ctx ends: gqlgen ends it when the subscription
-// completes, also when the hub closes the channel.
+// completes, also when the hub closes the channel. notify and pull: see pubsub.Hub.SubscribeTopNotify.
 func (r *Resolver) subscribeTop(ctx context.Context, board string, first *int, window *model.Window,
-	period *string, notify func()) (<-chan *pubsub.TopUpdate, error) {
+	period *string, notify func()) (<-chan *pubsub.TopUpdate, func(), error) {
 	n := deref(first, 10)
 	if n < 1 || n > MaxLiveFirst {
-		return nil, newError(leaderboard.Invalid, "first must be between 1 and 100")
+		return nil, nil, newError(leaderboard.Invalid, "first must be between 1 and 100")
 	}
 	if err := r.startSubscription(ctx, "topUpdates"); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	in, err := r.Hub.SubscribeTopNotify(lifetime(ctx), view(board, window, period), n, notify)
+	in, pull, err := r.Hub.SubscribeTopNotify(lifetime(ctx), view(board, window, period), n, notify)
 	if err != nil {
-		return nil, internal(err)
+		return nil, nil, internal(err)
 	}
-	return in, nil
+	return in, pull, nil
 }
 
 // subscribeRank takes a subscription slot of the connection and subscribes to one player's entry in the hub;

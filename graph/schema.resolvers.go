@@ -371,7 +371,7 @@ func (r *rankEstimateResolver) Window(ctx context.Context, obj *leaderboard.Rank
 // shared-encoding path in live.go instead; this one serves any other executor path.
 func (r *subscriptionResolver) TopUpdates(ctx context.Context, board string, first *int, window *model.Window, period *string) (<-chan *model.TopUpdate, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	in, err := r.subscribeTop(ctx, board, first, window, period, nil)
+	in, _, err := r.subscribeTop(ctx, board, first, window, period, nil)
 	if err != nil {
 		cancel()
 		return nil, err

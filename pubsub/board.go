@@ -55,6 +55,15 @@ type board struct {
 	// them.
 	rankVerifyAt time.Time
 	offers       int // the cost of the offers since the fan-out last yielded (paced)
+	// pulls counts the pulling subscribers notified of a version they have not pulled yet (topSub.dirty): while
+	// there are any, the lists are read more often (readsPerWake), so that what they pull is fresh.
+	pulls int
+	// lastWake is when the subscribers were last offered every new version (the board's last wake); wakeOwed
+	// says that a read since then changed a list they have not been offered (apply), and wakeTimer brings the
+	// loop back for that wake.
+	lastWake  time.Time
+	wakeOwed  bool
+	wakeTimer *time.Timer
 }
 
 // eventMark names a board's change event.

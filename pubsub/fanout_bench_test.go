@@ -28,7 +28,7 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 		return p
 	}
-	brd.apply(vw, list(0), MaxFirst, time.Now())
+	brd.apply(vw, list(0), MaxFirst, time.Now(), true)
 	const subs = 10_000
 	var wg sync.WaitGroup
 	now := time.Now()
@@ -47,7 +47,7 @@ func BenchmarkFanOut(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		brd.mu.Lock()
-		brd.apply(vw, list(i+1), MaxFirst, time.Now())
+		brd.apply(vw, list(i+1), MaxFirst, time.Now(), true)
 		brd.mu.Unlock()
 	}
 	b.StopTimer()

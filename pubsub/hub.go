@@ -134,21 +134,30 @@ var errClosed = &leaderboard.Error{Code: leaderboard.Unavailable, Message: "the 
 // rollover. The channel is closed when ctx is done, when the subscriber stays stuck (see Config.StuckAfter) and
 // at shutdown. Errors are *leaderboard.Error (BAD_USER_INPUT, NOT_FOUND, UNAVAILABLE).
 func (h *Hub) SubscribeTop(ctx context.Context, v leaderboard.View, first int) (<-chan *TopUpdate, error) {
-	return h.SubscribeTopNotify(ctx, v, first, nil)
+	ch, _, err := h.SubscribeTopNotify(ctx, v, first, nil)
+	return ch, err
 }
 
 // SubscribeTopNotify is SubscribeTop for a reader that does not wait on the channel: notify (when not nil) is
 // called after each update is put in the channel and after the channel is closed, from the hub's goroutines
 // and with the board's lock held, so it must return at once (schedule the read, never do it).
-func (h *Hub) SubscribeTopNotify(ctx context.Context, v leaderboard.View, first int, notify func()) (<-chan *TopUpdate,
-	error) {
+//
+// With notify, pull lets the reader take its updates when it gets to them rather than when they are read from
+// Redis. Once the first update has been read from the channel, the reader may call pull before each read: from
+// the first call on, notify says that a newer version exists (once, until the next pull), and pull puts the
+// newest version read in the channel, as one update from what the reader holds (a diff, merged or not, or a
+// snapshot). A reader that gets to its updates late (10,000 connections waiting for a writer) then gets the
+// list as the board's last read found it, not as it was when it was notified; it still gets at most
+// MaxUpdateRate updates per second.
+func (h *Hub) SubscribeTopNotify(ctx context.Context, v leaderboard.View, first int, notify func()) (
+	_ <-chan *TopUpdate, pull func(), _ error) {
 	if first < 1 || first > MaxFirst {
-		return nil, &leaderboard.Error{Code: leaderboard.Invalid,
+		return nil, nil, &leaderboard.Error{Code: leaderboard.Invalid,
 			Message: fmt.Sprintf("first must be between 1 and %d for live updates", MaxFirst)}
 	}
 	r, err := h.store.Resolve(ctx, v)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := &topSub{ch: make(chan *TopUpdate, h.cfg.QueueSize), first: first, follow: v.Period == "", base: -1,
 		notify: notify}
@@ -156,7 +165,7 @@ func (h *Hub) SubscribeTopNotify(ctx context.Context, v leaderboard.View, first 
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		return nil, errClosed
+		return nil, nil, errClosed
 	}
 	b := h.boardLocked(r.Board)
 	vw := h.viewLocked(b, key)
@@ -169,7 +178,10 @@ func (h *Hub) SubscribeTopNotify(ctx context.Context, v leaderboard.View, first 
 	b.mu.Lock()
 	s.stop = stop
 	b.mu.Unlock()
-	return s.ch, nil
+	if notify != nil {
+		pull = func() { b.pull(s) }
+	}
+	return s.ch, pull, nil
 }
 
 // SubscribeRank subscribes to one player's entry in a view: the entry at once, then each time their rank or

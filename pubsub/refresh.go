@@ -12,8 +12,19 @@ import (
 // results (under the lock again). It returns false when the hub is shutting down or the board was deleted.
 func (b *board) refresh() bool {
 	h := b.h
-	if !b.pace() {
+	read, ok := b.pace()
+	if !ok {
 		return false
+	}
+	if !read {
+		b.wakeUp()
+		b.inMu.Lock()
+		pending := len(b.msgs) > 0 || b.all || b.lists
+		b.inMu.Unlock()
+		if pending {
+			b.signal()
+		}
+		return true
 	}
 	p := b.plan()
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
@@ -47,24 +58,78 @@ func (b *board) refresh() bool {
 	return true
 }
 
-// pace waits until MaxUpdateRate allows the next read; false at shutdown.
-func (b *board) pace() bool {
+// readsPerWake: while pulling subscribers have been notified of a version and not pulled it yet (their
+// connections wait for a stream writer's turn, see board.pulls), a board without rank watches reads its lists up
+// to readsPerWake times per MaxUpdateRate interval; its subscribers are still offered new versions once per
+// interval (the board's wake), and what a notified one pulls is the newest list read. At 10,000 screens of one
+// board a stream writer's round over the connections takes ~200 ms, and a subscriber's update held the list as
+// it was when the round began: up to a whole interval (100 ms) older than the newest read could have been.
+const readsPerWake = 4
+
+// pace waits until MaxUpdateRate allows the next read (read true) or the board owes its subscribers a wake
+// (read false: wakeUp); ok is false at shutdown.
+func (b *board) pace() (read, ok bool) {
 	h := b.h
+	for {
+		b.mu.Lock()
+		gap := h.interval
+		if b.pulls > 0 && len(b.watches) == 0 {
+			gap = h.interval / readsPerWake
+		}
+		readAt, first := b.lastRead.Add(gap), b.lastRead.IsZero()
+		owed, wakeAt := b.wakeOwed, b.lastWake.Add(h.interval)
+		b.mu.Unlock()
+		now := time.Now()
+		if first || !now.Before(readAt) {
+			return true, true
+		}
+		if owed && !now.Before(wakeAt) {
+			return false, true
+		}
+		until := readAt
+		if owed && wakeAt.Before(until) {
+			until = wakeAt
+		}
+		t := time.NewTimer(until.Sub(now))
+		select {
+		case <-t.C:
+		case <-h.done:
+			t.Stop()
+			return false, false
+		}
+	}
+}
+
+// wakeDue reports whether the subscribers may be offered new versions now: one interval after the last wake.
+// b.mu is held.
+func (b *board) wakeDue(now time.Time) bool { return !now.Before(b.lastWake.Add(b.h.interval)) }
+
+// wakeUp is a wake without a read: every subscriber is offered the newest version read (apply owed it).
+func (b *board) wakeUp() {
+	release := b.h.fanoutTurn()
+	defer release()
 	b.mu.Lock()
-	wait := time.Until(b.lastRead.Add(h.interval))
-	first := b.lastRead.IsZero()
-	b.mu.Unlock()
-	if wait <= 0 || first {
-		return true
+	defer b.mu.Unlock()
+	b.wakeOwedViews(time.Now(), nil)
+}
+
+// wakeOwedViews offers the views' feeds that a read between wakes left unoffered (apply), except the views just
+// read (done), and starts the next interval. b.mu is held.
+func (b *board) wakeOwedViews(now time.Time, done map[viewKey]pageRead) {
+	if b.wakeOwed {
+		for k, vw := range b.views {
+			if _, ok := done[k]; ok {
+				continue
+			}
+			for _, f := range vw.feeds {
+				if vw.covers(f.first) && f.ver > 0 {
+					b.offerAll(vw, f, now)
+				}
+			}
+		}
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-h.done:
-		return false
-	}
+	b.wakeOwed = false
+	b.lastWake = now
 }
 
 // readPlan is what one refresh reads.
@@ -269,9 +334,20 @@ func (b *board) install(r readResult) {
 		// but still news to the watches.
 		b.listsEpoch, b.listsVer = r.epoch, r.ver
 	}
+	wake := b.wakeDue(now)
 	for k, p := range r.pages {
 		if vw := b.views[k]; vw != nil {
-			b.apply(vw, p.page, p.depth, now)
+			b.apply(vw, p.page, p.depth, now, wake)
+		}
+	}
+	switch {
+	case wake && (len(r.pages) > 0 || b.wakeOwed):
+		b.wakeOwedViews(now, r.pages)
+	case b.wakeOwed:
+		if b.wakeTimer == nil {
+			b.wakeTimer = time.AfterFunc(time.Until(b.lastWake.Add(b.h.interval)), b.signal)
+		} else {
+			b.wakeTimer.Reset(time.Until(b.lastWake.Add(b.h.interval)))
 		}
 	}
 	for k, w := range b.watches {

@@ -44,6 +44,7 @@ type topSub struct {
 	ch         chan *TopUpdate
 	first      int
 	follow     bool
+	view       *view
 	feed       *feed
 	sent       int64   // updates put in ch so far (the Version of the last one)
 	base       int64   // feed version the client holds before the updates still in ch (-1: needs a snapshot)
@@ -52,6 +53,18 @@ type topSub struct {
 	closed     bool
 	stop       func() bool
 	notify     func() // see Hub.SubscribeTopNotify; nil: the reader waits on ch
+	// pull: the reader pulls its updates (board.pull): offers only notify it, and dirty says it has been
+	// notified of a version it has not pulled yet (counted in board.pulls).
+	pull  bool
+	dirty bool
+}
+
+// holds is the feed version the subscriber holds once it has read what is in its channel.
+func (s *topSub) holds() int64 {
+	if n := len(s.queued); n > 0 {
+		return s.queued[n-1]
+	}
+	return s.base
 }
 
 // attachTop adds a top subscriber to a view. b.mu is held.
@@ -67,7 +80,7 @@ func (b *board) attachTop(vw *view, s *topSub, now time.Time) {
 		}
 	}
 	f.subs[s] = struct{}{}
-	s.feed = f
+	s.view, s.feed = vw, f
 	b.offer(vw, s, now)
 }
 
@@ -100,6 +113,7 @@ func (b *board) closeTop(s *topSub, why string) {
 }
 
 func (b *board) detachTop(s *topSub) {
+	b.clean(s)
 	f := s.feed
 	delete(f.subs, s)
 	if len(f.subs) == 0 {
@@ -133,8 +147,10 @@ func (vw *view) covers(n int) bool { return n <= vw.depth || len(vw.list) < vw.d
 
 // apply installs a freshly read list of the top depth ranks in a view and brings its subscribers up to date. A
 // feed that joined since the read was planned and shows more than it holds waits for the next read, which the
-// view's want asks for. b.mu is held.
-func (b *board) apply(vw *view, p *leaderboard.Page, depth int, now time.Time) {
+// view's want asks for. Without wake (a read between two of the board's wakes, see board.wakeDue) only a feed's
+// first version is offered; the others wait for the next wake, which apply then owes (board.wakeOwed), and what
+// pulling subscribers pull in between is this newer list. b.mu is held.
+func (b *board) apply(vw *view, p *leaderboard.Page, depth int, now time.Time, wake bool) {
 	vw.loaded, vw.list, vw.size, vw.depth = true, p.Entries, p.Size, depth
 	vw.current.Store(&cachedList{entries: p.Entries, depth: depth, size: p.Size, token: listTokens.Add(1)})
 	for _, f := range vw.feeds {
@@ -142,11 +158,21 @@ func (b *board) apply(vw *view, p *leaderboard.Page, depth int, now time.Time) {
 			b.signal()
 			continue
 		}
+		was := f.ver
 		b.h.updateFeed(f, vw.list, vw.size)
-		for s := range f.subs {
-			b.offer(vw, s, now)
-			b.paced(s.notify != nil)
+		if !wake && was > 0 {
+			b.wakeOwed = b.wakeOwed || f.ver != was
+			continue
 		}
+		b.offerAll(vw, f, now)
+	}
+}
+
+// offerAll offers a feed's version to each of its subscribers. b.mu is held.
+func (b *board) offerAll(vw *view, f *feed, now time.Time) {
+	for s := range f.subs {
+		b.offer(vw, s, now)
+		b.paced(s.notify != nil)
 	}
 }
 
@@ -246,13 +272,52 @@ func orEmptyEntries(s []leaderboard.Entry) []leaderboard.Entry {
 	return s
 }
 
-// offer brings one subscriber up to its feed's version without ever blocking: when its channel is full, the
-// updates it has not read are taken back and replaced by one update from what it holds (a merged diff or a
-// snapshot). A subscriber that has read nothing for StuckAfter is dropped. b.mu is held.
+// offer brings one subscriber up to its feed's version: it puts the update in the subscriber's channel
+// (deliver), or, for a subscriber that pulls, notifies it once until it has pulled. b.mu is held.
 func (b *board) offer(vw *view, s *topSub, now time.Time) {
+	if !s.pull {
+		if b.deliver(vw, s, now) && s.notify != nil {
+			s.notify()
+		}
+		return
+	}
+	if s.closed || s.dirty || s.feed.ver == 0 || s.holds() == s.feed.ver {
+		return
+	}
+	s.dirty = true
+	b.pulls++
+	s.notify()
+}
+
+// pull is a pulling subscriber's read (Hub.SubscribeTopNotify): the feed's newest version goes in its channel if
+// it was notified of one since its last pull. The first call makes it a pulling subscriber.
+func (b *board) pull(s *topSub) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	first := !s.pull
+	s.pull = true
+	if s.dirty || first {
+		b.clean(s)
+		b.deliver(s.view, s, time.Now())
+	}
+}
+
+// clean marks a pulling subscriber as not waiting for a pull. b.mu is held.
+func (b *board) clean(s *topSub) {
+	if s.dirty {
+		s.dirty = false
+		b.pulls--
+	}
+}
+
+// deliver brings one subscriber up to its feed's version without ever blocking: when its channel is full, the
+// updates it has not read are taken back and replaced by one update from what it holds (a merged diff or a
+// snapshot). A subscriber that has read nothing for StuckAfter is dropped. It reports whether it put an update
+// in the channel; it notifies nobody. b.mu is held.
+func (b *board) deliver(vw *view, s *topSub, now time.Time) bool {
 	f := s.feed
 	if s.closed || f.ver == 0 {
-		return
+		return false
 	}
 	if c := len(s.queued) - len(s.ch); c > 0 { // the client took c updates since the last offer
 		s.base = s.queued[c-1]
@@ -264,7 +329,7 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 		at = s.queued[n-1]
 	}
 	if at == f.ver {
-		return
+		return false
 	}
 	if len(s.ch) == cap(s.ch) {
 		k := drain(s.ch)
@@ -277,7 +342,7 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 		} else if now.Sub(s.stuckSince) > b.h.cfg.StuckAfter {
 			b.h.stuckDropped.Add(1)
 			b.closeTop(s, "it stopped reading")
-			return
+			return false
 		}
 		s.queued = s.queued[:0]
 		s.sent -= int64(k)
@@ -295,9 +360,7 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 		Snapshot: p.snapshot, Entries: p.entries, Removed: p.removed, Size: p.size, shared: p}
 	s.sent++
 	s.queued = append(s.queued, f.ver)
-	if s.notify != nil {
-		s.notify()
-	}
+	return true
 }
 
 // resetSub takes back what a subscriber has not read and makes its next update a snapshot. b.mu is held.
