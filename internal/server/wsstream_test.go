@@ -202,7 +202,8 @@ func TestStreamedRenderingOutlivesItsFirstSubscriber(t *testing.T) {
 // at once, hands a peer that has not taken it all to a goroutine of its own, and that peer's later writes stay off
 // the stream writers for slowFor, so each slow connection costs the writers one hand-off, not one each time its
 // buffers fill.
-// The slow peers here read in bursts: nothing for 800 ms (their socket buffers fill), then everything there is.
+// The slow peers here read in bursts: nothing for 800 ms (their socket buffers fill), then what there is, for at
+// most 200 ms.
 func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	s.create(t, map[string]any{"id": "slow"})
@@ -258,7 +259,11 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 					return
 				case <-time.After(800 * time.Millisecond):
 				}
-				for { // drain until the server has sent nothing for 50 ms
+				// Drain until the server has sent nothing for 50 ms, for 200 ms at most: a peer that read for as
+				// long as the server kept sending would not be slow (on a loaded machine the server wrote to it
+				// without a pause, and its buffers never filled).
+				burst := time.Now().Add(200 * time.Millisecond)
+				for time.Now().Before(burst) {
 					_ = raw.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
 					if _, err := raw.Read(buf); err != nil {
 						if !isTimeout(err) {
@@ -288,8 +293,8 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 	}
 	waitLive(t, s, l, "slow", 5*time.Second) // the reading client kept up
 	handoffs, elapsed := slowHandoffs.Load()-before, time.Since(start)
-	t.Logf("%d hand-offs for %d slow connections over their snapshots and %d updates in %v", handoffs, slow, rounds,
-		elapsed)
+	t.Logf("%d hand-offs for %d slow connections over their snapshots and %d updates in %v (frames %d)", handoffs, slow, rounds,
+		elapsed, streamedFrames.Load())
 	if handoffs == 0 {
 		t.Fatal("no write was handed off: the slow peers' socket buffers never filled (make the updates bigger)")
 	}
