@@ -215,15 +215,38 @@ func TestPullGetsTheNewestRead(t *testing.T) {
 
 // TestUpdatesAtMostMaxUpdateRate: under a write every 2 ms, a subscriber gets at most MaxUpdateRate updates per
 // second, whether it reads its channel or pulls, also while the lists are read more often than that for a
-// pulling subscriber that pulls late (150 ms after each notification); both end with the store's list.
+// pulling subscriber that pulls late (150 ms after each notification); both end with the store's list. The list
+// is read at most MaxUpdateRate times per second while no pulling subscriber waits, readsPerWake times that
+// while one does.
 func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
 	st := hookedStore(t)
 	const rate = 10
 	h := startHub(t, st, Config{MaxUpdateRate: rate})
 	createBoard(t, st, leaderboard.Board{ID: "rate"})
-	submit(t, st, "rate", "first", 1)
+	for i := range 10 { // every read is of 10 rows: reads = ListRows / 10
+		submit(t, st, "rate", fmt.Sprintf("p%d", i), float64(i))
+	}
 	v := leaderboard.View{Board: "rate"}
 	pushed := follow(must(h.SubscribeTop(t.Context(), v, 10)))
+	waitTop(t, pushed, st, v, 5*time.Second)
+
+	// Reading subscribers only: MaxUpdateRate reads a second.
+	climbFor := func(d time.Duration) time.Duration {
+		stop := make(chan struct{})
+		start := time.Now()
+		_, climbed := climb(t, st, "rate", 2*time.Millisecond, stop)
+		time.Sleep(d)
+		close(stop)
+		<-climbed
+		return time.Since(start)
+	}
+	rows := h.Stats().ListRows
+	elapsed := climbFor(time.Second)
+	if reads := int((h.Stats().ListRows - rows) / 10); reads > int(elapsed.Seconds()*rate)+2 {
+		t.Errorf("%d reads of the list in %v with no pulling subscriber: more than %d per second", reads, elapsed,
+			rate)
+	}
+
 	p := subscribePuller(t, h, v, 10)
 	p.pullNow()
 	pstop := make(chan struct{})
@@ -232,14 +255,11 @@ func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
 	waitTop(t, pushed, st, v, 5*time.Second)
 	_, pushedFrom, _, _ := pushed.state()
 	pulledFrom := p.got.Load()
-
-	stop := make(chan struct{})
-	start := time.Now()
-	_, climbed := climb(t, st, "rate", 2*time.Millisecond, stop)
-	time.Sleep(2 * time.Second)
-	close(stop)
-	<-climbed
-	elapsed := time.Since(start)
+	rows = h.Stats().ListRows
+	elapsed = climbFor(2 * time.Second)
+	if reads := int((h.Stats().ListRows - rows) / 10); reads > int(elapsed.Seconds()*rate*readsPerWake)+3 {
+		t.Errorf("%d reads of the list in %v: more than %d per second", reads, elapsed, rate*readsPerWake)
+	}
 	_, pushedTo, _, err := pushed.state()
 	if err != nil {
 		t.Fatal(err)

@@ -12,19 +12,8 @@ import (
 // results (under the lock again). It returns false when the hub is shutting down or the board was deleted.
 func (b *board) refresh() bool {
 	h := b.h
-	read, ok := b.pace()
-	if !ok {
+	if !b.pace() {
 		return false
-	}
-	if !read {
-		b.wakeUp()
-		b.inMu.Lock()
-		pending := len(b.msgs) > 0 || b.all || b.lists
-		b.inMu.Unlock()
-		if pending {
-			b.signal()
-		}
-		return true
 	}
 	p := b.plan()
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
@@ -66,36 +55,36 @@ func (b *board) refresh() bool {
 // it was when the round began: up to a whole interval (100 ms) older than the newest read could have been.
 const readsPerWake = 4
 
-// pace waits until MaxUpdateRate allows the next read (read true) or the board owes its subscribers a wake
-// (read false: wakeUp); ok is false at shutdown.
-func (b *board) pace() (read, ok bool) {
+// pace waits until MaxUpdateRate allows the next read, or, when the board owes its subscribers a wake (apply),
+// until the wake is due and readsPerWake allows a read (install then wakes them, with what it reads or without
+// anything new to read); false at shutdown.
+func (b *board) pace() bool {
 	h := b.h
 	for {
 		b.mu.Lock()
-		gap := h.interval
+		fast := b.lastRead.Add(h.interval / readsPerWake)
+		readAt := b.lastRead.Add(h.interval)
 		if b.pulls > 0 && len(b.watches) == 0 {
-			gap = h.interval / readsPerWake
+			readAt = fast
 		}
-		readAt, first := b.lastRead.Add(gap), b.lastRead.IsZero()
-		owed, wakeAt := b.wakeOwed, b.lastWake.Add(h.interval)
+		if wakeAt := b.lastWake.Add(h.interval); b.wakeOwed && wakeAt.Before(readAt) {
+			readAt = wakeAt
+			if readAt.Before(fast) {
+				readAt = fast
+			}
+		}
+		first := b.lastRead.IsZero()
 		b.mu.Unlock()
-		now := time.Now()
-		if first || !now.Before(readAt) {
-			return true, true
+		wait := time.Until(readAt)
+		if first || wait <= 0 {
+			return true
 		}
-		if owed && !now.Before(wakeAt) {
-			return false, true
-		}
-		until := readAt
-		if owed && wakeAt.Before(until) {
-			until = wakeAt
-		}
-		t := time.NewTimer(until.Sub(now))
+		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-h.done:
 			t.Stop()
-			return false, false
+			return false
 		}
 	}
 }
@@ -103,15 +92,6 @@ func (b *board) pace() (read, ok bool) {
 // wakeDue reports whether the subscribers may be offered new versions now: one interval after the last wake.
 // b.mu is held.
 func (b *board) wakeDue(now time.Time) bool { return !now.Before(b.lastWake.Add(b.h.interval)) }
-
-// wakeUp is a wake without a read: every subscriber is offered the newest version read (apply owed it).
-func (b *board) wakeUp() {
-	release := b.h.fanoutTurn()
-	defer release()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.wakeOwedViews(time.Now(), nil)
-}
 
 // wakeOwedViews offers the views' feeds that a read between wakes left unoffered (apply), except the views just
 // read (done), and starts the next interval. b.mu is held.
