@@ -60,9 +60,12 @@ type board struct {
 	pulls int
 	// lastWake is when the subscribers were last offered every new version (the board's last wake); wakeOwed
 	// says that a read since then changed a list they have not been offered (apply), and wakeTimer brings the
-	// loop back for that wake.
-	lastWake  time.Time
-	wakeOwed  bool
+	// loop back for that wake (and for deferAt).
+	lastWake time.Time
+	wakeOwed bool
+	// deferAt is the earliest time a pulling subscriber that was not notified of a new version (its last pull
+	// was less than an interval ago, see offer) may be; zero: none waits.
+	deferAt   time.Time
 	wakeTimer *time.Timer
 }
 

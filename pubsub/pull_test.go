@@ -214,8 +214,8 @@ func TestPullGetsTheNewestRead(t *testing.T) {
 }
 
 // TestUpdatesAtMostMaxUpdateRate: under a write every 2 ms, a subscriber gets at most MaxUpdateRate updates per
-// second, whether it reads its channel or pulls, also while the lists are read more often than that for a
-// pulling subscriber that pulls late (150 ms after each notification); both end with the store's list. The list
+// second, whether it reads its channel or pulls (at once, or late: 150 ms after each notification, while the
+// lists are read more often than that); all end with the store's list. The list
 // is read at most MaxUpdateRate times per second while no pulling subscriber waits, readsPerWake times that
 // while one does.
 func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
@@ -249,12 +249,15 @@ func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
 
 	p := subscribePuller(t, h, v, 10)
 	p.pullNow()
+	quick := subscribePuller(t, h, v, 10) // pulls at once: only the hub keeps its pace
+	quick.pullNow()
 	pstop := make(chan struct{})
 	pulling := p.pullOnNotify(pstop, 150*time.Millisecond)
-	defer func() { close(pstop); <-pulling }()
+	quickPulling := quick.pullOnNotify(pstop, 0)
+	defer func() { close(pstop); <-pulling; <-quickPulling }()
 	waitTop(t, pushed, st, v, 5*time.Second)
 	_, pushedFrom, _, _ := pushed.state()
-	pulledFrom := p.got.Load()
+	pulledFrom, quickFrom := p.got.Load(), quick.got.Load()
 	rows = h.Stats().ListRows
 	elapsed = climbFor(2 * time.Second)
 	if reads := int((h.Stats().ListRows - rows) / 10); reads > int(elapsed.Seconds()*rate*readsPerWake)+3 {
@@ -264,12 +267,13 @@ func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pulledTo := p.got.Load()
+	pulledTo, quickTo := p.got.Load(), quick.got.Load()
 	limit := int(elapsed.Seconds()*rate) + 2
 	for _, c := range []struct {
 		who string
 		n   int
-	}{{"reading", int(pushedTo - pushedFrom)}, {"pulling", int(pulledTo - pulledFrom)}} {
+	}{{"reading", int(pushedTo - pushedFrom)}, {"pulling", int(pulledTo - pulledFrom)},
+		{"quickly pulling", int(quickTo - quickFrom)}} {
 		if c.n > limit {
 			t.Errorf("the %s subscriber got %d updates in %v: more than %d per second", c.who, c.n, elapsed, rate)
 		}
@@ -279,4 +283,5 @@ func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
 	}
 	waitTop(t, pushed, st, v, 5*time.Second)
 	waitTop(t, p.c, st, v, 5*time.Second)
+	waitTop(t, quick.c, st, v, 5*time.Second)
 }

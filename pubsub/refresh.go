@@ -67,8 +67,8 @@ func (b *board) pace() bool {
 		if b.pulls > 0 && len(b.watches) == 0 {
 			readAt = fast
 		}
-		if wakeAt := b.lastWake.Add(h.interval); b.wakeOwed && wakeAt.Before(readAt) {
-			readAt = wakeAt
+		if next := b.nextWake(); !next.IsZero() && next.Before(readAt) {
+			readAt = next
 			if readAt.Before(fast) {
 				readAt = fast
 			}
@@ -89,6 +89,16 @@ func (b *board) pace() bool {
 	}
 }
 
+// nextWake is when the board owes its subscribers a wake (wakeOwed) or a deferred notification (deferAt), the
+// earlier of the two; zero: neither. b.mu is held.
+func (b *board) nextWake() time.Time {
+	next := b.deferAt
+	if at := b.lastWake.Add(b.h.interval); b.wakeOwed && (next.IsZero() || at.Before(next)) {
+		next = at
+	}
+	return next
+}
+
 // wakeDue reports whether the subscribers may be offered new versions now: one interval after the last wake.
 // b.mu is held.
 func (b *board) wakeDue(now time.Time) bool { return !now.Before(b.lastWake.Add(b.h.interval)) }
@@ -103,7 +113,7 @@ func (b *board) wakeOwedViews(now time.Time, done map[viewKey]pageRead) {
 			}
 			for _, f := range vw.feeds {
 				if vw.covers(f.first) && f.ver > 0 {
-					b.offerAll(vw, f, now)
+					b.offerAll(vw, f, now, false)
 				}
 			}
 		}
@@ -320,14 +330,26 @@ func (b *board) install(r readResult) {
 			b.apply(vw, p.page, p.depth, now, wake)
 		}
 	}
-	switch {
-	case wake && (len(r.pages) > 0 || b.wakeOwed):
+	if wake && (len(r.pages) > 0 || b.wakeOwed) {
 		b.wakeOwedViews(now, r.pages)
-	case b.wakeOwed:
+	}
+	if !b.deferAt.IsZero() && !now.Before(b.deferAt) {
+		// Pulling subscribers that were too early for a new version: offered again (those still too early set
+		// deferAt again).
+		b.deferAt = time.Time{}
+		for _, vw := range b.views {
+			for _, f := range vw.feeds {
+				if vw.covers(f.first) && f.ver > 0 {
+					b.offerAll(vw, f, now, true)
+				}
+			}
+		}
+	}
+	if next := b.nextWake(); !next.IsZero() {
 		if b.wakeTimer == nil {
-			b.wakeTimer = time.AfterFunc(time.Until(b.lastWake.Add(b.h.interval)), b.signal)
+			b.wakeTimer = time.AfterFunc(time.Until(next), b.signal)
 		} else {
-			b.wakeTimer.Reset(time.Until(b.lastWake.Add(b.h.interval)))
+			b.wakeTimer.Reset(time.Until(next))
 		}
 	}
 	for k, w := range b.watches {

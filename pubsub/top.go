@@ -57,6 +57,9 @@ type topSub struct {
 	// notified of a version it has not pulled yet (counted in board.pulls).
 	pull  bool
 	dirty bool
+	// pulledAt is when a pull last put an update in the channel: the subscriber is not notified again before
+	// one interval (MaxUpdateRate) has passed since (board.deferAt).
+	pulledAt time.Time
 }
 
 // holds is the feed version the subscriber holds once it has read what is in its channel.
@@ -147,9 +150,10 @@ func (vw *view) covers(n int) bool { return n <= vw.depth || len(vw.list) < vw.d
 
 // apply installs a freshly read list of the top depth ranks in a view and brings its subscribers up to date. A
 // feed that joined since the read was planned and shows more than it holds waits for the next read, which the
-// view's want asks for. Without wake (a read between two of the board's wakes, see board.wakeDue) only a feed's
-// first version is offered; the others wait for the next wake, which apply then owes (board.wakeOwed), and what
-// pulling subscribers pull in between is this newer list. b.mu is held.
+// view's want asks for. Without wake (a read between two of the board's wakes, see board.wakeDue) the
+// subscribers that read their channels are offered only a feed's first version, and wait for the next wake,
+// which apply then owes (board.wakeOwed); pulling subscribers are offered every new version (offer keeps their
+// pace). b.mu is held.
 func (b *board) apply(vw *view, p *leaderboard.Page, depth int, now time.Time, wake bool) {
 	vw.loaded, vw.list, vw.size, vw.depth = true, p.Entries, p.Size, depth
 	vw.current.Store(&cachedList{entries: p.Entries, depth: depth, size: p.Size, token: listTokens.Add(1)})
@@ -160,17 +164,22 @@ func (b *board) apply(vw *view, p *leaderboard.Page, depth int, now time.Time, w
 		}
 		was := f.ver
 		b.h.updateFeed(f, vw.list, vw.size)
-		if !wake && was > 0 {
-			b.wakeOwed = b.wakeOwed || f.ver != was
-			continue
+		switch {
+		case wake || was == 0:
+			b.offerAll(vw, f, now, false)
+		case f.ver != was:
+			b.wakeOwed = true
+			b.offerAll(vw, f, now, true)
 		}
-		b.offerAll(vw, f, now)
 	}
 }
 
-// offerAll offers a feed's version to each of its subscribers. b.mu is held.
-func (b *board) offerAll(vw *view, f *feed, now time.Time) {
+// offerAll offers a feed's version to each of its subscribers, or (pulling) to those that pull. b.mu is held.
+func (b *board) offerAll(vw *view, f *feed, now time.Time, pulling bool) {
 	for s := range f.subs {
+		if pulling && !s.pull {
+			continue
+		}
 		b.offer(vw, s, now)
 		b.paced(s.notify != nil)
 	}
@@ -284,6 +293,12 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 	if s.closed || s.dirty || s.feed.ver == 0 || s.holds() == s.feed.ver {
 		return
 	}
+	if next := s.pulledAt.Add(b.h.interval); now.Before(next) {
+		if b.deferAt.IsZero() || next.Before(b.deferAt) {
+			b.deferAt = next
+		}
+		return
+	}
 	s.dirty = true
 	b.pulls++
 	s.notify()
@@ -298,7 +313,10 @@ func (b *board) pull(s *topSub) {
 	s.pull = true
 	if s.dirty || first {
 		b.clean(s)
-		b.deliver(s.view, s, time.Now())
+		now := time.Now()
+		if b.deliver(s.view, s, now) {
+			s.pulledAt = now
+		}
 	}
 }
 
