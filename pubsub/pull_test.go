@@ -19,6 +19,8 @@ type puller struct {
 	notified chan struct{}
 	c        *topClient   // the rebuilt list (waitTop reads it)
 	got      atomic.Int64 // updates after the first
+	at       []time.Time  // when each update pulled on a notification was taken (under c.mu)
+	onNotify bool         // pullOnNotify runs (under c.mu)
 }
 
 func subscribePuller(t *testing.T, h *Hub, v leaderboard.View, first int) *puller {
@@ -55,6 +57,9 @@ func (p *puller) take(u *TopUpdate) {
 	if c.ver > 0 {
 		p.got.Add(1)
 	}
+	if p.onNotify {
+		p.at = append(p.at, time.Now())
+	}
 	c.ver, c.size = u.Version, u.Size
 	c.list = Apply(c.list, u.Snapshot, u.Entries, u.Removed, c.first)
 }
@@ -76,12 +81,17 @@ func (p *puller) pullNow() bool {
 	}
 }
 
-// pullOnNotify pulls lag after each notification (a connection waiting for its writer), until stop is closed.
-func (p *puller) pullOnNotify(stop <-chan struct{}, lag time.Duration) <-chan struct{} {
+// pullOnNotify pulls lags[i] after the i-th notification (cycling; a connection waiting for its writer), until
+// stop is closed.
+func (p *puller) pullOnNotify(stop <-chan struct{}, lags ...time.Duration) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
+		p.c.mu.Lock()
+		p.onNotify = true
+		p.c.mu.Unlock()
+		for i := 0; ; i++ {
+			lag := lags[i%len(lags)]
 			select {
 			case <-stop:
 				return
@@ -251,10 +261,14 @@ func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
 	p.pullNow()
 	quick := subscribePuller(t, h, v, 10) // pulls at once: only the hub keeps its pace
 	quick.pullNow()
+	// Late, then at once: notified early (it was late the last time), it pulls too soon for the pace.
+	uneven := subscribePuller(t, h, v, 10)
+	uneven.pullNow()
 	pstop := make(chan struct{})
 	pulling := p.pullOnNotify(pstop, 150*time.Millisecond)
 	quickPulling := quick.pullOnNotify(pstop, 0)
-	defer func() { close(pstop); <-pulling; <-quickPulling }()
+	unevenPulling := uneven.pullOnNotify(pstop, 300*time.Millisecond, 0)
+	defer func() { close(pstop); <-pulling; <-quickPulling; <-unevenPulling }()
 	waitTop(t, pushed, st, v, 5*time.Second)
 	_, pushedFrom, _, _ := pushed.state()
 	pulledFrom, quickFrom := p.got.Load(), quick.got.Load()
@@ -284,4 +298,16 @@ func TestUpdatesAtMostMaxUpdateRate(t *testing.T) {
 	waitTop(t, pushed, st, v, 5*time.Second)
 	waitTop(t, p.c, st, v, 5*time.Second)
 	waitTop(t, quick.c, st, v, 5*time.Second)
+	waitTop(t, uneven.c, st, v, 5*time.Second)
+	// A pulling subscriber's updates are one interval apart at least (10 ms for the test's own scheduling).
+	for _, q := range []*puller{p, quick, uneven} {
+		q.c.mu.Lock()
+		for i := 1; i < len(q.at); i++ {
+			if d := q.at[i].Sub(q.at[i-1]); d < time.Second/rate-10*time.Millisecond {
+				t.Errorf("a pulling subscriber's updates %d and %d came %v apart", i, i+1, d)
+				break
+			}
+		}
+		q.c.mu.Unlock()
+	}
 }

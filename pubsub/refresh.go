@@ -99,6 +99,19 @@ func (b *board) nextWake() time.Time {
 	return next
 }
 
+// arm brings the board's loop back when a wake is owed or a pulling subscriber deferred (nextWake). b.mu is held.
+func (b *board) arm() {
+	next := b.nextWake()
+	if next.IsZero() {
+		return
+	}
+	if b.wakeTimer == nil {
+		b.wakeTimer = time.AfterFunc(time.Until(next), b.signal)
+	} else {
+		b.wakeTimer.Reset(time.Until(next))
+	}
+}
+
 // wakeDue reports whether the subscribers may be offered new versions now: one interval after the last wake.
 // b.mu is held.
 func (b *board) wakeDue(now time.Time) bool { return !now.Before(b.lastWake.Add(b.h.interval)) }
@@ -345,13 +358,7 @@ func (b *board) install(r readResult) {
 			}
 		}
 	}
-	if next := b.nextWake(); !next.IsZero() {
-		if b.wakeTimer == nil {
-			b.wakeTimer = time.AfterFunc(time.Until(next), b.signal)
-		} else {
-			b.wakeTimer.Reset(time.Until(next))
-		}
-	}
+	b.arm()
 	for k, w := range b.watches {
 		switch {
 		case w.dirty && r.ranks[viewKey{b.def.ID, k.window, k.period}]:

@@ -38,6 +38,7 @@ type feed struct {
 	merged   map[int64]*payload            // diffs from older versions to ver, computed on demand, once
 	snap     *payload                      // snapshot of ver, built on demand, once
 	subs     map[*topSub]struct{}
+	idle     map[*topSub]struct{} // the pulling subscribers not notified (topSub.dirty false): offers go to them
 }
 
 type topSub struct {
@@ -57,9 +58,12 @@ type topSub struct {
 	// notified of a version it has not pulled yet (counted in board.pulls).
 	pull  bool
 	dirty bool
-	// pulledAt is when a pull last put an update in the channel: the subscriber is not notified again before
-	// one interval (MaxUpdateRate) has passed since (board.deferAt).
-	pulledAt time.Time
+	// pulledAt is when a pull last put an update in the channel: the next pull that does is one interval
+	// (MaxUpdateRate) later at the earliest. notifiedAt is when the subscriber was last notified, and lag how
+	// long it then took to pull: it is notified lag before it may pull again, so that it pulls (a writer's round
+	// later, at 10,000 screens) about when it may (offer, pull).
+	pulledAt, notifiedAt time.Time
+	lag                  time.Duration
 }
 
 // holds is the feed version the subscriber holds once it has read what is in its channel.
@@ -74,7 +78,8 @@ func (s *topSub) holds() int64 {
 func (b *board) attachTop(vw *view, s *topSub, now time.Time) {
 	f := vw.feeds[s.first]
 	if f == nil {
-		f = &feed{first: s.first, hist: map[int64][]leaderboard.Entry{}, subs: map[*topSub]struct{}{}}
+		f = &feed{first: s.first, hist: map[int64][]leaderboard.Entry{}, subs: map[*topSub]struct{}{},
+			idle: map[*topSub]struct{}{}}
 		vw.feeds[s.first] = f
 		if vw.loaded && vw.covers(f.first) {
 			b.h.updateFeed(f, vw.list, vw.size)
@@ -83,6 +88,9 @@ func (b *board) attachTop(vw *view, s *topSub, now time.Time) {
 		}
 	}
 	f.subs[s] = struct{}{}
+	if s.pull {
+		f.idle[s] = struct{}{} // detachTop cleaned it
+	}
 	s.view, s.feed = vw, f
 	b.offer(vw, s, now)
 }
@@ -119,6 +127,7 @@ func (b *board) detachTop(s *topSub) {
 	b.clean(s)
 	f := s.feed
 	delete(f.subs, s)
+	delete(f.idle, s)
 	if len(f.subs) == 0 {
 		for _, vw := range b.views {
 			if vw.feeds[f.first] == f {
@@ -174,12 +183,14 @@ func (b *board) apply(vw *view, p *leaderboard.Page, depth int, now time.Time, w
 	}
 }
 
-// offerAll offers a feed's version to each of its subscribers, or (pulling) to those that pull. b.mu is held.
+// offerAll offers a feed's version to each of its subscribers, or (pulling) to the pulling ones not notified
+// yet (at 10,000 screens nearly all of them are, waiting for a writer). b.mu is held.
 func (b *board) offerAll(vw *view, f *feed, now time.Time, pulling bool) {
-	for s := range f.subs {
-		if pulling && !s.pull {
-			continue
-		}
+	subs := f.subs
+	if pulling {
+		subs = f.idle
+	}
+	for s := range subs {
 		b.offer(vw, s, now)
 		b.paced(s.notify != nil)
 	}
@@ -282,7 +293,8 @@ func orEmptyEntries(s []leaderboard.Entry) []leaderboard.Entry {
 }
 
 // offer brings one subscriber up to its feed's version: it puts the update in the subscriber's channel
-// (deliver), or, for a subscriber that pulls, notifies it once until it has pulled. b.mu is held.
+// (deliver), or, for a subscriber that pulls, notifies it once until it has pulled, lag before it may pull
+// again (board.deferAt until then). b.mu is held.
 func (b *board) offer(vw *view, s *topSub, now time.Time) {
 	if !s.pull {
 		if b.deliver(vw, s, now) && s.notify != nil {
@@ -293,31 +305,48 @@ func (b *board) offer(vw *view, s *topSub, now time.Time) {
 	if s.closed || s.dirty || s.feed.ver == 0 || s.holds() == s.feed.ver {
 		return
 	}
-	if next := s.pulledAt.Add(b.h.interval); now.Before(next) {
-		if b.deferAt.IsZero() || next.Before(b.deferAt) {
-			b.deferAt = next
-		}
+	if next := s.pulledAt.Add(b.h.interval - s.lag); now.Before(next) {
+		b.deferTo(next)
 		return
 	}
-	s.dirty = true
+	s.dirty, s.notifiedAt = true, now
+	delete(s.feed.idle, s)
 	b.pulls++
 	s.notify()
 }
 
+// deferTo asks for the pulling subscribers to be offered their versions again at t (install). b.mu is held.
+func (b *board) deferTo(t time.Time) {
+	if b.deferAt.IsZero() || t.Before(b.deferAt) {
+		b.deferAt = t
+	}
+}
+
 // pull is a pulling subscriber's read (Hub.SubscribeTopNotify): the feed's newest version goes in its channel if
-// it was notified of one since its last pull. The first call makes it a pulling subscriber.
+// it was notified of one since its last pull, and one interval has passed since the last pull that put one
+// there (else it is offered again when it has). The first call makes it a pulling subscriber.
 func (b *board) pull(s *topSub) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	first := !s.pull
 	s.pull = true
+	if s.closed {
+		return
+	}
 	if s.dirty || first {
-		b.clean(s)
 		now := time.Now()
-		if b.deliver(s.view, s, now) {
+		if s.dirty {
+			s.lag = now.Sub(s.notifiedAt)
+		}
+		b.clean(s)
+		if next := s.pulledAt.Add(b.h.interval); !first && now.Before(next) {
+			b.deferTo(next)
+			b.arm()
+		} else if b.deliver(s.view, s, now) {
 			s.pulledAt = now
 		}
 	}
+	s.feed.idle[s] = struct{}{}
 }
 
 // clean marks a pulling subscriber as not waiting for a pull. b.mu is held.
