@@ -306,3 +306,24 @@ func TestRawHTTPAfterTheServerClosedIdle(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the server closes the idle connection meanwhile
 	}
 }
+
+// TestClusterTwiceInOneWorkdir starts the benchmark's Redis Cluster twice in the same work directory, as two runs
+// with one -workdir do: the second start found the first one's nodes.conf, and --cluster create refused the nodes.
+func TestClusterTwiceInOneWorkdir(t *testing.T) {
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("redis-cli not installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	for run := 1; run <= 2; run++ {
+		c, err := startCluster(ctx, dir)
+		if err != nil {
+			t.Fatalf("start %d: %v", run, err)
+		}
+		if err := c.rdb.Set(ctx, "k", run, 0).Err(); err != nil {
+			t.Errorf("start %d: SET on the cluster: %v", run, err)
+		}
+		c.stop()
+	}
+}

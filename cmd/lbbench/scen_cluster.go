@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -64,9 +65,15 @@ func startCluster(ctx context.Context, dir string) (*redisCluster, error) {
 		}
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		ndir := filepath.Join(dir, fmt.Sprintf("cluster%d", i))
-		if out, err := exec.CommandContext(ctx, "mkdir", "-p", ndir).CombinedOutput(); err != nil {
+		// A node directory of an earlier run in the same -workdir holds that run's nodes.conf: the node would start
+		// as a member of the old cluster, and --cluster create refuses nodes that are not empty.
+		if err := os.RemoveAll(ndir); err != nil {
 			c.stop()
-			return nil, fmt.Errorf("mkdir %s: %v %s", ndir, err, out)
+			return nil, err
+		}
+		if err := os.MkdirAll(ndir, 0o755); err != nil {
+			c.stop()
+			return nil, err
 		}
 		n, err := spawn("redis-server", filepath.Join(dir, fmt.Sprintf("redis-cluster%d.log", i)), nil, "redis-server",
 			"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
