@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -79,7 +80,9 @@ local rec = make_rec(ts, tok, tx)
 local pts, ptok, ptx = parse_rec(rec)
 local px = ''
 if ptx then px = fmt(ptx) end
-return { tok, rec, tostring(pts), ptok or '', px, member_player(tok .. player) }
+local recn = rec -- make_rec with the arrival number at hand, as submit.lua calls it below 2^53
+if hi < 2097152 then recn = make_rec(ts, 'unused', tx, hi * LO + lo) end
+return { tok, rec, tostring(pts), ptok or '', px, member_player(tok .. player), recn }
 `)
 
 // goToken is an independent encoding of arrival tokens: the number of base-62 digits, then the digits.
@@ -128,6 +131,9 @@ func FuzzRecordEncoding(f *testing.F) {
 			t.Fatal(err)
 		}
 		tok, rec, pts, ptok, ptx, pp := v[0], v[1], v[2], v[3], v[4], v[5]
+		if v[6] != rec {
+			t.Fatalf("make_rec with the arrival number %d: %q, from the token: %q", n, v[6], rec)
+		}
 		if want := goToken(n); tok != want {
 			t.Fatalf("token(%d) = %q, want %q", n, tok, want)
 		}
@@ -147,6 +153,81 @@ func FuzzRecordEncoding(f *testing.F) {
 		}
 		if a, b := goToken(n), goToken(other); (a < b) != (n < other) || (a == b) != (n == other) {
 			t.Fatalf("tokens %q (%d) and %q (%d) sort against their numbers", a, n, b, other)
+		}
+	})
+}
+
+// parseHarness reads any string with parse_rec and with parse_rec as it was before its single scan (2026-12-03),
+// the reference: both readings are returned, each as {ok, updatedAt, token, tail score}.
+var parseHarness = redis.NewScript(commonLua + prologue + `
+local function parse_rec_v1(v)
+  if type(v) ~= 'string' then return nil end
+  local c = sfind(v, ':', 11, true)
+  local digits = ssub(v, 11, (c or 0) - 1)
+  local ts = tonum(ssub(v, 1, 10))
+  if not ts or #digits == 0 or #digits > 19 or sfind(v, '[^0-9]', 1) ~= (c or nil) then return nil end
+  local tok
+  if #digits <= 15 then
+    tok = token_small(tonum(digits))
+  else
+    local hi, lo = 0, 0
+    for i = 1, #digits do
+      local x = lo * 10 + sbyte(digits, i) - 48
+      lo = x % LO
+      hi = hi * 10 + (x - lo) / LO
+    end
+    tok = token(hi, lo)
+  end
+  if c then return ts, tok, tonum(ssub(v, c + 1)) end
+  return ts, tok, nil
+end
+local function show(ts, tok, tx)
+  if not ts then return { '0', '', '', '' } end
+  local x = 'nil'
+  if tx then x = fmt(tx) end
+  return { '1', fmt(ts), tok, x }
+end
+return { show(parse_rec(ARGV[1])), show(parse_rec_v1(ARGV[1])) }
+`)
+
+// recordPattern is what a record is (make_rec): updatedAt in 10 digits, the arrival number in 1 to 19, and for
+// a tail player ':' and anything after it.
+var recordPattern = regexp.MustCompile(`(?s)^([0-9]{10})([0-9]{1,19})(:.*)?$`)
+
+// FuzzParseRecord: parse_rec reads any string as the reference reading does (parseHarness), and takes exactly the
+// strings of recordPattern as records, with the updatedAt and the arrival number's token they spell.
+func FuzzParseRecord(f *testing.F) {
+	for _, s := range []string{"", "1764601234", "17646012341", "17646012341:5", "17646012341:", "1764601234:1",
+		"17646012341x", "1764601234123456789012345678", "17646012341234567890123456789", "176460123412345678901:-1e300",
+		"1764601234999999999999999", "17646012349999999999999999", "1764601234 1", "176460123a1", "17646012341:0x10",
+		"０1764601234"} {
+		f.Add(s)
+	}
+	rdb := redistest.SharedStandalone(f).Client(f)
+	f.Fuzz(func(t *testing.T, v string) {
+		res, err := parseHarness.Run(context.Background(), rdb, []string{"t:{x}:"}, v).Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ref := fmt.Sprint(res[0]), fmt.Sprint(res[1])
+		if got != ref {
+			t.Fatalf("parse_rec(%q) = %s, the reference reading %s", v, got, ref)
+		}
+		row := res[0].([]any)
+		m := recordPattern.FindStringSubmatch(v)
+		if (row[0] == "1") != (m != nil) {
+			t.Fatalf("parse_rec(%q) took it as a record: %v; the pattern: %v", v, row[0] == "1", m != nil)
+		}
+		if m == nil {
+			return
+		}
+		ts, _ := strconv.ParseInt(m[1], 10, 64)
+		n, err := strconv.ParseUint(m[2], 10, 64)
+		if err != nil {
+			t.Fatalf("arrival number %q: %v", m[2], err) // 19 digits fit in a uint64
+		}
+		if row[1] != strconv.FormatInt(ts, 10) || row[2] != goToken(n) {
+			t.Fatalf("parse_rec(%q) = updatedAt %v, token %v; want %d, %q", v, row[1], row[2], ts, goToken(n))
 		}
 	})
 }

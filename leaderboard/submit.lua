@@ -104,13 +104,13 @@ local function maybe_split(st, ttl)
   if st.sp == m then st.lvl, st.sp = st.lvl + 1, 0 end
 end
 
--- place puts a player with internal score x and token tok into the exact ranking or the tail and returns the
--- record to store.
-local function place(st, player, x, tok, ts, ttl)
+-- place puts a player with internal score x and token tok (arrival number num, see make_rec) into the exact
+-- ranking or the tail and returns the record to store.
+local function place(st, player, x, tok, num, ts, ttl)
   local z = st.z
   if exactTop == 0 then
     rcall('ZADD', z, fmt(x), tok .. player)
-    return make_rec(ts, tok, nil)
+    return make_rec(ts, tok, nil, num)
   end
   local n = rcall('ZCARD', z)
   local exact = false
@@ -132,10 +132,10 @@ local function place(st, player, x, tok, ts, ttl)
   end
   if exact then
     rcall('ZADD', z, fmt(x), tok .. player)
-    return make_rec(ts, tok, nil)
+    return make_rec(ts, tok, nil, num)
   end
   hist_add(st, x, 1, ttl)
-  return make_rec(ts, tok, x)
+  return make_rec(ts, tok, x, num)
 end
 
 local function save_state(st, ttl)
@@ -295,7 +295,14 @@ local function apply(it)
       wrote = true
       st.seq = st.seq + 1
       if st.seq >= LO then st.seq, st.sqh = 0, st.sqh + 1 end
-      tok, uts = token(st.sqh, st.seq), it.ts
+      local num -- the arrival number below 2^53 (token's own test), for make_rec
+      if st.sqh < 2097152 then
+        num = st.sqh * LO + st.seq
+        tok = token_small(num)
+      else
+        tok = token(st.sqh, st.seq)
+      end
+      uts = it.ts
       if pl.rec then
         if pl.oexact then
           rcall('ZREM', z, pl.otok .. player)
@@ -305,7 +312,7 @@ local function apply(it)
       else
         st.cnt = st.cnt + 1
       end
-      local rec = place(st, player, pl.nx, tok, it.ts, pl.ttl)
+      local rec = place(st, player, pl.nx, tok, num, it.ts, pl.ttl)
       exact = sfind(rec, ':', 1, true) == nil
       local rk = pl.rk -- planned just before: no split since
       rcall('HSET', rk, player, rec)
