@@ -403,6 +403,9 @@ var streamedFrames, slowHandoffs atomic.Int64
 const streamWriteSlice = 5 * time.Millisecond
 
 func isTimeout(err error) bool {
+	if err == nil {
+		return false // before ne: errors.As makes it escape, an allocation per stream write
+	}
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
