@@ -428,7 +428,8 @@ local function tail_before(st, x)
 end
 
 -- locate finds a player (h: its phash in st, when the caller has it): returns record key, record (or nil), and when
--- present, updatedAt, token, internal score and whether the player is in the exact ranking.
+-- present, updatedAt, token, internal score, whether the player is in the exact ranking and, if so, its member
+-- there (token .. player: made once, and a submission names it up to three times).
 local function locate(st, player, h)
   local rk = record_key(st, h or phash(st, player))
   local rec = rcall('HGET', rk, player)
@@ -436,17 +437,19 @@ local function locate(st, player, h)
   local ts, tok, tx = parse_rec(rec)
   if not ts then return rk, nil end -- not a record: treat as absent
   if tx then return rk, rec, ts, tok, tx, false end
-  local x = rcall('ZSCORE', st.z, tok .. player)
+  local m = tok .. player
+  local x = rcall('ZSCORE', st.z, m)
   if not x then return rk, nil end -- a record without its index entry cannot happen; treat as absent
-  return rk, rec, ts, tok, tonum(x), true
+  return rk, rec, ts, tok, tonum(x), true, m
 end
 
--- rank_of returns the 1-based rank of a located player and whether it is estimated. It never fails: an exact
--- player missing from the index (which cannot happen) gets the rank after the exact tier.
-local function rank_of(st, player, tok, x, exact)
+-- rank_of returns the 1-based rank of a located player and whether it is estimated (m: its member, tok .. player,
+-- when the caller has it). It never fails: an exact player missing from the index (which cannot happen) gets the
+-- rank after the exact tier.
+local function rank_of(st, player, tok, x, exact, m)
   local z = st.z
   if exact then
-    local r = rcall('ZRANK', z, tok .. player)
+    local r = rcall('ZRANK', z, m or tok .. player)
     if r then return r + 1, 0 end
   end
   local r = rcall('ZCARD', z) + tail_before(st, x) + 1

@@ -104,13 +104,13 @@ local function maybe_split(st, ttl)
   if st.sp == m then st.lvl, st.sp = st.lvl + 1, 0 end
 end
 
--- place puts a player with internal score x and token tok (arrival number num, see make_rec) into the exact
--- ranking or the tail and returns the record to store.
-local function place(st, player, x, tok, num, ts, ttl)
+-- place puts a player with internal score x (xs: fmt(x)) and token tok (member m: tok .. player; arrival number
+-- num, see make_rec) into the exact ranking or the tail and returns the record to store and whether it is exact.
+local function place(st, player, x, xs, tok, m, num, ts, ttl)
   local z = st.z
   if exactTop == 0 then
-    rcall('ZADD', z, fmt(x), tok .. player)
-    return make_rec(ts, tok, nil, num)
+    rcall('ZADD', z, xs, m)
+    return make_rec(ts, tok, nil, num), true
   end
   local n = rcall('ZCARD', z)
   local exact = false
@@ -131,11 +131,11 @@ local function place(st, player, x, tok, num, ts, ttl)
     end
   end
   if exact then
-    rcall('ZADD', z, fmt(x), tok .. player)
-    return make_rec(ts, tok, nil, num)
+    rcall('ZADD', z, xs, m)
+    return make_rec(ts, tok, nil, num), true
   end
   hist_add(st, x, 1, ttl)
-  return make_rec(ts, tok, x, num)
+  return make_rec(ts, tok, x, num), false
 end
 
 local function save_state(st, ttl)
@@ -226,7 +226,7 @@ local function plan(i0)
       states[sk] = st
     end
     local h = phash(st, player)
-    local rk, rec, ots, otok, ox, oexact = locate(st, player, h)
+    local rk, rec, ots, otok, ox, oexact, om = locate(st, player, h)
     local sx = it.score
     if desc then sx = -sx end
     local nx = sx
@@ -253,13 +253,13 @@ local function plan(i0)
         return nil, refuse('BAD_USER_INPUT', 'the total ' .. fmt(u) .. ' would leave the board\'s score range')
       end
     end
-    local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact,
+    local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, om = om,
       nx = nx, ttl = ttl }
     pl.changed = (not rec) or nx ~= ox
     if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
       return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
     end
-    if rec then pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact) end
+    if rec then pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact, om) end
     it.wins[#it.wins + 1] = pl
   end
 
@@ -290,7 +290,10 @@ local function apply(it)
   for _, pl in ipairs(it.wins) do
     local st = pl.st
     local z = st.z
-    local tok, uts, exact = pl.otok, pl.ots, pl.oexact
+    local tok, uts, exact, m = pl.otok, pl.ots, pl.oexact, pl.om
+    -- The new and old internal scores printed once each, when the sorted set, a change event or the reply needs
+    -- them (nil until then; oxs is '' for a new player).
+    local nxs, oxs
     if pl.changed then
       wrote = true
       st.seq = st.seq + 1
@@ -305,15 +308,16 @@ local function apply(it)
       uts = it.ts
       if pl.rec then
         if pl.oexact then
-          rcall('ZREM', z, pl.otok .. player)
+          rcall('ZREM', z, pl.om)
         else
           hist_add(st, pl.ox, -1, pl.ttl)
         end
       else
         st.cnt = st.cnt + 1
       end
-      local rec = place(st, player, pl.nx, tok, num, it.ts, pl.ttl)
-      exact = sfind(rec, ':', 1, true) == nil
+      m, nxs = tok .. player, fmt(pl.nx)
+      local rec
+      rec, exact = place(st, player, pl.nx, nxs, tok, m, num, it.ts, pl.ttl)
       local rk = pl.rk -- planned just before: no split since
       rcall('HSET', rk, player, rec)
       touch(rk, pl.ttl)
@@ -327,30 +331,31 @@ local function apply(it)
     local prevRank = pl.prevRank
     local rank, approx = prevRank, pl.prevApprox
     if pl.changed then
-      rank, approx = rank_of(st, player, tok, pl.nx, exact)
+      rank, approx = rank_of(st, player, tok, pl.nx, exact, m)
     end -- else the rank plan() read for this item still holds: nothing was written between the two
     local top = rank <= liveTop or (prevRank and prevRank <= liveTop)
+    if (pl.changed or it.metaChanged) and (watching or top) or not out then
+      nxs = nxs or fmt(pl.nx)
+      oxs = pl.rec and fmt(pl.ox) or ''
+    end
     if pl.changed then
-      local prevX = ''
-      if pl.rec then prevX = fmt(pl.ox) end
       if watching or top then
-        changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank, prevX, fmt(pl.nx), st.cnt }
+        changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank, oxs, nxs, st.cnt }
       elseif not pl.rec and redis_ms() - st.szp >= SIZE_EVERY then
         -- A join below the live top changes only the size; announced at most every SIZE_EVERY ms per period
         -- (receivers re-read once more a moment later for the joins in between).
-        changes[#changes + 1] = { st.w, st.p, player, 0, rank, prevX, fmt(pl.nx), st.cnt }
+        changes[#changes + 1] = { st.w, st.p, player, 0, rank, '', nxs, st.cnt } -- a new player: no old score
         st.szp = redis_ms()
         rcall('HSET', skey(st.w, st.p), 'szp', st.szp)
       end
     elseif it.metaChanged and (watching or top) then
-      changes[#changes + 1] = { st.w, st.p, player, rank, rank, fmt(pl.nx), fmt(pl.nx), st.cnt } -- new name or metadata
+      changes[#changes + 1] = { st.w, st.p, player, rank, rank, nxs, nxs, st.cnt } -- new name or metadata
     end
     if not out then
       local tie = 0
       if wantTie or it.ekey then tie = tie_of(st, pl.nx, rank, approx == 0) end
-      out = { 'ok', rank, approx, fmt(pl.nx), uts, '', prevRank or '', '', pl.changed and 1 or 0, st.cnt, tie,
+      out = { 'ok', rank, approx, nxs, uts, '', prevRank or '', oxs, pl.changed and 1 or 0, st.cnt, tie,
         pl.wi, st.p }
-      if pl.rec then out[8] = fmt(pl.ox) end
     end
   end
 
