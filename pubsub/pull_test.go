@@ -198,7 +198,7 @@ func TestPullGetsTheNewestRead(t *testing.T) {
 	if !p.pullNow() {
 		t.Fatal("notified, but the pull put nothing in the channel")
 	}
-	// The newest read is at most interval/readsPerWake (10 ms) plus a read old; 250 ms leaves room for a loaded
+	// The newest read is at most interval/readsPerWake (25 ms) plus a read old; 250 ms leaves room for a loaded
 	// machine and still fails an update bound at the notification.
 	want, answeredAt := log.before(pulledAt.Add(-250 * time.Millisecond))
 	if !answeredAt.After(notifiedAt) {

@@ -53,10 +53,10 @@ func (b *board) refresh() bool {
 // interval (the board's wake), and what a notified one pulls is the newest list read. At 10,000 screens of one
 // board a stream writer's round over the connections takes ~200 ms, and a subscriber's update held the list as
 // it was when the round began: up to a whole interval (100 ms) older than the newest read could have been. 4
-// reads per interval halved lbbench's "newest" p50 there (69 -> 17 ms), 10 halved it again (16 -> 7.5 ms, three
-// runs); a read of a top 10 costs Redis ~40 us, so 100 a second are 0.4 % of it, and only a board whose list
-// changes that often reads that often.
-const readsPerWake = 10
+// reads per interval cut lbbench's "newest" p50 there from 69 to 17 ms. 10 halved it again (16 -> 7.5 ms), but in
+// five A/B runs one board's latency p99 was 0.88-1.37x (1.10x on average) and its submissions' p99 worse in three
+// (up to 40 vs 11 ms): the extra reads and their offers take the writer's and the requests' time.
+const readsPerWake = 4
 
 // pace waits until MaxUpdateRate allows the next read, or, when the board owes its subscribers a wake (apply),
 // until the wake is due and readsPerWake allows a read (install then wakes them, with what it reads or without
