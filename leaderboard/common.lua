@@ -500,13 +500,13 @@ local function entries(st, players, first, fields, out)
   if #members > 0 then scores = rcall('ZMSCORE', st.z, unpack_(members)) end
   local found, j = {}, 0
   for k = 1, n do
-    local x, exact = txs[k], false
+    local x, exact, m = txs[k], false, nil
     if not x then
       j = j + 1
-      x, exact = tonum(scores[j]), true -- false (a nil reply) gives nil
+      x, exact, m = tonum(scores[j]), true, members[j] -- false (a nil reply) gives nil
     end
     if x then
-      local r, approx = rank_of(st, ids[k], toks[k], x, exact)
+      local r, approx = rank_of(st, ids[k], toks[k], x, exact, m)
       local tie, ts = 0, tss[k]
       if has(fields, F_TIE) then tie = tie_of(st, x, r, approx == 0) end
       if not has(fields, F_UPDATED) then ts = 0 end
