@@ -136,9 +136,13 @@ local function token_small(n)
 end
 
 -- token encodes the arrival number hi * 2^32 + lo (below 2^63) so that byte order is numeric order: one character
--- giving the number of base-62 digits (1..11), then the digits. It prefixes the player id in the sorted set.
+-- giving the number of base-62 digits (1..11), then the digits. It prefixes the player id in the sorted set. Below
+-- 2^53 it also returns the number itself, exact in a double (for make_rec).
 local function token(hi, lo)
-  if hi < 2097152 then return token_small(hi * LO + lo) end -- below 2^53
+  if hi < 2097152 then -- below 2^53
+    local n = hi * LO + lo
+    return token_small(n), n
+  end
   local t = {}
   repeat
     local r = hi % 62

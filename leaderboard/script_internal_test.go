@@ -75,14 +75,16 @@ var recordHarness = redis.NewScript(commonLua + prologue + `
 local ts, hi, lo, player = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[5]
 local tx = nil
 if ARGV[4] ~= '' then tx = tonumber(ARGV[4]) end
-local tok = token(hi, lo)
+local tok, num = token(hi, lo)
 local rec = make_rec(ts, tok, tx)
 local pts, ptok, ptx = parse_rec(rec)
 local px = ''
 if ptx then px = fmt(ptx) end
-local recn = rec -- make_rec with the arrival number at hand, as submit.lua calls it below 2^53
-if hi < 2097152 then recn = make_rec(ts, 'unused', tx, hi * LO + lo) end
-return { tok, rec, tostring(pts), ptok or '', px, member_player(tok .. player), recn }
+local recn = rec -- make_rec with the arrival number token gives below 2^53, as submit.lua calls it
+if num then recn = make_rec(ts, 'unused', tx, num) end
+local shown = 'nil'
+if num then shown = sformat('%d', num) end
+return { tok, rec, tostring(pts), ptok or '', px, member_player(tok .. player), recn, shown }
 `)
 
 // goToken is an independent encoding of arrival tokens: the number of base-62 digits, then the digits.
@@ -131,6 +133,13 @@ func FuzzRecordEncoding(f *testing.F) {
 			t.Fatal(err)
 		}
 		tok, rec, pts, ptok, ptx, pp := v[0], v[1], v[2], v[3], v[4], v[5]
+		wantNum := "nil" // token gives the number along only below 2^53
+		if n < 1<<53 {
+			wantNum = strconv.FormatUint(n, 10)
+		}
+		if v[7] != wantNum {
+			t.Fatalf("token(%d) gave the number %s with it, want %s", n, v[7], wantNum)
+		}
 		if v[6] != rec {
 			t.Fatalf("make_rec with the arrival number %d: %q, from the token: %q", n, v[6], rec)
 		}

@@ -298,13 +298,8 @@ local function apply(it)
       wrote = true
       st.seq = st.seq + 1
       if st.seq >= LO then st.seq, st.sqh = 0, st.sqh + 1 end
-      local num -- the arrival number below 2^53 (token's own test), for make_rec
-      if st.sqh < 2097152 then
-        num = st.sqh * LO + st.seq
-        tok = token_small(num)
-      else
-        tok = token(st.sqh, st.seq)
-      end
+      local num -- the arrival number when below 2^53, for make_rec
+      tok, num = token(st.sqh, st.seq)
       uts = it.ts
       if pl.rec then
         if pl.oexact then

@@ -311,7 +311,7 @@ func TestRawHTTPAfterTheServerClosedIdle(t *testing.T) {
 // with one -workdir do: the second start found the first one's nodes.conf, and --cluster create refused the nodes.
 func TestClusterTwiceInOneWorkdir(t *testing.T) {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Skip("redis-cli not installed")
+		t.Fatalf("redis-cli: %v (make test-deps installs it)", err) // no silent skip: the cluster step needs it
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
