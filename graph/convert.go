@@ -100,14 +100,17 @@ func quote(s string) string {
 // read), so the store does no Redis work for the others (leaderboard.Fields).
 func entryFields(ctx context.Context) leaderboard.ReadOption { return selectedFields(ctx, entryParts) }
 
-// resultFields is entryFields for a field that returns ScoreResults: the parts its entry's selection shows (a
-// submission's tieRank and metadata cost Redis work of their own).
+// resultFields is entryFields for a field that returns ScoreResults: the parts its entry's selection shows, and
+// previousRank when selected (a submission's tieRank, metadata and previous rank cost Redis work of their own).
 func resultFields(ctx context.Context) leaderboard.ReadOption {
 	return selectedFields(ctx, func(op *graphql.OperationContext, set ast.SelectionSet) leaderboard.Fields {
 		var f leaderboard.Fields
 		for _, cf := range graphql.CollectFields(op, set, nil) {
-			if cf.Name == "entry" {
+			switch cf.Name {
+			case "entry":
 				f |= entryParts(op, cf.Selections)
+			case "previousRank":
+				f |= leaderboard.FieldPreviousRank
 			}
 		}
 		return f

@@ -481,6 +481,7 @@ end
 local F_UPDATED, F_TIE, F_META = 1, 2, 4
 local F_ALL = 7
 local F_VERSION = 8 -- ranks.lua: the reply starts with the board's change event version
+local F_PREV = 16   -- submit.lua: the previous rank, whatever it costs (FieldPreviousRank)
 
 local function has(fields, f) return floor(fields / f) % 2 == 1 end
 

@@ -70,7 +70,11 @@ const (
 	FieldUpdatedAt Fields = 1 << iota // Entry.UpdatedAt
 	FieldTieRank                      // Entry.TieRank
 	FieldMeta                         // Entry.DisplayName and Entry.Metadata
-	AllFields      = FieldUpdatedAt | FieldTieRank | FieldMeta
+	// FieldPreviousRank is a submission's Result.PreviousRank (reads ignore it): without it a player that ranks
+	// below LiveTop after an improvement (BEST boards) has its rank before left unread, a ZRANK saved. Its value
+	// skips 8, the read scripts' version flag (readVersion).
+	FieldPreviousRank Fields = 16
+	AllFields                = FieldUpdatedAt | FieldTieRank | FieldMeta | FieldPreviousRank
 )
 
 // ReadOption changes what a read returns, or a submission's result (Only; a submission's updatedAt comes with

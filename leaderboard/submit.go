@@ -34,10 +34,12 @@ type Submission struct {
 // Result is the outcome of a submission in the board's first window, or in the first one written when no season
 // took the score for a SEASON window before it (Window and Period say which).
 type Result struct {
-	Entry         Entry
-	Window        Window
-	Period        string
-	PreviousRank  *int64   // nil when the player had no score before
+	Entry  Entry
+	Window Window
+	Period string
+	// PreviousRank is nil when the player had no score before, and when Only left FieldPreviousRank out and the
+	// player ranked below LiveTop both before and after (an improvement on a BEST board: see FieldPreviousRank).
+	PreviousRank  *int64
 	PreviousScore *float64 // nil when the player had no score before
 	Updated       bool     // false when the stored score did not change
 	Duplicate     bool     // true when EventID was seen before: nothing was applied again
@@ -61,13 +63,13 @@ const (
 	submitCountArg   = 12
 )
 
-// submitFields are the parts of a result's entry that cost a submission Redis work of their own: the others
-// come with the write.
-const submitFields = FieldTieRank | FieldMeta
+// submitFields are the parts of a result that cost a submission Redis work of their own: the others come with
+// the write.
+const submitFields = FieldTieRank | FieldMeta | FieldPreviousRank
 
 // Submit applies one submission atomically to every window of its board: one script call, one round trip.
-// Only in opts leaves parts of the result's entry out (zero), as for reads; a submission with an EventID fills
-// them all, for its retries.
+// Only in opts leaves parts of the result's entry out (zero), as for reads, and the previous rank where it
+// would cost a read of its own (FieldPreviousRank); a submission with an EventID fills them all, for its retries.
 func (s *Store) Submit(ctx context.Context, sub Submission, opts ...ReadOption) (*Result, error) {
 	out, err := s.SubmitMany(ctx, []Submission{sub}, opts...)
 	if err != nil {

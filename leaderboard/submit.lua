@@ -34,7 +34,7 @@ local maxPerMin = tonum(ARGV[14])
 -- an item's Redis time on a board of a million. An item with an eventId fills every part: its result is stored for retries,
 -- which may ask for more.
 local fields = tonum(ARGV[15])
-local wantTie, wantMeta = has(fields, F_TIE), has(fields, F_META)
+local wantTie, wantMeta, wantPrev = has(fields, F_TIE), has(fields, F_META), has(fields, F_PREV)
 local FIRST = 16
 local stride = 9 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
@@ -70,6 +70,21 @@ local function hist_add(st, x, d, ttl)
     local k = hist_first(st)
     if k and (st.tb == nil or k ~= hidx(st.tb)) then st.tb = hbounds(k) end
   end
+end
+
+-- below_top reports whether a player whose internal score improves to x on a BEST board ranks below the live
+-- top after it, and so before it too: then its rank before, asked for by neither the reply (F_PREV) nor a change
+-- event, is not read (a ZRANK, a fifth of a bulk item's Redis time). It compares x with st.topx, the liveTop-th
+-- score when first asked in this call (false: fewer players). During a BEST call players only join or improve,
+-- so at least liveTop players other than this one keep a score at or below topx (this one's old score is above
+-- x); with x >= topx all of them rank before it, ties by their earlier arrival.
+local function below_top(st, x)
+  if mode ~= 'best' or watching or (exactTop > 0 and exactTop < liveTop) then return false end
+  if st.topx == nil then
+    local r = rcall('ZRANGE', st.z, liveTop - 1, liveTop - 1, 'WITHSCORES')
+    st.topx = tonum(r[2]) or false
+  end
+  return st.topx ~= false and x >= st.topx
 end
 
 local function touch(key, ttl)
@@ -259,7 +274,9 @@ local function plan(i0)
     if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
       return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
     end
-    if rec then pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact, om) end
+    if rec and (wantPrev or it.ekey or not pl.changed or not below_top(st, nx)) then
+      pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact, om)
+    end
     it.wins[#it.wins + 1] = pl
   end
 

@@ -16,9 +16,12 @@ const submitMutation = `mutation($in: ScoreInput!) { submitScore(input: $in) { e
 // bulkMutation is the bulk form.
 const bulkMutation = `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { entry { rank } updated } }`
 
-// rawFields is what the server asks its store for with submitMutation's and bulkMutation's selections (no tieRank,
-// no names): the raw side does the same script work.
-var rawFields = leaderboard.Only(0)
+// rawFields and rawBulkFields are what the server asks its store for with submitMutation's and bulkMutation's
+// selections (no tieRank, no names; previousRank only in the first): the raw side does the same script work.
+var (
+	rawFields     = leaderboard.Only(leaderboard.FieldPreviousRank)
+	rawBulkFields = leaderboard.Only(0)
+)
 
 // workload picks the player and score of call i: even calls bring a new player, odd calls resubmit an earlier
 // player with a new random score (on a BEST board about half of those are improvements).
@@ -37,7 +40,7 @@ func (e *env) rawNote(workers int, what string) string {
 		client = "the 512-connection go-redis pool (the AutoPipeliner was not available)"
 	}
 	return fmt.Sprintf("%s = leaderboard.%s on %s, from %d goroutines: the same Lua script with the arguments the "+
-		"server's own code builds for the mutations' selections (rawFields), many calls in flight (the store's own batcher, Config.BatchLanes, is left off: "+
+		"server's own code builds for the mutations' selections (rawFields, rawBulkFields), many calls in flight (the store's own batcher, Config.BatchLanes, is left off: "+
 		"the pipelining is go-redis's). The physical limit of the script on this machine, not a same-concurrency "+
 		"comparison: its latency is that of a deep queue.", e.rawLabel, what, client, workers)
 }
@@ -195,7 +198,7 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 						p, sc := workload(i*int64(n) + int64(k))
 						subs[k] = leaderboard.Submission{Board: rb, Player: p, Score: sc}
 					}
-					out, err := e.rawStore.SubmitMany(ctx, subs, rawFields)
+					out, err := e.rawStore.SubmitMany(ctx, subs, rawBulkFields)
 					if err == nil {
 						for _, o := range out {
 							if o.Err != nil {

@@ -192,3 +192,77 @@ func sameEntryField(name string, v json.RawMessage, e leaderboard.Entry) bool {
 	}
 	return false
 }
+
+// TestPreviousRankWhenSelected: previousRank, however it is selected (alias, fragment, @include), is the player's
+// rank right before the submission, also for a player far below the live top, whose previous rank the store
+// leaves unread when it is not selected (leaderboard's TestPreviousRankOnlyWhenAsked); without it selected, a
+// submission is still exact in what it shows. On the fast path (second runs) and on gqlgen's.
+func TestPreviousRankWhenSelected(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "prevsel"})
+	const players = leaderboard.LiveTop + 50
+	var in []map[string]any
+	for i := range players {
+		in = append(in, map[string]any{"board": "prevsel", "playerId": fmt.Sprint("p", i), "score": float64(i)})
+	}
+	if resp := s.do(t, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+		map[string]any{"in": in}); len(resp.Errors) > 0 {
+		t.Fatal(resp.Errors[0].Message)
+	}
+	next := 0 // players p0, p1, ... rank last: each is raised by a half once, staying below the live top
+	for _, sel := range []string{`previousRank`, `pr: previousRank`, `...R`, `previousRank @include(if: $yes)`, ``} {
+		for _, q := range []string{
+			`mutation($yes: Boolean!) { submitScore(input: {board: "prevsel", playerId: "PLAYER", score: SCORE}) { SEL entry { rank } } }`,
+			`mutation($yes: Boolean!) { submitScores(inputs: [{board: "prevsel", playerId: "PLAYER", score: SCORE}]) { entry { rank } SEL } }`,
+		} {
+			q = strings.Replace(q, "SEL", sel, 1)
+			var vars map[string]any
+			if strings.Contains(sel, "$yes") {
+				vars = map[string]any{"yes": true}
+			} else {
+				q = strings.Replace(q, "($yes: Boolean!)", "", 1)
+			}
+			if sel == `...R` {
+				q += ` fragment R on ScoreResult { previousRank }`
+			}
+			for run := range 2 {
+				id := fmt.Sprint("p", next)
+				next++
+				before, err := s.Store.Rank(context.Background(), leaderboard.View{Board: "prevsel"}, id)
+				if err != nil || before == nil || before.Rank <= leaderboard.LiveTop {
+					t.Fatal(id, before, err)
+				}
+				doc := strings.NewReplacer("PLAYER", id, "SCORE", fmt.Sprint(float64(next-1)+0.5)).Replace(q)
+				resp := s.do(t, testSubmitKey, doc, vars)
+				if len(resp.Errors) > 0 {
+					t.Fatalf("%s: %s", doc, resp.Errors[0].Message)
+				}
+				results := dataRows(resp.Data)
+				if len(results) != 1 {
+					t.Fatalf("run %d, %s: %s", run, doc, resp.Data)
+				}
+				after, err := s.Store.Rank(context.Background(), leaderboard.View{Board: "prevsel"}, id)
+				if err != nil || after == nil {
+					t.Fatal(id, after, err)
+				}
+				var entry struct{ Rank int64 }
+				var prev *int64
+				for k, v := range results[0] {
+					switch k {
+					case "entry":
+						json.Unmarshal(v, &entry)
+					case "previousRank", "pr":
+						if json.Unmarshal(v, &prev) != nil || prev == nil {
+							t.Fatalf("run %d, %s: %s is %s", run, doc, k, v)
+						}
+					default:
+						t.Fatalf("run %d, %s: unexpected field %s", run, doc, k)
+					}
+				}
+				if entry.Rank != after.Rank || (sel == "") != (prev == nil) || prev != nil && *prev != before.Rank {
+					t.Fatalf("run %d, %s: %s, rank before %d, after %d", run, doc, resp.Data, before.Rank, after.Rank)
+				}
+			}
+		}
+	}
+}
