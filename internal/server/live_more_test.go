@@ -128,7 +128,11 @@ func TestLiveSharedEncoding(t *testing.T) {
 	}
 	renders := graph.SharedRenders() - before
 	t.Logf("%d updates delivered to %d subscribers from %d renderings", delivered, len(all), renders)
-	if renders == 0 || renders*int64(len(all))/4 > int64(delivered) {
+	// Unshared, every delivered update would be a rendering of its own. Shared, a rendering reaches every
+	// subscriber that is ready for it: 15 of the 60 on average when the writes are spaced out, fewer when the
+	// machine is loaded and subscribers take two writes in one update (14.4 seen under make test), so the bound
+	// is 4 subscribers a rendering.
+	if renders == 0 || renders*4 > int64(delivered) {
 		t.Fatalf("%d renderings for %d delivered updates: updates are not shared", renders, delivered)
 	}
 }
