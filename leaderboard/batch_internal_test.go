@@ -14,22 +14,24 @@ import (
 	"github.com/leaderboard/leaderboard/internal/redistest"
 )
 
-// submitCalls counts the submit script's calls and the items each carried.
-type submitCalls struct {
+// scriptCalls counts the calls of one script that takes items (sc: submitScript, rankScript) and the items each
+// carried.
+type scriptCalls struct {
+	sc    *script
 	mu    sync.Mutex
 	items []int
 }
 
-func (c *submitCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (c *submitCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (c *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.see(cmd)
 		return next(ctx, cmd)
 	}
 }
 
-func (c *submitCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (c *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
 			c.see(cmd)
@@ -38,20 +40,20 @@ func (c *submitCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
-// see records an FCALL of the submit function: FCALL <library>_submit 1 <key> <header...> <items...>.
-func (c *submitCalls) see(cmd redis.Cmder) {
-	a := cmd.Args()
-	if len(a) > 4+submitHeaderArgs && strings.EqualFold(fmt.Sprint(a[0]), "fcall") &&
-		strings.HasSuffix(fmt.Sprint(a[1]), "_submit") {
+// see records an FCALL of the script's function: FCALL <library>_<role> 1 <key> <header...> <items...>.
+func (c *scriptCalls) see(cmd redis.Cmder) {
+	a, it := cmd.Args(), c.sc.items
+	if len(a) > 4+it.header && strings.EqualFold(fmt.Sprint(a[0]), "fcall") &&
+		strings.HasSuffix(fmt.Sprint(a[1]), "_"+c.sc.role) {
 		var n int
-		fmt.Sscan(fmt.Sprint(a[4+submitCountArg]), &n)
+		fmt.Sscan(fmt.Sprint(a[4+it.count]), &n)
 		c.mu.Lock()
 		c.items = append(c.items, n)
 		c.mu.Unlock()
 	}
 }
 
-func (c *submitCalls) take() []int {
+func (c *scriptCalls) take() []int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.items
@@ -96,7 +98,7 @@ func TestMergedSubmissions(t *testing.T) {
 	for _, tg := range redistest.Targets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			calls := &submitCalls{}
+			calls := &scriptCalls{sc: submitScript}
 			tg.Client.AddHook(calls)
 			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 			var clock sync.Mutex

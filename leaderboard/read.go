@@ -110,10 +110,22 @@ func readArg(opts []ReadOption) int {
 	return int(f) | v
 }
 
-// read runs a read script on a view: ARGV are the definition's SHA-1, the window code, the period and args.
+// read runs a read script on a view and reads its {size, entry...} reply (page): ARGV are the definition's
+// SHA-1, the window code, the period and args.
 func (s *Store) read(ctx context.Context, v View, script *script, args ...any) (*Page, error) {
 	var p *Page
-	err := s.fresh(v.Board, func() error {
+	err := s.readWith(ctx, v, script, args, func(r Resolved, cmd *redis.Cmd) (err error) {
+		p, err = s.page(r, cmd)
+		return err
+	})
+	return p, err
+}
+
+// readWith runs a read script on a view (ARGV as for read) and hands its outcome to parse, again when the board's
+// definition changed under it (fresh).
+func (s *Store) readWith(ctx context.Context, v View, script *script, args []any,
+	parse func(Resolved, *redis.Cmd) error) error {
+	return s.fresh(v.Board, func() error {
 		r, err := s.Resolve(ctx, v)
 		if err != nil {
 			return err
@@ -126,22 +138,60 @@ func (s *Store) read(ctx context.Context, v View, script *script, args ...any) (
 			return err
 		}
 		defer release()
-		p, err = s.page(r, s.run(ctx, script, []string{s.keyBase(r.Board.ID)}, argv...))
-		return err
+		return parse(r, s.run(ctx, script, []string{s.keyBase(r.Board.ID)}, argv...))
 	})
-	return p, err
 }
 
-// Rank returns a player's entry, or nil when the player has no score in the ranking.
+// rank.lua's header: 5 arguments (definition, window, period, fields, number of players), of which the 5th is the
+// number of players, its items.
+const (
+	rankHeaderArgs = 5
+	rankCountArg   = 4
+)
+
+// Rank returns a player's entry, or nil when the player has no score in the ranking. Concurrent Rank calls on one
+// board may share one script call (rank.lua, merged by the batcher when Config.BatchLanes is set): each is still
+// a consistent read of its own, taken at the moment of that call.
 func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOption) (*Entry, error) {
-	p, err := s.Ranks(ctx, v, []string{player}, opts...)
+	arg := readArg(opts)
+	if arg&readVersion != 0 { // a versioned read: ranks.lua's reply carries the version
+		p, err := s.Ranks(ctx, v, []string{player}, opts...)
+		if err != nil || len(p.Entries) == 0 {
+			return nil, err
+		}
+		return &p.Entries[0], nil
+	}
+	if err := checkID("player id", player); err != nil {
+		return nil, err
+	}
+	var e *Entry
+	err := s.readWith(ctx, v, rankScript, []any{arg, 1, player}, func(r Resolved, cmd *redis.Cmd) error {
+		reply, err := cmd.Slice()
+		if err == nil && len(reply) != 1 {
+			err = fmt.Errorf("rank script returned %d replies for 1 player", len(reply))
+		}
+		if err != nil {
+			return redisError(err)
+		}
+		row, ok := reply[0].([]any)
+		if !ok || len(row) == 0 {
+			return redisError(fmt.Errorf("unexpected rank reply %v", reply[0]))
+		}
+		e = nil
+		if len(row) == 1 {
+			return nil // no score
+		}
+		got, err := parseEntry(r.Board, row[1], toInt(row[0]))
+		if err != nil {
+			return redisError(err)
+		}
+		e = &got
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(p.Entries) == 0 {
-		return nil, nil
-	}
-	return &p.Entries[0], nil
+	return e, nil
 }
 
 // Ranks returns the entries of the given players (at most MaxFriends+1) in one consistent read, in the order

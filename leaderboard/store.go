@@ -27,6 +27,8 @@ var (
 	topLua string
 	//go:embed ranks.lua
 	ranksLua string
+	//go:embed rank.lua
+	rankLua string
 	//go:embed around.lua
 	aroundLua string
 	//go:embed create.lua
@@ -42,12 +44,14 @@ var (
 	removeScript = newScript("remove", removeLua, false)
 	topScript    = newScript("top", topLua, true)
 	ranksScript  = newScript("ranks", ranksLua, true)
+	rankScript   = newScript("rank", rankLua, true).withItems(rankHeaderArgs, rankCountArg)
 	aroundScript = newScript("around", aroundLua, true)
 	createScript = newScript("create", createLua, false)
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
 	seasonScript = newScript("season", seasonLua, false)
-	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, aroundScript, createScript,
-		rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript, purgeScript, watchScript)
+	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
+		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
+		purgeScript, watchScript)
 )
 
 // Publish commands for Config.PublishCommand.
