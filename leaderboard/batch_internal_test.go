@@ -40,21 +40,17 @@ func (c *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 	}
 }
 
-// see records an FCALL of the script's function: FCALL <library>_<role> 1 <key> <header...> <items...> (a
-// script declared without items: one item a call).
+// see records an FCALL of the script's function: FCALL <library>_<role> 1 <key> <header...> <items...>.
 func (c *scriptCalls) see(cmd redis.Cmder) {
 	a, it := cmd.Args(), c.sc.items
-	if len(a) < 4 || !strings.EqualFold(fmt.Sprint(a[0]), "fcall") ||
-		!strings.HasSuffix(fmt.Sprint(a[1]), "_"+c.sc.role) {
-		return
-	}
-	n := 1
-	if it != nil && len(a) > 4+it.header {
+	if len(a) > 4+it.header && strings.EqualFold(fmt.Sprint(a[0]), "fcall") &&
+		strings.HasSuffix(fmt.Sprint(a[1]), "_"+c.sc.role) {
+		var n int
 		fmt.Sscan(fmt.Sprint(a[4+it.count]), &n)
+		c.mu.Lock()
+		c.items = append(c.items, n)
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	c.items = append(c.items, n)
-	c.mu.Unlock()
 }
 
 func (c *scriptCalls) take() []int {

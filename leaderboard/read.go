@@ -142,13 +142,11 @@ func (s *Store) readWith(ctx context.Context, v View, script *script, args []any
 	})
 }
 
-// The headers of the read scripts that take their players as items (rank.lua, around.lua): the definition,
-// window and period, their own arguments, then the number of players (the items), at index *CountArg.
+// rank.lua's header: 5 arguments (definition, window, period, fields, number of players), of which the 5th is the
+// number of players, its items.
 const (
-	rankHeaderArgs   = 5 // + fields
-	rankCountArg     = 4
-	aroundHeaderArgs = 6 // + radius, fields
-	aroundCountArg   = 5
+	rankHeaderArgs = 5
+	rankCountArg   = 4
 )
 
 // Rank returns a player's entry, or nil when the player has no score in the ranking. Concurrent Rank calls on one
@@ -168,14 +166,26 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 	}
 	var e *Entry
 	err := s.readWith(ctx, v, rankScript, []any{arg, 1, player}, func(r Resolved, cmd *redis.Cmd) error {
-		p, err := s.itemPage(r, cmd)
+		reply, err := cmd.Slice()
+		if err == nil && len(reply) != 1 {
+			err = fmt.Errorf("rank script returned %d replies for 1 player", len(reply))
+		}
 		if err != nil {
-			return err
+			return redisError(err)
+		}
+		row, ok := reply[0].([]any)
+		if !ok || len(row) == 0 {
+			return redisError(fmt.Errorf("unexpected rank reply %v", reply[0]))
 		}
 		e = nil
-		if len(p.Entries) > 0 {
-			e = &p.Entries[0]
+		if len(row) == 1 {
+			return nil // no score
 		}
+		got, err := parseEntry(r.Board, row[1], toInt(row[0]))
+		if err != nil {
+			return redisError(err)
+		}
+		e = &got
 		return nil
 	})
 	if err != nil {
@@ -238,8 +248,7 @@ func (s *Store) Friends(ctx context.Context, v View, player string, friends []st
 }
 
 // Around returns up to radius (at most MaxRadius) entries above and below the player, the player included, in
-// rank order, filled in at the edges. Empty when the player has no score. Concurrent Around calls on one board
-// with the same radius may share one script call, as Rank calls do.
+// rank order, filled in at the edges. Empty when the player has no score.
 func (s *Store) Around(ctx context.Context, v View, player string, radius int, opts ...ReadOption) ([]Entry, error) {
 	if radius < 0 || radius > MaxRadius {
 		return nil, errorf(Invalid, "radius must be between 0 and %d", MaxRadius)
@@ -247,19 +256,11 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 	if err := checkID("player id", player); err != nil {
 		return nil, err
 	}
-	var out []Entry
-	err := s.readWith(ctx, v, aroundScript, []any{radius, readArg(opts) & int(AllFields), 1, player},
-		func(r Resolved, cmd *redis.Cmd) error {
-			p, err := s.itemPage(r, cmd)
-			if err == nil {
-				out = p.Entries
-			}
-			return err
-		})
+	p, err := s.read(ctx, v, aroundScript, player, radius, readArg(opts)&int(AllFields))
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return p.Entries, nil
 }
 
 // Size returns the number of players with a score in the ranking.
@@ -287,28 +288,6 @@ func (s *Store) page(r Resolved, cmd *redis.Cmd) (*Page, error) {
 	if err != nil {
 		return nil, redisError(err)
 	}
-	return s.pageOf(r, reply)
-}
-
-// itemPage reads the reply of a read script that takes its players as items (rank.lua, around.lua) for one
-// player: one page (see page).
-func (s *Store) itemPage(r Resolved, cmd *redis.Cmd) (*Page, error) {
-	reply, err := cmd.Slice()
-	if err == nil && len(reply) != 1 {
-		err = fmt.Errorf("%d replies for 1 player", len(reply))
-	}
-	if err != nil {
-		return nil, redisError(err)
-	}
-	rows, ok := reply[0].([]any)
-	if !ok {
-		return nil, redisError(fmt.Errorf("unexpected reply %T for a player", reply[0]))
-	}
-	return s.pageOf(r, rows)
-}
-
-// pageOf is page of a reply's values.
-func (s *Store) pageOf(r Resolved, reply []any) (*Page, error) {
 	if len(reply) == 0 {
 		return nil, redisError(fmt.Errorf("empty reply"))
 	}

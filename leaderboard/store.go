@@ -45,7 +45,7 @@ var (
 	topScript    = newScript("top", topLua, true)
 	ranksScript  = newScript("ranks", ranksLua, true)
 	rankScript   = newScript("rank", rankLua, true).withItems(rankHeaderArgs, rankCountArg)
-	aroundScript = newScript("around", aroundLua, true).withItems(aroundHeaderArgs, aroundCountArg)
+	aroundScript = newScript("around", aroundLua, true)
 	createScript = newScript("create", createLua, false)
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
 	seasonScript = newScript("season", seasonLua, false)
