@@ -133,16 +133,9 @@ func TestSubmissionsFillWhatIsSelected(t *testing.T) {
 			for run := range 2 {
 				score = (score + 1) % 4 // into and out of the ties
 				doc := strings.Replace(q, "SCORE", fmt.Sprint(score), 1)
-				resp := s.do(t, testSubmitKey, doc, vars)
-				if len(resp.Errors) > 0 {
-					t.Fatalf("%s: %s", doc, resp.Errors[0].Message)
-				}
-				results := dataRows(resp.Data)
-				if len(results) != 1 {
-					t.Fatalf("run %d, %s: %s", run, doc, resp.Data)
-				}
+				result := submitOne(t, s, doc, vars)
 				var row map[string]json.RawMessage
-				for k, v := range results[0] {
+				for k, v := range result {
 					if k == "entry" || k == "e" {
 						json.Unmarshal(v, &row)
 					}
@@ -161,6 +154,20 @@ func TestSubmissionsFillWhatIsSelected(t *testing.T) {
 			}
 		}
 	}
+}
+
+// submitOne posts a mutation of one submission (submitScore, or submitScores of one item) and returns its result.
+func submitOne(t *testing.T, s *testServer, doc string, vars map[string]any) map[string]json.RawMessage {
+	t.Helper()
+	resp := s.do(t, testSubmitKey, doc, vars)
+	if len(resp.Errors) > 0 {
+		t.Fatalf("%s: %s", doc, resp.Errors[0].Message)
+	}
+	results := dataRows(resp.Data)
+	if len(results) != 1 {
+		t.Fatalf("%s: %s", doc, resp.Data)
+	}
+	return results[0]
 }
 
 // sameEntryField reports whether a selected field's JSON (by its name or alias) holds what e has.
@@ -233,21 +240,14 @@ func TestPreviousRankWhenSelected(t *testing.T) {
 					t.Fatal(id, before, err)
 				}
 				doc := strings.NewReplacer("PLAYER", id, "SCORE", fmt.Sprint(float64(next-1)+0.5)).Replace(q)
-				resp := s.do(t, testSubmitKey, doc, vars)
-				if len(resp.Errors) > 0 {
-					t.Fatalf("%s: %s", doc, resp.Errors[0].Message)
-				}
-				results := dataRows(resp.Data)
-				if len(results) != 1 {
-					t.Fatalf("run %d, %s: %s", run, doc, resp.Data)
-				}
+				result := submitOne(t, s, doc, vars)
 				after, err := s.Store.Rank(context.Background(), leaderboard.View{Board: "prevsel"}, id)
 				if err != nil || after == nil {
 					t.Fatal(id, after, err)
 				}
 				var entry struct{ Rank int64 }
 				var prev *int64
-				for k, v := range results[0] {
+				for k, v := range result {
 					switch k {
 					case "entry":
 						json.Unmarshal(v, &entry)
@@ -260,7 +260,8 @@ func TestPreviousRankWhenSelected(t *testing.T) {
 					}
 				}
 				if entry.Rank != after.Rank || (sel == "") != (prev == nil) || prev != nil && *prev != before.Rank {
-					t.Fatalf("run %d, %s: %s, rank before %d, after %d", run, doc, resp.Data, before.Rank, after.Rank)
+					got, _ := json.Marshal(result)
+					t.Fatalf("run %d, %s: %s, rank before %d, after %d", run, doc, got, before.Rank, after.Rank)
 				}
 			}
 		}
