@@ -173,20 +173,16 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 		if err != nil {
 			return redisError(err)
 		}
-		row, ok := reply[0].([]any)
-		if !ok || len(row) == 0 {
-			return redisError(fmt.Errorf("unexpected rank reply %v", reply[0]))
+		row, ok := reply[0].([]any) // the player's page: {size} or {size, entry}
+		if !ok {
+			return redisError(fmt.Errorf("unexpected rank reply %T", reply[0]))
 		}
+		p, err := s.pageOf(r, row)
 		e = nil
-		if len(row) == 1 {
-			return nil // no score
+		if err == nil && len(p.Entries) > 0 {
+			e = &p.Entries[0]
 		}
-		got, err := parseEntry(r.Board, row[1], toInt(row[0]))
-		if err != nil {
-			return redisError(err)
-		}
-		e = &got
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -288,6 +284,11 @@ func (s *Store) page(r Resolved, cmd *redis.Cmd) (*Page, error) {
 	if err != nil {
 		return nil, redisError(err)
 	}
+	return s.pageOf(r, reply)
+}
+
+// pageOf is page of a reply's values (rank.lua answers one such page per player).
+func (s *Store) pageOf(r Resolved, reply []any) (*Page, error) {
 	if len(reply) == 0 {
 		return nil, redisError(fmt.Errorf("empty reply"))
 	}

@@ -74,10 +74,10 @@ end
 
 -- below_top reports whether a player whose internal score improves to x on a BEST board ranks below the live
 -- top after it, and so before it too: then its rank before, asked for by neither the reply (F_PREV) nor a change
--- event, is not read (a ZRANK and its call: ~1.2 us of a bulk item's ~21 us in Redis). It compares x with st.topx, the liveTop-th
--- score when first asked in this call (false: fewer players). During a BEST call players only join or improve,
--- so at least liveTop players other than this one keep a score at or below topx (this one's old score is above
--- x); with x >= topx all of them rank before it, ties by their earlier arrival.
+-- event, is not read (a ZRANK and its call: ~1.2 us of a bulk item's ~21 us in Redis). It compares x with
+-- st.topx, the liveTop-th score when first asked in this call (false: fewer players). During a BEST call players
+-- only join or improve, so at least liveTop players other than this one keep a score at or below topx (this
+-- one's old score is above x); with x >= topx all of them rank before it, ties by their earlier arrival.
 local function below_top(st, x)
   if mode ~= 'best' or watching or (exactTop > 0 and exactTop < liveTop) then return false end
   if st.topx == nil then
