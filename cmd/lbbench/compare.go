@@ -5,8 +5,10 @@ import "fmt"
 // side is one way of doing a step's work, measured once in every run of the step.
 type side struct {
 	label string // row label
-	short string // name in ratio columns ("raw", "script", "plain")
+	short string // name in ratio columns ("raw", "script", "plain", "floor")
 	runs  []Sample
+	// server: the side is a server process of its own (the HTTP floor), whose CPU the rows show.
+	server bool
 }
 
 // cmpTable is a -baseline comparison table: per step, one row for the new server, one for the baseline, one
@@ -77,7 +79,11 @@ func (t *cmpTable) add(key string, nw, base []Sample, raws []side, rate func(Sam
 		for range raws {
 			row = append(row, "")
 		}
-		row = append(row, fmtDur(m.P50), fmtDur(m.P99), "-", "- / "+cpuPerOp(m, false), fmtErrs(m))
+		cores, cpu := "-", "- / "+cpuPerOp(m, false)
+		if r.server {
+			cores, cpu = fmtCores(m.CPU), cpuPerOp(m, true)
+		}
+		row = append(row, fmtDur(m.P50), fmtDur(m.P99), cores, cpu, fmtErrs(m))
 		t.table.add(row...)
 	}
 }

@@ -38,6 +38,7 @@ type env struct {
 	serverOnce  sync.Once
 	serverErr   error
 	svcs        []*service // [new] or, with -baseline, [new, base]
+	floor       *service   // the HTTP floor with -floor (floor.go), else nil
 	pprofAddr   string     // the new server's pprof listener with -profile
 	nofile      int        // RLIMIT_NOFILE of this process and of the servers it starts
 	profileName string     // see profileNext
@@ -184,6 +185,10 @@ func infoField(info, name string) string {
 }
 
 func (e *env) close() {
+	if e.floor != nil {
+		e.floor.proc.stop()
+		e.floor.hot.closeAll()
+	}
 	for _, sv := range e.svcs {
 		sv.proc.stop()
 		if sv.hot != nil {
@@ -278,6 +283,9 @@ func (e *env) startServers(ctx context.Context) error {
 		}
 		sv.hot = newRawHTTP(sv.addr, "/graphql")
 		e.logf("%s server (%s, KEY_PREFIX %s): pid %d on %s", sv.name, sv.desc, sv.prefix, sv.proc.pid(), sv.addr)
+	}
+	if e.o.Floor {
+		return e.startFloor(ctx)
 	}
 	return nil
 }

@@ -85,10 +85,16 @@ type options struct {
 	ServerEnv []string
 	// SubmitProcess: the fan-out steps submit from a child process instead of goroutines of this one.
 	SubmitProcess bool
-	Out           io.Writer
+	// Floor adds the HTTP floor (see floor.go) to every submit and reads step; needs Baseline.
+	Floor bool
+	Out   io.Writer
 }
 
 func main() {
+	if addr := os.Getenv(floorRole); addr != "" {
+		fmt.Fprintln(os.Stderr, "lbbench floor:", floorMain(addr))
+		os.Exit(1)
+	}
 	if os.Getenv(submitterRole) != "" {
 		if err := submitterMain(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "lbbench submitter:", err)
@@ -111,6 +117,7 @@ func main() {
 	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
 	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
 	flag.BoolVar(&o.SubmitProcess, "submit-process", false, "fan-out steps: submit from a process of their own (this binary re-run), as game servers would, instead of from goroutines that share the load generator's scheduler with the subscribers' readers; response times go through a shared memory file")
+	flag.BoolVar(&o.Floor, "floor", false, "with -baseline: add the HTTP floor to the submit and reads steps, a net/http server (this binary re-run) that answers every request with the new server's answer to one request of the step and does nothing else; its throughput is the ceiling of any server on net/http here, and \"of floor\" the share of it reached")
 	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir (and a 2 s execution trace of each fan-out step), and the load generator's own CPU profile of the whole run (lbbench.cpu.pprof)")
 	flag.Usage = func() {
 		w := flag.CommandLine.Output()
@@ -180,6 +187,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if strings.HasPrefix(o.Baseline, "-") {
 		return fmt.Errorf("-baseline %q: want a git revision", o.Baseline)
+	}
+	if o.Floor && o.Baseline == "" {
+		return errors.New("-floor needs -baseline: the floor is a side of the comparison tables")
 	}
 	selected, err := selectScenarios(o.Scenarios)
 	if err != nil {

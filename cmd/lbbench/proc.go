@@ -222,22 +222,30 @@ func startServer(ctx context.Context, bin, dir, logName, redisEnv string, extraE
 	if err != nil {
 		return nil, "", err
 	}
+	if err := waitReady(ctx, c, addr); err != nil {
+		c.stop()
+		return nil, "", fmt.Errorf("server: %w", err)
+	}
+	return c, addr, nil
+}
+
+// waitReady waits until the process c answers 200 on http://addr/readyz.
+func waitReady(ctx context.Context, c *child, addr string) error {
 	hc := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		if c.exited() {
-			return nil, "", fmt.Errorf("server exited:\n%s", c.logTail())
+			return fmt.Errorf("exited:\n%s", c.logTail())
 		}
 		resp, err := hc.Get("http://" + addr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return c, addr, nil
+				return nil
 			}
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
-			c.stop()
-			return nil, "", fmt.Errorf("server not ready at %s: %v\n%s", addr, err, c.logTail())
+			return fmt.Errorf("not ready at %s: %v\n%s", addr, err, c.logTail())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

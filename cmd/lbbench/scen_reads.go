@@ -11,13 +11,22 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// readOp is one kind of read, in three forms: through the API, through the store's script, and the nearest plain
-// sorted-set command (nil when there is none).
+// readOp is one kind of read, in three forms: through the API (query with vars, new for every request), through
+// the store's script, and the nearest plain sorted-set command (nil when there is none).
 type readOp struct {
 	name   string
-	svc    func(sv *service) Op
+	query  string
+	vars   func() []byte
 	script Op
 	plain  Op
+}
+
+// svc is op through sv's API.
+func (op readOp) svc(sv *service) Op {
+	return func(ctx context.Context, w int, i int64) error {
+		_, err := sv.hot.post(ctx, w, "", request(op.query, op.vars()))
+		return err
+	}
 }
 
 // runReads (issue scenario 3): top(first:10) (served from the server's per-process cache), top(first:100), rank,
@@ -41,14 +50,6 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	}
 	view := leaderboard.View{Board: board}
 	boardVar := strconv.Quote(board)
-	svc := func(query string, vars func() []byte) func(sv *service) Op {
-		return func(sv *service) Op {
-			return func(ctx context.Context, w int, i int64) error {
-				_, err := sv.hot.post(ctx, w, "", request(query, vars()))
-				return err
-			}
-		}
-	}
 	plainVars := func() []byte { return []byte(`{"b":` + boardVar + `}`) }
 	playerVars := func() []byte {
 		return []byte(`{"b":` + boardVar + `,"p":` + strconv.Quote(fixturePlayer(rand.IntN(n))) + `}`)
@@ -62,9 +63,9 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	}
 	top := func(first int) readOp {
 		return readOp{
-			name: fmt.Sprintf("top(first:%d)", first),
-			svc: svc(`query($b: ID!) { top(board: $b, first: `+strconv.Itoa(first)+`) { playerId rank score } }`,
-				plainVars),
+			name:  fmt.Sprintf("top(first:%d)", first),
+			query: `query($b: ID!) { top(board: $b, first: ` + strconv.Itoa(first) + `) { playerId rank score } }`,
+			vars:  plainVars,
 			script: func(ctx context.Context, w int, i int64) error {
 				p, err := e.store.Top(ctx, view, 0, first)
 				if err == nil && len(p.Entries) != first {
@@ -79,9 +80,9 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	}
 	ops := []readOp{top(10), top(100),
 		{
-			name: "rank",
-			svc: svc(`query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { rank score topPercent } }`,
-				playerVars),
+			name:  "rank",
+			query: `query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { rank score topPercent } }`,
+			vars:  playerVars,
 			script: func(ctx context.Context, w int, i int64) error {
 				en, err := e.store.Rank(ctx, view, fixturePlayer(rand.IntN(n)))
 				if err == nil && en == nil {
@@ -94,9 +95,9 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 			},
 		},
 		{
-			name: "aroundMe(radius:5)",
-			svc: svc(`query($b: ID!, $p: ID!) { aroundMe(board: $b, playerId: $p, radius: 5) { playerId rank score } }`,
-				playerVars),
+			name:  "aroundMe(radius:5)",
+			query: `query($b: ID!, $p: ID!) { aroundMe(board: $b, playerId: $p, radius: 5) { playerId rank score } }`,
+			vars:  playerVars,
 			script: func(ctx context.Context, w int, i int64) error {
 				_, err := e.store.Around(ctx, view, fixturePlayer(rand.IntN(n)), 5)
 				return err
@@ -111,18 +112,18 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 			},
 		},
 		{
-			name: "friends(100 ids)",
-			svc: svc(`query($b: ID!, $p: ID!, $f: [ID!]!) { friends(board: $b, playerId: $p, friendIds: $f) { playerId rank score } }`,
-				func() []byte {
-					b := []byte(`{"b":` + boardVar + `,"p":` + strconv.Quote(fixturePlayer(rand.IntN(n))) + `,"f":[`)
-					for k, id := range friendIDs() {
-						if k > 0 {
-							b = append(b, ',')
-						}
-						b = strconv.AppendQuote(b, id)
+			name:  "friends(100 ids)",
+			query: `query($b: ID!, $p: ID!, $f: [ID!]!) { friends(board: $b, playerId: $p, friendIds: $f) { playerId rank score } }`,
+			vars: func() []byte {
+				b := []byte(`{"b":` + boardVar + `,"p":` + strconv.Quote(fixturePlayer(rand.IntN(n))) + `,"f":[`)
+				for k, id := range friendIDs() {
+					if k > 0 {
+						b = append(b, ',')
 					}
-					return append(b, "]}"...)
-				}),
+					b = strconv.AppendQuote(b, id)
+				}
+				return append(b, "]}"...)
+			},
 			script: func(ctx context.Context, w int, i int64) error {
 				_, err := e.store.Friends(ctx, view, fixturePlayer(rand.IntN(n)), friendIDs())
 				return err
@@ -138,8 +139,15 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	var t *table
 	var ct *cmpTable
 	if e.baseline() {
-		ct = newCmpTable(title, "read", "req/s", "req", []string{"script", "plain"})
+		raws := []string{"script", "plain"}
+		if e.floor != nil {
+			raws = append(raws, "floor")
+		}
+		ct = newCmpTable(title, "read", "req/s", "req", raws)
 		t = ct.table
+		if e.floor != nil {
+			t.notes = append(t.notes, floorNote)
+		}
 	} else {
 		t = &table{title: title,
 			head: []string{"read", "service req/s", "p50", "p99", "script req/s", "script p99", "plain ZSET req/s",
@@ -149,7 +157,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	rate := func(s Sample) float64 { return s.Rate }
 	for _, op := range ops {
 		sv := make([][]Sample, len(e.svcs))
-		var sc, pl []Sample
+		var sc, pl, fl []Sample
 		for r := 0; r < e.o.Runs; r++ {
 			for k, s := range e.svcs {
 				if r == 0 && k == 0 {
@@ -161,11 +169,21 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 			if op.plain != nil {
 				pl = append(pl, e.stepOn(ctx, nil, e.stepOf(sz.ReadClients), op.plain))
 			}
+			if e.floor != nil {
+				f, err := e.floorSide(ctx, e.stepOf(sz.ReadClients), request(op.query, op.vars()), "", op.svc)
+				if err != nil {
+					return []*table{t}, err
+				}
+				fl = append(fl, f)
+			}
 		}
 		s, c := medianSample(sv[0]), medianSample(sc)
 		if ct != nil {
 			sides := []side{{label: "script: Store (one FCALL)", short: "script", runs: sc},
 				{label: "plain ZSET", short: "plain", runs: pl}}
+			if e.floor != nil {
+				sides = append(sides, side{label: floorLabel, short: "floor", runs: fl, server: true})
+			}
 			ct.add(op.name, sv[0], sv[1], sides, rate)
 		} else {
 			plainRate, plainP99, vsPlain := "-", "-", "-"

@@ -32,6 +32,20 @@ func workload(i int64) (string, float64) {
 	return "p" + strconv.FormatInt(2*rand.Int64N(i/2), 10), float64(rand.IntN(1_000_000))
 }
 
+// submitBody is the request body of one submitScore.
+func submitBody(board, player string, score float64) []byte {
+	return request(submitMutation, append(scoreInput([]byte(`{"in":`), board, player, score), '}'))
+}
+
+// submitOp submits workload(i) to board through sv's API.
+func submitOp(sv *service, board string) Op {
+	return func(ctx context.Context, w int, i int64) error {
+		p, s := workload(i)
+		_, err := sv.hot.post(ctx, w, submitKey, submitBody(board, p, s))
+		return err
+	}
+}
+
 // rawNote explains the raw side of the submit and bulk tables.
 func (e *env) rawNote(workers int, what string) string {
 	client := "go-redis's AutoPipeliner (client.AutoPipeline(), default options: batches of up to 300 commands, " +
@@ -57,8 +71,15 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 	var t *table
 	var ct *cmpTable
 	if e.baseline() {
-		ct = newCmpTable(title, "clients", "req/s", "req", []string{"raw"})
+		raws := []string{"raw"}
+		if e.floor != nil {
+			raws = append(raws, "floor")
+		}
+		ct = newCmpTable(title, "clients", "req/s", "req", raws)
 		t = ct.table
+		if e.floor != nil {
+			t.notes = append(t.notes, floorNote)
+		}
 	} else {
 		t = &table{title: title,
 			head: []string{"clients", "service req/s", "p50", "p99", "p999", "raw req/s", "raw p50", "raw p99",
@@ -71,7 +92,7 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 	var p99At32 time.Duration
 	for _, c := range e.sizes().SubmitClients {
 		svc := make([][]Sample, len(e.svcs))
-		var raw []Sample
+		var raw, fl []Sample
 		for r := 0; r < e.o.Runs; r++ {
 			for k, sv := range e.svcs {
 				board := fmt.Sprintf("submit-%s-%d-%d", sv.name, c, r)
@@ -81,12 +102,18 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 				if r == 0 && k == 0 {
 					e.profileNext(fmt.Sprintf("submit-%d", c))
 				}
-				svc[k] = append(svc[k], e.stepOn(ctx, sv, e.stepOf(c), func(ctx context.Context, w int, i int64) error {
-					p, s := workload(i)
-					_, err := sv.hot.post(ctx, w, submitKey, request(submitMutation,
-						append(scoreInput([]byte(`{"in":`), board, p, s), '}')))
-					return err
-				}))
+				svc[k] = append(svc[k], e.stepOn(ctx, sv, e.stepOf(c), submitOp(sv, board)))
+			}
+			if e.floor != nil {
+				// The floor answers what the new server answered to a submission on its board of this round.
+				board := fmt.Sprintf("submit-%s-%d-%d", e.newSvc().name, c, r)
+				p, s := workload(0)
+				f, err := e.floorSide(ctx, e.stepOf(c), submitBody(board, p+"-floor", s), submitKey,
+					func(sv *service) Op { return submitOp(sv, board) })
+				if err != nil {
+					return []*table{t}, err
+				}
+				fl = append(fl, f)
 			}
 			rb := fmt.Sprintf("submit-raw-%d-%d", c, r)
 			if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: rb}); err != nil {
@@ -101,8 +128,11 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 		s, rs := medianSample(svc[0]), medianSample(raw)
 		ratio := medianRatio(svc[0], raw, func(s Sample) float64 { return s.Rate })
 		if ct != nil {
-			ct.add(fmt.Sprint(c), svc[0], svc[1], []side{{label: e.rawLabel, short: "raw", runs: raw}},
-				func(s Sample) float64 { return s.Rate })
+			sides := []side{{label: e.rawLabel, short: "raw", runs: raw}}
+			if e.floor != nil {
+				sides = append(sides, side{label: floorLabel, short: "floor", runs: fl, server: true})
+			}
+			ct.add(fmt.Sprint(c), svc[0], svc[1], sides, func(s Sample) float64 { return s.Rate })
 		} else {
 			t.add(fmt.Sprint(c), fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99), fmtDur(s.P999), fmtRate(rs.Rate),
 				fmtDur(rs.P50), fmtDur(rs.P99), fmtRatio(ratio), fmtCores(s.CPU), cpuPerOp(s, true),

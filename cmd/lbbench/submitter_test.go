@@ -17,6 +17,10 @@ import (
 // TestMain lets the test binary be the submitting child too, as the lbbench binary is (runSubmitter starts
 // os.Executable with submitterRole set).
 func TestMain(m *testing.M) {
+	if addr := os.Getenv(floorRole); addr != "" {
+		fmt.Fprintln(os.Stderr, "lbbench floor:", floorMain(addr))
+		os.Exit(1)
+	}
 	if os.Getenv(submitterRole) != "" {
 		if err := submitterMain(os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "lbbench submitter:", err)
