@@ -126,6 +126,9 @@ const (
 type vsBase struct {
 	s     Sample
 	ratio float64
+	// ceiling is the HTTP floor's throughput over the base's (median of per-round ratios; 0 without -floor): the
+	// most any server on net/http could reach here against this base.
+	ceiling float64
 }
 
 func compareBase(nw, base []Sample, rate func(Sample) float64) vsBase {
@@ -140,9 +143,17 @@ func perOp(s Sample, cores float64) float64 {
 	return cores / s.Rate * 1e6
 }
 
-// checkSpeedup records a "≥ min× the baseline" target.
+// checkSpeedup records a "≥ min× the baseline" target, with the floor's ceiling when there is one.
 func (e *env) checkSpeedup(name string, v vsBase, min float64) {
-	e.check(name, fmt.Sprintf("≥ %.1f× base", min), fmtTimes(v.ratio), v.ratio >= min && v.s.Errs == 0)
+	e.check(name, fmt.Sprintf("≥ %.1f× base", min), v.text(), v.ratio >= min && v.s.Errs == 0)
+}
+
+// text is the ratio new/base, and the floor's over the base when there is one.
+func (v vsBase) text() string {
+	if v.ceiling > 0 {
+		return fmtTimes(v.ratio) + " (floor " + fmtTimes(v.ceiling) + ")"
+	}
+	return fmtTimes(v.ratio)
 }
 
 // reqRate is a step's throughput in requests (or calls) per second.

@@ -281,6 +281,13 @@ func TestSpeedupTargets(t *testing.T) {
 			t.Errorf("%s: met %v measured %q, want %v and 2.00×", g.name, g.met, g.measured, want[i])
 		}
 	}
+	// With the floor, its ratio over the base (median of the rounds') follows.
+	v := compareBase(nw, base, reqRate)
+	v.ceiling = medianRatio([]Sample{{Rate: 500}, {Rate: 400}, {Rate: 900}}, base, reqRate) // 5, 4, 2.25
+	e.checkSpeedup("with the floor", v, 2.0)
+	if g := e.targets[3]; g.measured != "2.00× (floor 4.00×)" {
+		t.Errorf("with the floor: measured %q, want 2.00× (floor 4.00×)", g.measured)
+	}
 	if got := perOp(Sample{Rate: 5000}, 0.5); got != 100 {
 		t.Errorf("0.5 cores at 5000/s: %.1f µs per operation, want 100", got)
 	}
