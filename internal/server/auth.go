@@ -84,6 +84,10 @@ func (k *Keyring) Lookup(authorization string) graph.Principal {
 func (k *Keyring) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := k.Lookup(r.Header.Get("Authorization"))
+		if p == (graph.Principal{}) && graph.PrincipalFrom(r.Context()) == p {
+			next.ServeHTTP(w, r) // anonymous, as the context already says: no copy of the request
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(graph.WithPrincipal(r.Context(), p)))
 	})
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"net"
@@ -22,14 +21,46 @@ type connLimit struct {
 
 	mu    sync.Mutex
 	open  int
-	idle  *list.List // idle keep-alive connections, oldest first
-	where map[net.Conn]*list.Element
+	idle  idleList              // idle keep-alive connections, oldest first
 	plain map[net.Conn]struct{} // open and not hijacked (HTTP, not websockets)
 }
 
 func newConnLimit(ln net.Listener, max int, onRefuse func()) *connLimit {
-	return &connLimit{Listener: ln, max: max, onClose: onRefuse, idle: list.New(), where: map[net.Conn]*list.Element{},
-		plain: map[net.Conn]struct{}{}}
+	return &connLimit{Listener: ln, max: max, onClose: onRefuse, plain: map[net.Conn]struct{}{}}
+}
+
+// idleList is a doubly linked list threaded through the connections themselves: every request moves its
+// connection out of it and back in (ConnState), which a container/list and a map from connection to element
+// paid with an allocation and two map operations each time.
+type idleList struct {
+	head, tail *countedConn
+}
+
+func (l *idleList) pushBack(c *countedConn) {
+	c.inIdle, c.prev, c.next = true, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+}
+
+func (l *idleList) remove(c *countedConn) {
+	if !c.inIdle {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.inIdle, c.prev, c.next = false, nil, nil
 }
 
 // Accept returns the next connection within the bound.
@@ -41,9 +72,8 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		}
 		l.mu.Lock()
 		if l.max > 0 && l.open >= l.max {
-			if e := l.idle.Front(); e != nil {
-				victim := l.idle.Remove(e).(net.Conn)
-				delete(l.where, victim)
+			if victim := l.idle.head; victim != nil {
+				l.idle.remove(victim)
 				l.mu.Unlock()
 				victim.Close() // its counted close makes room
 				l.mu.Lock()
@@ -67,20 +97,19 @@ func (l *connLimit) Accept() (net.Conn, error) {
 
 // connState is the http.Server ConnState hook: it keeps the list of idle keep-alive connections.
 func (l *connLimit) connState(c net.Conn, s http.ConnState) {
+	cc, ok := c.(*countedConn)
+	if !ok {
+		return // not one of Accept's (the hook of a server that serves another listener)
+	}
+	cc.unused.Store(s == http.StateNew)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if e, ok := l.where[c]; ok {
-		l.idle.Remove(e)
-		delete(l.where, c)
-	}
-	if s == http.StateIdle {
-		l.where[c] = l.idle.PushBack(c)
+	l.idle.remove(cc)
+	if s == http.StateIdle && !cc.closed {
+		l.idle.pushBack(cc)
 	}
 	if s == http.StateHijacked || s == http.StateClosed {
 		delete(l.plain, c)
-	}
-	if cc, ok := c.(*countedConn); ok {
-		cc.unused.Store(s == http.StateNew)
 	}
 }
 
@@ -141,6 +170,11 @@ type countedConn struct {
 	once      sync.Once
 	uploading atomic.Bool // its current request is reading the body (limitBody)
 	unused    atomic.Bool // accepted, and no request has started on it yet (http.StateNew)
+
+	// Under l.mu: its place in l.idle, and whether Close has given its slot back (it never enters l.idle again).
+	inIdle     bool
+	prev, next *countedConn
+	closed     bool
 }
 
 // SyscallConn gives the connection's socket (syscall.Conn), which the embedded interface hides: the websocket's
@@ -158,10 +192,8 @@ func (c *countedConn) Close() error {
 	c.once.Do(func() {
 		c.l.mu.Lock()
 		c.l.open--
-		if e, ok := c.l.where[c]; ok {
-			c.l.idle.Remove(e)
-			delete(c.l.where, c)
-		}
+		c.closed = true
+		c.l.idle.remove(c)
 		delete(c.l.plain, c)
 		c.l.mu.Unlock()
 	})

@@ -40,7 +40,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 			tooLarge()
 			return
 		}
-		if r.Header.Get("Upgrade") == "" {
+		if r.URL.RawQuery != "" && r.Header.Get("Upgrade") == "" { // most requests have none: no parse of nothing
 			if msg := graph.CheckText([]byte(r.URL.RawQuery)); msg != "" {
 				writeError(w, http.StatusBadRequest, codeInvalid, msg)
 				return
@@ -56,7 +56,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 		}
 		if r.Body != nil && r.Body != http.NoBody && r.Header.Get("Upgrade") == "" {
 			done := markUpload(r.Context())
-			body, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+			body, err := readAtMost(r.Body, r.ContentLength, max)
 			done()
 			if err != nil {
 				writeError(w, http.StatusBadRequest, codeInvalid, "could not read the request body")
@@ -77,15 +77,32 @@ func limitBody(max int64, next http.Handler) http.Handler {
 	})
 }
 
+// readAtMost reads body whole, or max+1 bytes of it when it is longer. A declared length (n >= 0, at most max) is
+// read into a buffer of its size at once; net/http's body ends there.
+func readAtMost(body io.Reader, n, max int64) ([]byte, error) {
+	if n < 0 || n > max {
+		return io.ReadAll(io.LimitReader(body, max+1))
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // readBody is a request body that limitBody has read whole. Bytes returns what is still unread of it without
 // a copy, so that the handlers after limitBody that look at the whole body first (batches, the top cache) need
 // not read it and put a copy back.
 type readBody struct {
-	*bytes.Reader
-	b []byte
+	bytes.Reader // by value: one allocation a request
+	b            []byte
 }
 
-func newReadBody(b []byte) *readBody { return &readBody{Reader: bytes.NewReader(b), b: b} }
+func newReadBody(b []byte) *readBody {
+	rb := &readBody{b: b}
+	rb.Reset(b)
+	return rb
+}
 
 func (r *readBody) Bytes() []byte { return r.b[len(r.b)-r.Len():] }
 func (r *readBody) Close() error  { return nil }
