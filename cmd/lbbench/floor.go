@@ -68,7 +68,7 @@ func (e *env) startFloor(ctx context.Context) error {
 		return err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	c, err := spawn("floor", filepath.Join(e.dir, "floor.log"), append(os.Environ(), floorRole+"="+addr), self)
+	c, err := spawn("floor", filepath.Join(e.dir, "floor.log"), []string{floorRole + "=" + addr}, self)
 	if err != nil {
 		return err
 	}
