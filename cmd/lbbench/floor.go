@@ -114,3 +114,21 @@ const (
 		"below it); \"of floor\": the share of it a server reaches; its CPU per request is the part of a " +
 		"server's that no change above net/http removes."
 )
+
+// cmpTable is newCmpTable with the floor's "of floor" column and note when -floor is on.
+func (e *env) cmpTable(title, keyHead, unit, per string, raws []string) *cmpTable {
+	if e.floor == nil {
+		return newCmpTable(title, keyHead, unit, per, raws)
+	}
+	ct := newCmpTable(title, keyHead, unit, per, append(raws, "floor"))
+	ct.notes = append(ct.notes, floorNote)
+	return ct
+}
+
+// withFloor adds the floor's side, measured in the runs fl, to a step's sides when -floor is on.
+func (e *env) withFloor(sides []side, fl []Sample) []side {
+	if e.floor == nil {
+		return sides
+	}
+	return append(sides, side{label: floorLabel, short: "floor", runs: fl, server: true})
+}

@@ -139,15 +139,8 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	var t *table
 	var ct *cmpTable
 	if e.baseline() {
-		raws := []string{"script", "plain"}
-		if e.floor != nil {
-			raws = append(raws, "floor")
-		}
-		ct = newCmpTable(title, "read", "req/s", "req", raws)
+		ct = e.cmpTable(title, "read", "req/s", "req", []string{"script", "plain"})
 		t = ct.table
-		if e.floor != nil {
-			t.notes = append(t.notes, floorNote)
-		}
 	} else {
 		t = &table{title: title,
 			head: []string{"read", "service req/s", "p50", "p99", "script req/s", "script p99", "plain ZSET req/s",
@@ -179,11 +172,8 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 		}
 		s, c := medianSample(sv[0]), medianSample(sc)
 		if ct != nil {
-			sides := []side{{label: "script: Store (one FCALL)", short: "script", runs: sc},
-				{label: "plain ZSET", short: "plain", runs: pl}}
-			if e.floor != nil {
-				sides = append(sides, side{label: floorLabel, short: "floor", runs: fl, server: true})
-			}
+			sides := e.withFloor([]side{{label: "script: Store (one FCALL)", short: "script", runs: sc},
+				{label: "plain ZSET", short: "plain", runs: pl}}, fl)
 			ct.add(op.name, sv[0], sv[1], sides, rate)
 		} else {
 			plainRate, plainP99, vsPlain := "-", "-", "-"
@@ -197,16 +187,17 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 				plainP99, fmtRatio(medianRatio(sv[0], sc, rate)), vsPlain, fmtCores(s.CPU), cpuPerOp(s, true),
 				fmtErrs(sumErrs(s, c)))
 		}
+		var v vsBase
+		if ct != nil {
+			v = compareBase(sv[0], sv[1], rate)
+			v.ceiling = medianRatio(fl, sv[1], rate)
+		}
 		switch {
 		case ct == nil && op.name == "top(first:10)":
 			e.check("cached top(first:10)", "≥ 20,000 req/s", fmtRate(s.Rate)+" req/s", s.Rate >= 20_000 && s.Errs == 0)
 		case ct != nil && op.name == "top(first:10)":
-			v := compareBase(sv[0], sv[1], rate)
-			v.ceiling = medianRatio(fl, sv[1], rate)
 			e.checkSpeedup("cached top(first:10)", v, cachedTopSpeedup)
 		case ct != nil && !strings.HasPrefix(op.name, "top("):
-			v := compareBase(sv[0], sv[1], rate)
-			v.ceiling = medianRatio(fl, sv[1], rate)
 			e.checkSpeedup(op.name, v, readSpeedup)
 		}
 	}

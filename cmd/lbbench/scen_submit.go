@@ -71,15 +71,8 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 	var t *table
 	var ct *cmpTable
 	if e.baseline() {
-		raws := []string{"raw"}
-		if e.floor != nil {
-			raws = append(raws, "floor")
-		}
-		ct = newCmpTable(title, "clients", "req/s", "req", raws)
+		ct = e.cmpTable(title, "clients", "req/s", "req", []string{"raw"})
 		t = ct.table
-		if e.floor != nil {
-			t.notes = append(t.notes, floorNote)
-		}
 	} else {
 		t = &table{title: title,
 			head: []string{"clients", "service req/s", "p50", "p99", "p999", "raw req/s", "raw p50", "raw p99",
@@ -128,11 +121,8 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 		s, rs := medianSample(svc[0]), medianSample(raw)
 		ratio := medianRatio(svc[0], raw, func(s Sample) float64 { return s.Rate })
 		if ct != nil {
-			sides := []side{{label: e.rawLabel, short: "raw", runs: raw}}
-			if e.floor != nil {
-				sides = append(sides, side{label: floorLabel, short: "floor", runs: fl, server: true})
-			}
-			ct.add(fmt.Sprint(c), svc[0], svc[1], sides, func(s Sample) float64 { return s.Rate })
+			ct.add(fmt.Sprint(c), svc[0], svc[1], e.withFloor([]side{{label: e.rawLabel, short: "raw", runs: raw}}, fl),
+				reqRate)
 		} else {
 			t.add(fmt.Sprint(c), fmtRate(s.Rate), fmtDur(s.P50), fmtDur(s.P99), fmtDur(s.P999), fmtRate(rs.Rate),
 				fmtDur(rs.P50), fmtDur(rs.P99), fmtRatio(ratio), fmtCores(s.CPU), cpuPerOp(s, true),
@@ -166,8 +156,9 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 				measured += fmt.Sprintf(" (%.1f× %s)", float64(s.P99)/float64(p99At32), fmtDur(p99At32))
 				ok = ok && float64(s.P99) <= p99Growth*float64(p99At32)
 			}
-			if f := medianSample(fl); floorP99At32 > 0 && len(fl) > 0 {
+			if floorP99At32 > 0 {
 				// The floor's own growth: what net/http and the machine give any server at 128 clients.
+				f := medianSample(fl)
 				measured += fmt.Sprintf("; floor p99 %s (%.1f× its %s)", fmtDur(f.P99),
 					float64(f.P99)/float64(floorP99At32), fmtDur(floorP99At32))
 			}
