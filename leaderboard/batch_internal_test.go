@@ -2,6 +2,7 @@ package leaderboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -268,4 +269,54 @@ func sameOutcome(r1 *Result, err1 error, r2 *Result, err2 error) bool {
 	a, b := *r1, *r2
 	a.EventEpoch, a.EventVersion, b.EventEpoch, b.EventVersion = "", 0, "", 0
 	return reflect.DeepEqual(a, b)
+}
+
+// A call whose caller's deadline passes while it waits for a lane is answered with DeadlineExceeded and never
+// sent (nothing of it is written); the call queued behind it, without a deadline, goes to Redis on its own and
+// is applied. (That a lane's round trip ends by its calls' deadline with Redis stalled is
+// TestRequestTimeoutBoundsAStalledRedis, in internal/server.)
+func TestCallsPastTheirDeadlineAreNotSent(t *testing.T) {
+	t.Parallel()
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			calls := &scriptCalls{sc: submitScript}
+			tg.Client.AddHook(calls)
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+			if _, err := s.CreateBoard(ctx, Board{ID: "late", Mode: Latest}); err != nil {
+				t.Fatal(err)
+			}
+			calls.take()
+			const wait = 30 * time.Millisecond
+			errs := make([]error, 2)
+			var updated bool
+			queued(t, s, 2, func(i int) {
+				if i == 0 {
+					dctx, cancel := context.WithTimeout(ctx, wait)
+					defer cancel()
+					_, errs[0] = s.Submit(dctx, Submission{Board: "late", Player: "timed", Score: 1})
+					return
+				}
+				time.Sleep(3 * wait) // the lane starts after this call is queued: the first one's deadline is past
+				var r *Result
+				r, errs[1] = s.Submit(ctx, Submission{Board: "late", Player: "untimed", Score: 2})
+				updated = r != nil && r.Updated
+			})
+			if !errors.Is(errs[0], context.DeadlineExceeded) || ErrorCode(errs[0]) != Unavailable {
+				t.Errorf("the call past its deadline: %v, want DeadlineExceeded (UNAVAILABLE)", errs[0])
+			}
+			if errs[1] != nil || !updated {
+				t.Errorf("the call without a deadline: updated %v, %v", updated, errs[1])
+			}
+			if got := calls.take(); !reflect.DeepEqual(got, []int{1}) {
+				t.Errorf("submit calls sent (items each): %v, want [1]", got)
+			}
+			for p, want := range map[string]bool{"timed": false, "untimed": true} {
+				e, err := s.Rank(ctx, View{Board: "late"}, p)
+				if err != nil || (e != nil) != want {
+					t.Errorf("rank of %s: %+v %v, want a score %v", p, e, err, want)
+				}
+			}
+		})
+	}
 }

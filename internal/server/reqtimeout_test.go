@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 // The request context behaves as context.WithTimeout's: the deadline it reports, its end at the deadline, at the
@@ -169,5 +172,66 @@ func TestWithTimeoutStartsTimerOnlyWhenWaitedOn(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) < 30*time.Millisecond {
 		t.Errorf("a request waiting on its context: %v after %v, want DeadlineExceeded after 30ms", err,
 			time.Since(start))
+	}
+}
+
+// REQUEST_TIMEOUT bounds a request whose Redis stops answering: reads and writes (both go through the store's
+// batcher) answer UNAVAILABLE at about REQUEST_TIMEOUT, long before Redis answers again or a socket read times
+// out (3 s, redisTimeout), and the server serves again once Redis does.
+func TestRequestTimeoutBoundsAStalledRedis(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Standalone(t)
+	cfg := testConfig(t)
+	cfg.RedisURL = "redis://" + rs.Addr
+	cfg.RequestTimeout = 250 * time.Millisecond
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "stall"})
+	s.submit(t, map[string]any{"board": "stall", "playerId": "a", "score": 1})
+
+	admin := redis.NewClient(&redis.Options{Addr: rs.Addr})
+	defer admin.Close()
+	const pause = 5 * time.Second
+	if err := admin.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	requests := []struct{ key, query string }{
+		{"", `{ rank(board: "stall", playerId: "a") { rank } }`},
+		{testSubmitKey, `mutation { submitScore(input: {board: "stall", playerId: "b", score: 2}) { updated } }`},
+		{"", `{ aroundMe(board: "stall", playerId: "a", radius: 1) { rank } }`},
+	}
+	var wg sync.WaitGroup
+	for _, rq := range requests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			r := s.do(t, rq.key, rq.query, nil)
+			took := time.Since(start)
+			if len(r.Errors) != 1 || r.Errors[0].Code() != "UNAVAILABLE" {
+				t.Errorf("%s with Redis stalled: status %d errors %+v, want UNAVAILABLE", rq.query, r.Status, r.Errors)
+			}
+			// REQUEST_TIMEOUT is 250 ms; without it the request would wait for the socket timeout (3 s).
+			if took < cfg.RequestTimeout || took > 2*time.Second {
+				t.Errorf("%s answered after %v with Redis stalled, want about REQUEST_TIMEOUT (%v)", rq.query, took,
+					cfg.RequestTimeout)
+			}
+		}()
+	}
+	wg.Wait()
+	if time.Since(paused) >= pause {
+		t.Fatalf("the requests took the whole pause (%v): the test proves nothing", pause)
+	}
+	// Redis answers again when the pause ends; so does the server.
+	deadline := paused.Add(pause + 15*time.Second)
+	for {
+		r := s.do(t, "", `{ rank(board: "stall", playerId: "a") { rank } }`, nil)
+		if len(r.Errors) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer %v after the pause ended: %+v", 15*time.Second, r.Errors)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
