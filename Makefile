@@ -64,6 +64,7 @@ fuzz:
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzMarshalResponse -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz FuzzCheckText -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzGraphQL -fuzztime $(FUZZTIME)
+	$(GO) test ./internal/mediatype -run '^$$' -fuzz FuzzIsJSON -fuzztime $(FUZZTIME)
 
 # Fetch GraphiQL's vendored assets from npm again and check them against web/graphiql/vendor.txt.
 graphiql-assets:

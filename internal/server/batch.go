@@ -5,10 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
 
 // batches answers a POST whose JSON body is an array of GraphQL requests (Apollo's BatchHttpLink, many other
@@ -75,7 +76,7 @@ func batchBody(r *http.Request) ([]byte, bool) {
 	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Upgrade") != "" || isSSE(r) {
 		return nil, false
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if !mediatype.IsJSON(r.Header.Get("Content-Type")) {
 		return nil, false
 	}
 	var body []byte

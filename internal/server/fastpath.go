@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
 
 // fastPath answers the POST requests that graph.FastPath can run (documents gqlgen ran on the prepared path
@@ -79,8 +80,7 @@ func fastParams(fp *graph.FastPath, r *http.Request) (*graphql.RawParams, bool) 
 	if r.Method != http.MethodPost || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
 		return nil, false
 	}
-	if mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil ||
-		mediaType != "application/json" {
+	if !mediatype.IsJSON(r.Header.Get("Content-Type")) {
 		return nil, false
 	}
 	rb, ok := r.Body.(*readBody)

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +12,8 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/transport"
+
+	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
 
 // preparedRequest is a decoded top-only request: the lists it reads and the request part of its response key.
@@ -58,8 +59,7 @@ func requestBytes(r *http.Request) (string, bool) {
 		if (transport.SSE{}).Supports(r) {
 			return "", false // an event stream: gqlgen's SSE transport answers it
 		}
-		mediaType, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if err != nil || mediaType != "application/json" || r.Body == nil {
+		if !mediatype.IsJSON(r.Header.Get("Content-Type")) || r.Body == nil {
 			return "", false
 		}
 		var body []byte

@@ -1,0 +1,16 @@
+// Package mediatype owns one rule the HTTP layers share: whether a request's Content-Type is JSON, as gqlgen's
+// POST transport decides it (mime.ParseMediaType, parameters ignored).
+package mediatype
+
+import "mime"
+
+// IsJSON reports whether contentType is application/json, with or without parameters. The bare type, which
+// nearly every client sends, is answered without parsing: mime.ParseMediaType allocates a map of parameters
+// and ran three times a request (the batch check, the top cache and the fast path), ~3% of a cached top's CPU.
+func IsJSON(contentType string) bool {
+	if contentType == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && mt == "application/json"
+}
