@@ -334,3 +334,28 @@ func TestClusterTwiceInOneWorkdir(t *testing.T) {
 		c.stop()
 	}
 }
+
+// With -baseline, each side goes first in every other run; without it, the new server runs alone.
+func TestRoundOrder(t *testing.T) {
+	e := &env{svcs: []*service{{name: "new"}, {name: "base"}}}
+	first := map[string]int{}
+	for r := range 6 {
+		order := e.roundOrder(r)
+		if len(order) != 2 || order[0] == order[1] {
+			t.Fatalf("run %d: order %v, want both servers once", r, order)
+		}
+		first[e.svcs[order[0]].name]++
+		if want := r % 2; order[0] != want {
+			t.Errorf("run %d starts with %s, want %s", r, e.svcs[order[0]].name, e.svcs[want].name)
+		}
+	}
+	if first["new"] != 3 || first["base"] != 3 {
+		t.Errorf("first in 6 runs: %v, want 3 each", first)
+	}
+	e.svcs = e.svcs[:1]
+	for r := range 3 {
+		if got := e.roundOrder(r); len(got) != 1 || got[0] != 0 {
+			t.Errorf("run %d without a baseline: %v", r, got)
+		}
+	}
+}

@@ -152,7 +152,8 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 		sv := make([][]Sample, len(e.svcs))
 		var sc, pl, fl []Sample
 		for r := 0; r < e.o.Runs; r++ {
-			for k, s := range e.svcs {
+			for _, k := range e.roundOrder(r) {
+				s := e.svcs[k]
 				if r == 0 && k == 0 {
 					e.profileNext("reads-" + strings.NewReplacer("(", "-", ")", "", ":", "", " ", "-").Replace(op.name))
 				}

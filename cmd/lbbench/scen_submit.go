@@ -87,7 +87,8 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 		svc := make([][]Sample, len(e.svcs))
 		var raw, fl []Sample
 		for r := 0; r < e.o.Runs; r++ {
-			for k, sv := range e.svcs {
+			for _, k := range e.roundOrder(r) {
+				sv := e.svcs[k]
 				board := fmt.Sprintf("submit-%s-%d-%d", sv.name, c, r)
 				if err := e.createBoardOn(ctx, sv, board, 0); err != nil {
 					return []*table{t}, err
@@ -194,7 +195,8 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 			svc := make([][]Sample, len(e.svcs))
 			var raw []Sample
 			for r := 0; r < e.o.Runs; r++ {
-				for k, sv := range e.svcs {
+				for _, k := range e.roundOrder(r) {
+					sv := e.svcs[k]
 					board := fmt.Sprintf("bulk-%s-%d-%d-%d", sv.name, n, callers, r)
 					if err := e.createBoardOn(ctx, sv, board, 0); err != nil {
 						return []*table{t}, err
