@@ -29,8 +29,9 @@ func newCmpTable(title, keyHead, unit, per string, raws []string) *cmpTable {
 	head = append(head, "p50", "p99", "server CPU", "CPU µs/"+per+" (server / redis / loadgen)", "errors")
 	t := &cmpTable{table: &table{title: title, head: head}, raws: raws}
 	t.notes = append(t.notes, "new: the server built from this tree; base: the -baseline revision's build; both run "+
-		"against the same redis-server, each with its own KEY_PREFIX, measured in alternating rounds (new then base in "+
-		"the 1st, 3rd, ... run, base then new in the others, then the raw sides, once per run). Figures are medians over the runs; new/base is the median of the "+
+		"against the same redis-server, each with its own KEY_PREFIX, measured in alternating rounds (new then "+
+		"base in the 1st, 3rd, ... run, base then new in the others, then the raw sides, once per run). Figures "+
+		"are medians over the runs; new/base is the median of the "+
 		"per-round ratios (throughput: > 1× is faster; latency and CPU: < 1× is better). \"of raw\": throughput as a "+
 		"share of that raw side in the same round. CPU: server and redis-server and the load generator, µs per "+
 		"operation from /proc; server CPU in cores.")
