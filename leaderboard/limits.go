@@ -11,13 +11,18 @@ import (
 type gate struct {
 	slots chan struct{}
 	wait  time.Duration
+	// free is release as a func value, made once: every acquire hands it out, and a method value made there
+	// would be an allocation per call.
+	free func()
 }
 
 func newGate(n int, wait time.Duration) *gate {
 	if n <= 0 {
 		return nil
 	}
-	return &gate{slots: make(chan struct{}, n), wait: wait}
+	g := &gate{slots: make(chan struct{}, n), wait: wait}
+	g.free = g.release
+	return g
 }
 
 var errOverloaded = &Error{Code: RateLimited, Message: "the server is busy; retry in a moment"}
@@ -29,14 +34,14 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 	}
 	select {
 	case g.slots <- struct{}{}:
-		return g.release, nil
+		return g.free, nil
 	default:
 	}
 	t := time.NewTimer(g.wait)
 	defer t.Stop()
 	select {
 	case g.slots <- struct{}{}:
-		return g.release, nil
+		return g.free, nil
 	case <-t.C:
 		return nil, errOverloaded
 	case <-ctx.Done():

@@ -95,7 +95,7 @@ type Store struct {
 	writes *gate
 	fns    *functions
 	batch  *batcher // nil: no batching
-	boards sync.Map // board id -> *Board, until a script reports the definition changed or gone (see fresh)
+	boards sync.Map // board id -> *cachedBoard, until a script reports the definition changed or gone (see fresh)
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
 	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.
@@ -158,14 +158,52 @@ func (s *Store) Now() time.Time { return s.cfg.Clock() }
 func (s *Store) PublishCommand() string { return s.cfg.PublishCommand }
 
 // keyBase returns the prefix of every key of a board: "<prefix>:{<tag>}:". The tag is the id in unpadded
-// base64url, which cannot contain braces, so any id (braces, colons, emoji) gives a valid, unique hash tag.
+// base64url, which cannot contain braces, so any id (braces, colons, emoji) gives a valid, unique hash tag. A
+// board in the definition cache has it made already (every call on a board names its keys).
 func (s *Store) keyBase(board string) string {
+	if v, ok := s.boards.Load(board); ok {
+		return v.(*cachedBoard).keys
+	}
+	return s.makeKeyBase(board)
+}
+
+func (s *Store) makeKeyBase(board string) string {
 	return s.cfg.Prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(board)) + "}:"
+}
+
+// cachedBoard is what the store keeps of a board it read or created: the definition and what the calls on the
+// board derive from it alone, made once instead of on every call (a submission made 20 small objects of them).
+type cachedBoard struct {
+	b    *Board
+	keys string // keyBase
+	// submitHead is the submit script's header (submitHeaderArgs) for this board and store, with 0 where a call
+	// puts its own values (submitNowArg, submitCountArg, submitFieldsArg). Shared: never written.
+	submitHead []any
+}
+
+// cacheBoard keeps b, the board id whose definition has SHA-1 b.sum, in the definition cache.
+func (s *Store) cacheBoard(id string, b *Board) *cachedBoard {
+	keys := s.makeKeyBase(id)
+	codes := make([]string, len(b.Windows))
+	for i, w := range b.Windows {
+		codes[i] = windowCodes[w]
+	}
+	head := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
+		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
+		s.publishArg(), keys + "live", strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0}
+	v := &cachedBoard{b: b, keys: keys, submitHead: head}
+	s.boards.Store(id, v)
+	return v
 }
 
 // Channel returns the pub/sub channel on which a board's changes are published. It carries the board's hash
 // tag, so with SPUBLISH it lives on the board's shard.
-func (s *Store) Channel(board string) string { return s.keyBase(board) + "live" }
+func (s *Store) Channel(board string) string {
+	if v, ok := s.boards.Load(board); ok {
+		return v.(*cachedBoard).submitHead[submitChannelArg].(string)
+	}
+	return s.makeKeyBase(board) + "live"
+}
 
 // BoardKeys returns the SCAN/KEYS pattern that matches every key of a board (for tests and tools; SCAN with it
 // on every node of a cluster).
@@ -193,7 +231,7 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 	}
 	nb := b
 	nb.sum = defSum(def)
-	s.boards.Store(b.ID, &nb)
+	s.cacheBoard(b.ID, &nb)
 	s.listMu.Lock()
 	if !s.listRead.IsZero() && !slices.Contains(s.listIDs, b.ID) {
 		s.listIDs = append(slices.Clone(s.listIDs), b.ID)
@@ -206,13 +244,22 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 // Board returns a board's definition, or a NotFound error. Definitions are cached; a script that finds the
 // board gone or re-created with another definition makes the store forget (and reload) it.
 func (s *Store) Board(ctx context.Context, id string) (*Board, error) {
+	v, err := s.loadBoard(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return v.b, nil
+}
+
+// loadBoard is Board with what the store derives from the definition (cachedBoard).
+func (s *Store) loadBoard(ctx context.Context, id string) (*cachedBoard, error) {
 	if v, ok := s.boards.Load(id); ok {
-		return v.(*Board), nil
+		return v.(*cachedBoard), nil
 	}
 	if err := checkID("board id", id); err != nil {
 		return nil, err
 	}
-	def, err := s.rdb.Get(ctx, s.keyBase(id)+"def").Result()
+	def, err := s.rdb.Get(ctx, s.makeKeyBase(id)+"def").Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, errorf(NotFound, "no leaderboard with id %q", id)
 	}
@@ -223,8 +270,7 @@ func (s *Store) Board(ctx context.Context, id string) (*Board, error) {
 	if err != nil {
 		return nil, &Error{Code: Internal, Message: "internal error", Err: err}
 	}
-	s.boards.Store(id, b)
-	return b, nil
+	return s.cacheBoard(id, b), nil
 }
 
 // fresh runs f, an operation on one board; when a script found that the cached definition of the board is out

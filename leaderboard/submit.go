@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -56,11 +55,14 @@ type Outcome struct {
 	Err    error
 }
 
-// The submit script's header: 15 arguments (submit.lua), of which the 13th is the number of items and the 15th
-// the parts of the entries to fill (Fields).
+// The submit script's header: 15 arguments (submit.lua), of which the 10th is the board's channel, the 12th the
+// caller's clock (unix s), the 13th the number of items and the 15th the parts of the entries to fill (Fields).
 const (
 	submitHeaderArgs = 15
+	submitChannelArg = 9
+	submitNowArg     = 11
 	submitCountArg   = 12
+	submitFieldsArg  = 14
 )
 
 // submitFields are the parts of a result that cost a submission Redis work of their own: the others come with
@@ -86,6 +88,15 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission, opts ...ReadO
 		return nil, errorf(Invalid, "at most %d submissions per call, got %d", MaxBulk, len(subs))
 	}
 	out := make([]Outcome, len(subs))
+	fields := readArg(opts) & int(submitFields)
+	if len(subs) == 1 { // the common case, a single submission: nothing to group, no goroutine hop
+		if err := checkID("board id", subs[0].Board); err != nil {
+			out[0].Err = err
+		} else {
+			s.submitBoard(ctx, subs[0].Board, subs, onlyItem, fields, out)
+		}
+		return out, nil
+	}
 	groups := map[string][]int{}
 	var order []string
 	for i, sub := range subs {
@@ -98,8 +109,7 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission, opts ...ReadO
 		}
 		groups[sub.Board] = append(groups[sub.Board], i)
 	}
-	fields := readArg(opts) & int(submitFields)
-	if len(order) == 1 { // the common case, a single submission: no goroutine hop
+	if len(order) == 1 { // one board: no goroutine hop
 		s.submitBoard(ctx, order[0], subs, groups[order[0]], fields, out)
 		return out, nil
 	}
@@ -117,6 +127,9 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission, opts ...ReadO
 	wg.Wait()
 	return out, nil
 }
+
+// onlyItem is the idx of a call of one submission (read only).
+var onlyItem = []int{0}
 
 // submitBoard validates the items idx of subs (all for one board) and applies the valid ones in one script call.
 // fields: the submitFields to fill.
@@ -140,27 +153,26 @@ func (s *Store) submitBoard(ctx context.Context, board string, subs []Submission
 // nothing of those items was written.
 func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submission, idx []int, fields int,
 	out []Outcome) error {
-	b, err := s.Board(ctx, board)
+	v, err := s.loadBoard(ctx, board)
 	if err != nil {
 		return err
 	}
+	b := v.b
 	now := s.cfg.Clock()
-	codes := make([]string, len(b.Windows))
-	for i, w := range b.Windows {
-		codes[i] = windowCodes[w]
-	}
-	args := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
-		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
-		s.publishArg(), s.Channel(board), strings.Join(codes, ","), now.Unix(), 0, b.MaxSubmitsPerMinute, fields}
-	var sent []int
-	var firstPeriods []string
+	args := make([]any, submitHeaderArgs, submitHeaderArgs+len(idx)*(submitItemArgs+2*len(b.Windows)))
+	copy(args, v.submitHead)
+	args[submitNowArg], args[submitFieldsArg] = now.Unix(), fields
+	// A single submission (the common case) keeps its bookkeeping on the stack.
+	var sentBuf [1]int
+	var periodBuf [1]string
+	sent, firstPeriods := sentBuf[:0], periodBuf[:0]
 	for _, i := range idx {
-		item, period, err := s.itemArgs(b, subs[i], now)
+		var period string
+		args, period, err = s.appendItem(args, b, subs[i], now)
 		if err != nil {
 			out[i].Err = err
 			continue
 		}
-		args = append(args, item...)
 		sent = append(sent, i)
 		firstPeriods = append(firstPeriods, period)
 	}
@@ -172,7 +184,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	if err != nil {
 		return err
 	}
-	reply, err := s.run(ctx, submitScript, []string{s.keyBase(board)}, args...).Slice()
+	reply, err := s.run(ctx, submitScript, []string{v.keys}, args...).Slice()
 	release()
 	if err == nil && len(reply) != len(sent) {
 		err = fmt.Errorf("submit script returned %d replies for %d items", len(reply), len(sent))
@@ -196,29 +208,34 @@ func (s *Store) publishArg() string {
 	return s.cfg.PublishCommand
 }
 
-// itemArgs validates one submission and returns its script arguments and the period of the board's first window.
-func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string, error) {
+// submitItemArgs is the number of a submission's script arguments before its windows' (two per window).
+const submitItemArgs = 9
+
+// appendItem validates one submission and appends its script arguments to args; it returns them and the period
+// of the board's first window. On an error args is returned as it was.
+func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time) ([]any, string, error) {
+	n := len(args)
 	if err := checkID("player id", sub.Player); err != nil {
-		return nil, "", err
+		return args[:n], "", err
 	}
 	if err := checkScore(sub.Score); err != nil {
-		return nil, "", err
+		return args[:n], "", err
 	}
 	if b.Mode != Sum {
 		if b.MinScore != nil && sub.Score < *b.MinScore || b.MaxScore != nil && sub.Score > *b.MaxScore {
-			return nil, "", errorf(Invalid, "score %v is outside the board's range [%s, %s]", sub.Score,
+			return args[:n], "", errorf(Invalid, "score %v is outside the board's range [%s, %s]", sub.Score,
 				fmtBound(b.MinScore, "-inf"), fmtBound(b.MaxScore, "+inf"))
 		}
 	}
 	if sub.EventID != "" {
 		if err := checkID("eventId", sub.EventID); err != nil {
-			return nil, "", err
+			return args[:n], "", err
 		}
 	}
 	hasName, name := "0", ""
 	if sub.DisplayName != nil {
 		if len(*sub.DisplayName) > MaxNameBytes || !utf8.ValidString(*sub.DisplayName) {
-			return nil, "", errorf(Invalid, "displayName must be valid UTF-8 of at most %d bytes", MaxNameBytes)
+			return args[:n], "", errorf(Invalid, "displayName must be valid UTF-8 of at most %d bytes", MaxNameBytes)
 		}
 		hasName, name = "1", *sub.DisplayName
 	}
@@ -226,27 +243,27 @@ func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string
 	if sub.Metadata != nil {
 		m, err := checkMetadata(sub.Metadata)
 		if err != nil {
-			return nil, "", err
+			return args[:n], "", err
 		}
 		hasMeta, meta = "1", m
 	}
 	at := now
 	if !sub.AchievedAt.IsZero() {
 		if sub.AchievedAt.After(now.Add(s.cfg.ClockSkew)) {
-			return nil, "", errorf(Invalid, "achievedAt is in the future")
+			return args[:n], "", errorf(Invalid, "achievedAt is in the future")
 		}
 		if sub.AchievedAt.Before(MinAchievedAt) {
-			return nil, "", errorf(Invalid, "achievedAt must not be before %s", MinAchievedAt.Format(time.RFC3339))
+			return args[:n], "", errorf(Invalid, "achievedAt must not be before %s", MinAchievedAt.Format(time.RFC3339))
 		}
 		if sub.AchievedAt.Before(now) {
 			at = sub.AchievedAt
 		}
 	}
 	if at.After(MaxAchievedAt) {
-		return nil, "", errorf(Invalid, "achievedAt must not be after %s", MaxAchievedAt.Format(time.RFC3339))
+		return args[:n], "", errorf(Invalid, "achievedAt must not be after %s", MaxAchievedAt.Format(time.RFC3339))
 	}
 	score := strconv.FormatFloat(sub.Score, 'g', -1, 64)
-	args := []any{sub.Player, score, sub.EventID, fingerprint(sub, score), hasName, name, hasMeta, meta, at.Unix()}
+	args = append(args, sub.Player, score, sub.EventID, fingerprint(sub, score), hasName, name, hasMeta, meta, at.Unix())
 	var first string
 	loc := b.Location()
 	for i, w := range b.Windows {
@@ -257,12 +274,12 @@ func (s *Store) itemArgs(b *Board, sub Submission, now time.Time) ([]any, string
 			start := periodStart(w, at, loc)
 			if cur := periodStart(w, now, loc); !start.Equal(cur) {
 				if now.Sub(nextStart(w, start, 1)) > b.Grace {
-					return nil, "", errorf(PeriodClosed, "the %s period %s is closed", w, periodKey(w, start))
+					return args[:n], "", errorf(PeriodClosed, "the %s period %s is closed", w, periodKey(w, start))
 				}
 			}
 			period, exp = periodKey(w, start), b.expireAt(w, start)
 			if exp <= now.Unix() { // its keys would be written already expired (the script checks this too)
-				return nil, "", errorf(PeriodClosed, "the %s period %s is closed", w, period)
+				return args[:n], "", errorf(PeriodClosed, "the %s period %s is closed", w, period)
 			}
 		}
 		if i == 0 {

@@ -36,13 +36,21 @@ func FuzzSubmissionArgs(f *testing.F) {
 		if at != 0 {
 			sub.AchievedAt = time.Unix(at%(1<<36), 0)
 		}
-		args, period, err := s.itemArgs(b, sub, now)
+		// Appended after arguments already there, which a refusal leaves as they were.
+		args, period, err := s.appendItem([]any{"before"}, b, sub, now)
+		if len(args) == 0 || args[0] != "before" {
+			t.Fatalf("arguments before the item changed: %v", args)
+		}
 		if err != nil {
+			if len(args) != 1 {
+				t.Fatalf("refused item left arguments: %v", args)
+			}
 			if ErrorCode(err) == Internal {
 				t.Fatalf("validation error without a client code: %v", err)
 			}
 			return
 		}
+		args = args[1:]
 		if len(player) == 0 || len(player) > MaxIDBytes || !utf8.ValidString(player) || checkScore(score) != nil {
 			t.Fatalf("accepted player %q score %v", player, score)
 		}
