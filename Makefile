@@ -59,6 +59,7 @@ fuzz:
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzClientAddr -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz FuzzEncodeScalars -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz FuzzCoerceVariables -fuzztime $(FUZZTIME)
+	$(GO) test ./graph -run '^$$' -fuzz FuzzPreparedArgs -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzDecodeRequest -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/topcache -run '^$$' -fuzz FuzzNamesTop -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzMarshalResponse -fuzztime $(FUZZTIME)

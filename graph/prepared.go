@@ -210,12 +210,21 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 // context, resolver call and null rule), and encodes the result for the plan's selection.
 func (ec *executionContext) preparedField(ctx context.Context, field graphql.CollectedField, p *preparedPlan) graphql.Marshaler {
 	args := func(ctx context.Context) map[string]any { return graphql.GetFieldContext(ctx).Args }
+	// The field context with the arguments decoded the prepared way (preparedargs.go), or the generated one's.
+	fieldContext := func(generated func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error)) func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error) {
+		return func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			if fc, ok := ec.preparedFieldContext(ctx, field, p.root); ok {
+				return fc, nil
+			}
+			return generated(ctx, field)
+		}
+	}
 	entries := func(v []leaderboard.Entry) ([]byte, bool) {
 		return appendEntries(make([]byte, 0, 256*len(v)+2), p.sel, v)
 	}
 	switch p.root {
 	case prepSubmitScore:
-		return resolvePrepared(ctx, ec, field, ec.fieldContext_Mutation_submitScore,
+		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Mutation_submitScore),
 			func(ctx context.Context) (any, error) {
 				return ec.Resolvers.Mutation().SubmitScore(ctx, args(ctx)["input"].(model.ScoreInput))
 			},
@@ -227,7 +236,7 @@ func (ec *executionContext) preparedField(ctx context.Context, field graphql.Col
 			},
 			ec.marshalNScoreResult2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult, true)
 	case prepSubmitScores:
-		return resolvePrepared(ctx, ec, field, ec.fieldContext_Mutation_submitScores,
+		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Mutation_submitScores),
 			func(ctx context.Context) (any, error) {
 				return ec.Resolvers.Mutation().SubmitScores(ctx, args(ctx)["inputs"].([]model.ScoreInput))
 			},
@@ -236,7 +245,7 @@ func (ec *executionContext) preparedField(ctx context.Context, field graphql.Col
 			},
 			ec.marshalNScoreResult2ᚕᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult, true)
 	case prepRank:
-		return resolvePrepared(ctx, ec, field, ec.fieldContext_Query_rank,
+		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Query_rank),
 			func(ctx context.Context) (any, error) {
 				a := args(ctx)
 				return ec.Resolvers.Query().Rank(ctx, a["board"].(string), a["playerId"].(string),
@@ -250,7 +259,7 @@ func (ec *executionContext) preparedField(ctx context.Context, field graphql.Col
 			},
 			ec.marshalOEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry, false)
 	case prepAroundMe:
-		return resolvePrepared(ctx, ec, field, ec.fieldContext_Query_aroundMe,
+		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Query_aroundMe),
 			func(ctx context.Context) (any, error) {
 				a := args(ctx)
 				return ec.Resolvers.Query().AroundMe(ctx, a["board"].(string), a["playerId"].(string),
@@ -258,7 +267,7 @@ func (ec *executionContext) preparedField(ctx context.Context, field graphql.Col
 			},
 			entries, ec.marshalNEntry2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntryᚄ, true)
 	case prepFriends:
-		return resolvePrepared(ctx, ec, field, ec.fieldContext_Query_friends,
+		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Query_friends),
 			func(ctx context.Context) (any, error) {
 				a := args(ctx)
 				return ec.Resolvers.Query().Friends(ctx, a["board"].(string), a["playerId"].(string),
