@@ -1,0 +1,108 @@
+package server
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkHotPath runs the hot operations through the server's handler (the middleware, the fast path, the
+// store and its batcher, go-redis) on the shared test Redis, from 32 goroutines, without net/http's connection
+// handling: the part of a request's server CPU that this repository's code decides. Besides ns/op it reports
+// allocs/op (exact, so two revisions compare without noise) and cpu-µs/op, the process's CPU time (user and
+// system, getrusage) per operation, which leaves out redis-server's. Compare revisions with
+//
+//	go test -run '^$' -bench HotPath -count 6 ./internal/server
+//
+// in two checkouts, one after the other; cmd/lbbench measures the whole service.
+func BenchmarkHotPath(b *testing.B) {
+	s := startServer(b, testConfig(b))
+	const board = "hot"
+	s.create(b, map[string]any{"id": board})
+	const players = 10000
+	for i := 0; i < players; i += 1000 { // a board of some size: rank reads walk a real sorted set
+		items := make([]map[string]any, 0, 1000)
+		for j := i; j < i+1000; j++ {
+			items = append(items, map[string]any{"board": board, "playerId": "p" + strconv.Itoa(j), "score": (j * 7919) % 100003})
+		}
+		s.must(b, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+			map[string]any{"in": items}, nil)
+	}
+	h := s.App.Handler()
+	var seq atomic.Int64
+	ops := []struct {
+		name  string
+		key   string
+		query string
+		vars  func(n int64) string
+	}{
+		{"submitScore", testSubmitKey,
+			`mutation($in: ScoreInput!) { submitScore(input: $in) { entry { playerId rank score } previousRank updated } }`,
+			func(n int64) string {
+				p := n // even: a new player; odd: an earlier one with another score
+				if n%2 == 1 {
+					p = n / 2
+				}
+				return `{"in":{"board":"hot","playerId":"b` + strconv.FormatInt(p, 10) + `","score":` +
+					strconv.FormatInt(n*7919%100003, 10) + `}}`
+			}},
+		{"rank", "", `query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { playerId rank score } }`,
+			func(n int64) string { return `{"b":"hot","p":"p` + strconv.FormatInt(n*7919%players, 10) + `"}` }},
+		{"top", "", `query($b: ID!) { top(board: $b, first: 10) { playerId rank score } }`,
+			func(int64) string { return `{"b":"hot"}` }},
+	}
+	for _, op := range ops {
+		body := func(n int64) []byte {
+			return []byte(`{"query":` + strconv.Quote(op.query) + `,"variables":` + op.vars(n) + `}`)
+		}
+		serve := func(n int64) *httptest.ResponseRecorder {
+			r := httptest.NewRequest(http.MethodPost, "/graphql", bytes.NewReader(body(n)))
+			r.Header.Set("Content-Type", "application/json")
+			if op.key != "" {
+				r.Header.Set("Authorization", "Bearer "+op.key)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w
+		}
+		b.Run(op.name, func(b *testing.B) {
+			for range 3 { // the first runs go through gqlgen, which teaches the fast path the document
+				if w := serve(seq.Add(1)); w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"errors"`)) {
+					b.Fatalf("%s: %d %s", op.name, w.Code, w.Body)
+				}
+			}
+			var failed atomic.Value
+			b.SetParallelism(16) // 32 goroutines on 2 cores, as lbbench's 32 clients
+			b.ReportAllocs()
+			before := cpuTime()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					w := serve(seq.Add(1))
+					if w.Code != http.StatusOK || bytes.Contains(w.Body.Bytes(), []byte(`"errors"`)) {
+						failed.Store(w.Body.String())
+					}
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-µs/op")
+			if f := failed.Load(); f != nil {
+				b.Fatalf("%s failed: %s", op.name, f)
+			}
+		})
+	}
+}
+
+// cpuTime returns the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
