@@ -5,13 +5,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// BenchmarkHotPath runs the hot operations through the server's handler (the middleware, the fast path, the
+// BenchmarkHotPath runs the hot operations (submitScore, rank, aroundMe, friends of 100, cached top) through the server's handler (the middleware, the fast path, the
 // store and its batcher, go-redis) on the shared test Redis, from 32 goroutines, without net/http's connection
 // handling: the part of a request's server CPU that this repository's code decides. Besides ns/op it reports
 // allocs/op (exact, so two revisions compare without noise) and cpu-µs/op, the process's CPU time (user and
@@ -53,6 +54,19 @@ func BenchmarkHotPath(b *testing.B) {
 			}},
 		{"rank", "", `query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { playerId rank score } }`,
 			func(n int64) string { return `{"b":"hot","p":"p` + strconv.FormatInt(n*7919%players, 10) + `"}` }},
+		{"aroundMe", "", `query($b: ID!, $p: ID!) { aroundMe(board: $b, playerId: $p, radius: 5) { playerId rank score } }`,
+			func(n int64) string { return `{"b":"hot","p":"p` + strconv.FormatInt(n*7919%players, 10) + `"}` }},
+		{"friends", "", `query($b: ID!, $p: ID!, $f: [ID!]!) { friends(board: $b, playerId: $p, friendIds: $f) { playerId rank score } }`,
+			func(n int64) string {
+				var f strings.Builder
+				for i := range int64(100) {
+					if i > 0 {
+						f.WriteByte(',')
+					}
+					f.WriteString(`"p` + strconv.FormatInt((n*100+i)*7919%players, 10) + `"`)
+				}
+				return `{"b":"hot","p":"p` + strconv.FormatInt(n*7919%players, 10) + `","f":[` + f.String() + `]}`
+			}},
 		{"top", "", `query($b: ID!) { top(board: $b, first: 10) { playerId rank score } }`,
 			func(int64) string { return `{"b":"hot"}` }},
 	}
