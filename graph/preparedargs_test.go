@@ -114,6 +114,7 @@ func TestPreparedArgsMatchGenerated(t *testing.T) {
 		{4, `{"in":[{"board":"b","playerId":"p","score":1},{"board":"b","playerId":"q","score":2.5,"eventId":"e"}]}`, true},
 		{4, `{"in":[{"board":"b","playerId":"p","score":1},{"board":"b","playerId":"q","score":2,"metadata":{}}]}`, false},
 		{4, `{"in":[]}`, true},
+		{4, `{"in":{"board":"b","playerId":"p","score":1}}`, true}, // one input where a list is expected
 		{5, `{}`, true},
 		{6, `{"s":2.25}`, true},
 		{7, `{}`, true},

@@ -18,7 +18,8 @@ import (
 // store and its batcher, go-redis) on the shared test Redis, from 32 goroutines, without net/http's connection
 // handling: the part of a request's server CPU that this repository's code decides. Besides ns/op it reports
 // allocs/op (exact, so two revisions compare without noise) and cpu-µs/op, the process's CPU time (user and
-// system, getrusage) per operation, which leaves out redis-server's. Compare revisions with
+// system, getrusage) per operation, which leaves out redis-server's but follows the machine's phase (±20 % between
+// rounds of one binary on a shared VM). Compare revisions with
 //
 //	go test -run '^$' -bench HotPath -count 6 ./internal/server
 //
