@@ -12,8 +12,8 @@ import (
 // the generated field_X_args functions decode them, but without what those do around each value for the sake of
 // an error's path: a path context and a closure per argument, per input field and per list element (a
 // submitScore's arguments were 20 of its 154 allocations, a friends(100)'s over 200). A value that an unmarshaler
-// refuses, an input with fields this file does not decode (metadata, achievedAt) and anything unusual go to the
-// generated function, which then decodes everything again and reports the error at its path.
+// refuses, an input field the schema does not have and anything unusual go to the generated function, which then
+// decodes everything again and reports the error at its path.
 // TestPreparedResultsMatchGqlgen holds the two ways to the same responses, TestPreparedArgsMatchGenerated to the
 // same field contexts.
 
@@ -112,8 +112,8 @@ func plainArg[T any](ctx context.Context, raw map[string]any, name string, decod
 	return decode(ctx, v)
 }
 
-// plainScoreInput is unmarshalInputScoreInput for an input object of board, playerId, score, eventId and
-// displayName (each optional, as there), decoded by the same unmarshalers; false for anything else.
+// plainScoreInput is unmarshalInputScoreInput for an input object of ScoreInput's fields (each optional, as
+// there), decoded by the same unmarshalers; false for anything else.
 func plainScoreInput(ctx context.Context, ec *executionContext, v any) (model.ScoreInput, bool) {
 	var it model.ScoreInput
 	m, ok := v.(map[string]any)
@@ -133,6 +133,10 @@ func plainScoreInput(ctx context.Context, ec *executionContext, v any) (model.Sc
 			it.EventID, err = ec.unmarshalOID2ᚖstring(ctx, v)
 		case "displayName":
 			it.DisplayName, err = ec.unmarshalOString2ᚖstring(ctx, v)
+		case "metadata":
+			it.Metadata, err = ec.unmarshalOJSON2encodingᚋjsonᚐRawMessage(ctx, v)
+		case "achievedAt":
+			it.AchievedAt, err = ec.unmarshalOTime2ᚖtimeᚐTime(ctx, v)
 		default:
 			return it, false
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -87,8 +88,7 @@ func checkPreparedArgs(t *testing.T, es graphql.ExecutableSchema, src string, va
 }
 
 // TestPreparedArgsMatchGenerated: the prepared arguments of every prepared root are the generated ones, for the
-// variables clients send; values the generated unmarshalers refuse and inputs with fields the prepared way does
-// not decode are left to the generated way.
+// variables clients send; values the generated unmarshalers refuse are left to the generated way.
 func TestPreparedArgsMatchGenerated(t *testing.T) {
 	es := NewSchema(&Resolver{})
 	for _, c := range []struct {
@@ -101,8 +101,10 @@ func TestPreparedArgsMatchGenerated(t *testing.T) {
 		{0, `{"in":{"board":"b","playerId":"p","score":-2,"eventId":null,"displayName":null}}`, true},
 		{0, `{"in":{"board":"b","playerId":"p","score":1e300}}`, false},            // beyond 2^53: refused
 		{0, `{"in":{"board":"b","playerId":"p","score":9007199254740993}}`, false}, // beyond 2^53: refused
-		{0, `{"in":{"board":"b","playerId":"p","score":1,"metadata":{"k":1}}}`, false},
-		{0, `{"in":{"board":"b","playerId":"p","score":1,"achievedAt":"2030-01-01T00:00:00Z"}}`, false},
+		{0, `{"in":{"board":"b","playerId":"p","score":1,"metadata":{"k":[1,"<&>"]}}}`, true},
+		{0, `{"in":{"board":"b","playerId":"p","score":1,"achievedAt":"2030-01-01T00:00:00.5+02:00"}}`, true},
+		{0, `{"in":{"board":"b","playerId":"p","score":1,"metadata":{"k":"` + strings.Repeat("m", 2000) + `"}}}`, false}, // too large: refused
+		{0, `{"in":{"board":"b","playerId":"p","score":1,"achievedAt":"yesterday"}}`, false},
 		{1, `{"b":"b","p":"p","r":3,"w":"DAILY","per":"2030-01-01"}`, true},
 		{1, `{"b":"b","p":"p"}`, true},
 		{1, `{"b":"b","p":"p","r":null,"w":null,"per":null}`, true},
@@ -112,7 +114,8 @@ func TestPreparedArgsMatchGenerated(t *testing.T) {
 		{3, `{"b":"b","p":"p","f":[]}`, true},
 		{3, `{"b":"b","p":"p","f":"solo"}`, true},
 		{4, `{"in":[{"board":"b","playerId":"p","score":1},{"board":"b","playerId":"q","score":2.5,"eventId":"e"}]}`, true},
-		{4, `{"in":[{"board":"b","playerId":"p","score":1},{"board":"b","playerId":"q","score":2,"metadata":{}}]}`, false},
+		{4, `{"in":[{"board":"b","playerId":"p","score":1},{"board":"b","playerId":"q","score":2,"metadata":{}}]}`, true},
+		{4, `{"in":[{"board":"b","playerId":"p","score":1},{"board":"b","playerId":"q","score":2,"metadata":[]}]}`, false},
 		{4, `{"in":[]}`, true},
 		{4, `{"in":{"board":"b","playerId":"p","score":1}}`, true}, // one input where a list is expected
 		{5, `{}`, true},

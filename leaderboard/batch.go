@@ -56,8 +56,9 @@ func newBatcher(fns *functions, lanes int) *batcher {
 // run runs a script call through a lane and returns its result. A caller whose context has a deadline (every
 // HTTP request has REQUEST_TIMEOUT's) is held to it by the lane, not by waiting on ctx.Done, which would start
 // the request's timer (the server's requestContext starts one only when asked; starting and stopping it were
-// 2.3% of the server's CPU for a rank read, the start 1.2% for a submission): a call whose deadline passed before a lane took it is answered DeadlineExceeded
-// and not sent, and a pipeline's round trip is cut at its calls' earliest deadline. Such a caller is not
+// 2.3% of the server's CPU for a rank read, the start 1.2% for a submission): a call whose deadline passed
+// before a lane took it is answered DeadlineExceeded and not sent, and a pipeline's round trip is cut at its
+// calls' earliest deadline. Such a caller is not
 // abandoned when its context is canceled before the deadline (a client that went away): its call is in flight
 // or about to be, and ends by the deadline. One bound is looser than ctx.Done's: a call that waits in the queue
 // while every lane waits on a stalled Redis for calls with later deadlines (or none) is answered when a lane

@@ -190,7 +190,7 @@ func (s *Store) cacheBoard(id string, b *Board) *cachedBoard {
 	}
 	head := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
-		s.publishArg(), keys + "live", strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0}
+		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0}
 	v := &cachedBoard{b: b, keys: keys, submitHead: head}
 	s.boards.Store(id, v)
 	return v
@@ -202,8 +202,11 @@ func (s *Store) Channel(board string) string {
 	if v, ok := s.boards.Load(board); ok {
 		return v.(*cachedBoard).submitHead[submitChannelArg].(string)
 	}
-	return s.makeKeyBase(board) + "live"
+	return channelOf(s.makeKeyBase(board))
 }
+
+// channelOf returns the channel of the board whose key base is keys.
+func channelOf(keys string) string { return keys + "live" }
 
 // BoardKeys returns the SCAN/KEYS pattern that matches every key of a board (for tests and tools; SCAN with it
 // on every node of a cluster).
