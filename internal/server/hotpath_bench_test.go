@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/internal/heapfloor"
+	"github.com/redis/go-redis/v9"
 )
 
 // BenchmarkHotPath runs the hot operations (submitScore, rank, aroundMe, friends of 100, cached top) through the server's handler (the middleware, the fast path, the
@@ -42,6 +44,12 @@ func BenchmarkHotPath(b *testing.B) {
 			map[string]any{"in": items}, nil)
 	}
 	h := s.App.Handler()
+	opts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
 	var seq atomic.Int64
 	ops := []struct {
 		name  string
@@ -100,7 +108,7 @@ func BenchmarkHotPath(b *testing.B) {
 			var failed atomic.Value
 			b.SetParallelism(16) // 32 goroutines on 2 cores, as lbbench's 32 clients
 			b.ReportAllocs()
-			before := cpuTime()
+			before, rBefore := cpuTime(), redisUsage(b, rdb)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -112,11 +120,58 @@ func BenchmarkHotPath(b *testing.B) {
 			})
 			b.StopTimer()
 			b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-µs/op")
+			rAfter := redisUsage(b, rdb)
+			b.ReportMetric(float64((rAfter.cpu-rBefore.cpu).Microseconds())/float64(b.N), "redis-µs/op")
+			b.ReportMetric(float64(rAfter.calls-rBefore.calls)/float64(b.N), "calls/op")
 			if f := failed.Load(); f != nil {
 				b.Fatalf("%s failed: %s", op.name, f)
 			}
 		})
 	}
+}
+
+// redisState is what redis-server reports of its own work: its CPU time (user and system) and the commands it
+// was sent (script calls and plain commands alike; those a script makes are not counted).
+type redisState struct {
+	cpu   time.Duration
+	calls int64
+}
+
+// redisUsage reads INFO's cpu and commandstats sections. The shared test Redis serves only this benchmark while
+// it runs, but the INFO calls themselves count: two calls, one per reading, far below one per op.
+func redisUsage(b *testing.B, rdb *redis.Client) redisState {
+	info, err := rdb.Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var st redisState
+	for _, line := range strings.Split(info, "\r\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		switch {
+		case name == "used_cpu_sys" || name == "used_cpu_user":
+			sec, err := strconv.ParseFloat(value, 64)
+			if err != nil {
+				b.Fatalf("INFO %s", line)
+			}
+			st.cpu += time.Duration(sec * float64(time.Second))
+		case strings.HasPrefix(name, "cmdstat_"):
+			// calls=N,usec=...: commands a script runs are counted under their own names too, so only the
+			// client's commands count here: the scripts (fcall, evalsha, eval) and plain ones sent directly.
+			calls, _, _ := strings.Cut(strings.TrimPrefix(value, "calls="), ",")
+			n, err := strconv.ParseInt(calls, 10, 64)
+			if err != nil {
+				b.Fatalf("INFO %s", line)
+			}
+			if strings.HasPrefix(name, "cmdstat_fcall") || strings.HasPrefix(name, "cmdstat_evalsha") ||
+				name == "cmdstat_eval" {
+				st.calls += n
+			}
+		}
+	}
+	return st
 }
 
 // cpuTime returns the process's user and system CPU time so far.
