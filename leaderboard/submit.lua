@@ -45,7 +45,7 @@ local watching = rcall('EXISTS', base .. 'watch') == 1
 local changes = {}
 -- The state of each window period written, read once per call and saved once at its end (save_state): the items
 -- of a call run one after another, so each sees the state the one before left.
-local states, dirty = {}, {}
+local states, dirty = {}, {} -- states[window][period]
 local seasons -- the SEASON window's state, read once when an item needs it (season_state)
 local clock_ms -- Redis's own time, read once, only to pace size events
 
@@ -211,73 +211,78 @@ local function plan(i0)
 
   it.wins = {}
   it.namesTTL = 0
-  local todo = {}
+  -- Windows without a period for this item (a SEASON window when no season takes it) are skipped; an item no
+  -- window takes is refused after the loop. Every step of the loop only reads, so the refusals come out as if
+  -- the periods were all found first.
   for wi, w in ipairs(wins) do
     local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], tonum(ARGV[i0 + 10 + 2 * (wi - 1)])
     if p == '' then
       seasons = seasons or season_state()
       p, exp = season_of(seasons, it.ts, now)
     end
-    if p then todo[#todo + 1] = { wi, w, p, exp } end
+    if p then
+      local ttl = 0
+      if exp > 0 then
+        ttl = exp - now
+        if ttl <= 0 then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
+        if it.namesTTL and ttl > it.namesTTL then it.namesTTL = ttl end
+      else
+        it.namesTTL = nil
+      end
+      -- states[w][p]: no key string made per item
+      local byp = states[w]
+      if not byp then
+        byp = {}
+        states[w] = byp
+      end
+      local st = byp[p]
+      if not st then
+        st = load_state(w, p)
+        byp[p] = st
+      end
+      local h = phash(st, player)
+      local rk, rec, ots, otok, ox, oexact, om = locate(st, player, h)
+      local sx = it.score
+      if desc then sx = -sx end
+      local nx = sx
+      if rec then
+        if mode == 'best' then
+          if ox <= sx then nx = ox end
+        elseif mode == 'sum' then
+          nx = ox + sx
+          -- The exact total is nx + e (TwoSum), so totals beyond 2^53 are seen even when nx rounds to 2^53.
+          local bb = nx - ox
+          local e = (ox - (nx - bb)) + (sx - bb)
+          if abs(nx) > MAX_SCORE or (abs(nx) == MAX_SCORE and e ~= 0 and (e > 0) == (nx > 0)) then
+            return nil, refuse('BAD_USER_INPUT', 'the total would exceed 2^53 in magnitude')
+          end
+          if sx ~= 0 and nx == ox then
+            return nil, refuse('BAD_USER_INPUT', 'the delta ' .. fmt(it.score) ..
+              ' is too small to change the total ' .. fmt(user(ox)))
+          end
+        end
+      end
+      if mode == 'sum' then
+        local u = user(nx)
+        if (minS and u < minS) or (maxS and u > maxS) then
+          return nil, refuse('BAD_USER_INPUT', 'the total ' .. fmt(u) .. ' would leave the board\'s score range')
+        end
+      end
+      local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, om = om,
+        nx = nx, ttl = ttl }
+      pl.changed = (not rec) or nx ~= ox
+      if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
+        return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
+      end
+      if rec and (wantPrev or it.ekey or not pl.changed or not below_top(st, nx)) then
+        pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact, om)
+      end
+      it.wins[#it.wins + 1] = pl
+    end
   end
-  if #todo == 0 then
+  if #it.wins == 0 then
     return nil, refuse('PERIOD_CLOSED',
       'no season takes this score: none ran when it was achieved, or its grace is over')
-  end
-  for _, t in ipairs(todo) do
-    local wi, w, p, exp = t[1], t[2], t[3], t[4]
-    local ttl = 0
-    if exp > 0 then
-      ttl = exp - now
-      if ttl <= 0 then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
-      if it.namesTTL and ttl > it.namesTTL then it.namesTTL = ttl end
-    else
-      it.namesTTL = nil
-    end
-    local sk = w .. ':' .. p
-    local st = states[sk]
-    if not st then
-      st = load_state(w, p)
-      states[sk] = st
-    end
-    local h = phash(st, player)
-    local rk, rec, ots, otok, ox, oexact, om = locate(st, player, h)
-    local sx = it.score
-    if desc then sx = -sx end
-    local nx = sx
-    if rec then
-      if mode == 'best' then
-        if ox <= sx then nx = ox end
-      elseif mode == 'sum' then
-        nx = ox + sx
-        -- The exact total is nx + e (TwoSum), so totals beyond 2^53 are seen even when nx rounds to 2^53.
-        local bb = nx - ox
-        local e = (ox - (nx - bb)) + (sx - bb)
-        if abs(nx) > MAX_SCORE or (abs(nx) == MAX_SCORE and e ~= 0 and (e > 0) == (nx > 0)) then
-          return nil, refuse('BAD_USER_INPUT', 'the total would exceed 2^53 in magnitude')
-        end
-        if sx ~= 0 and nx == ox then
-          return nil, refuse('BAD_USER_INPUT', 'the delta ' .. fmt(it.score) .. ' is too small to change the total ' ..
-            fmt(user(ox)))
-        end
-      end
-    end
-    if mode == 'sum' then
-      local u = user(nx)
-      if (minS and u < minS) or (maxS and u > maxS) then
-        return nil, refuse('BAD_USER_INPUT', 'the total ' .. fmt(u) .. ' would leave the board\'s score range')
-      end
-    end
-    local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, om = om,
-      nx = nx, ttl = ttl }
-    pl.changed = (not rec) or nx ~= ox
-    if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
-      return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
-    end
-    if rec and (wantPrev or it.ekey or not pl.changed or not below_top(st, nx)) then
-      pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact, om)
-    end
-    it.wins[#it.wins + 1] = pl
   end
 
   it.metaOut = nil
