@@ -45,7 +45,7 @@ local watching = rcall('EXISTS', base .. 'watch') == 1
 local changes = {}
 -- The state of each window period written, read once per call and saved once at its end (save_state): the items
 -- of a call run one after another, so each sees the state the one before left.
-local states, dirty = {}, {} -- states[window][period]
+local states, dirty = {}, {} -- states[window][period]: no key string made per item
 local seasons -- the SEASON window's state, read once when an item needs it (season_state)
 local clock_ms -- Redis's own time, read once, only to pace size events
 
@@ -211,9 +211,8 @@ local function plan(i0)
 
   it.wins = {}
   it.namesTTL = 0
-  -- Windows without a period for this item (a SEASON window when no season takes it) are skipped; an item no
-  -- window takes is refused after the loop. Every step of the loop only reads, so the refusals come out as if
-  -- the periods were all found first.
+  -- A window without a period for this item (SEASON when no season takes it) is skipped; an item no window
+  -- takes is refused after the loop, with nothing written (planning only reads).
   for wi, w in ipairs(wins) do
     local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], tonum(ARGV[i0 + 10 + 2 * (wi - 1)])
     if p == '' then
@@ -229,7 +228,6 @@ local function plan(i0)
       else
         it.namesTTL = nil
       end
-      -- states[w][p]: no key string made per item
       local byp = states[w]
       if not byp then
         byp = {}
