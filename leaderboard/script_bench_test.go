@@ -117,6 +117,13 @@ func BenchmarkSubmitScript(b *testing.B) {
 				calls, usec := fcallStats(b, rdb)
 				b.ReportMetric(usec/float64(calls), "redis-us/call")
 				b.ReportMetric(usec/float64(b.N), "redis-us/item")
+				if os.Getenv("LB_BENCH_COMMANDS") != "" { // the commands' share, as BenchmarkReadScript reports it
+					for c, us := range commandStats(b, rdb) {
+						if c != "fcall" && c != "fcall_ro" && c != "config|resetstat" && c != "info" {
+							b.ReportMetric(us/float64(b.N), c+"-us/item")
+						}
+					}
+				}
 				if cpu > 0 {
 					b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "redis-cpu-us/item")
 				}

@@ -182,7 +182,7 @@ local function refuse(code, msg) return { 'err', code, msg } end
 local function plan(i0)
   local it = { player = ARGV[i0], score = tonum(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
     hasName = ARGV[i0 + 4] == '1', name = ARGV[i0 + 5], hasMeta = ARGV[i0 + 6] == '1', meta = ARGV[i0 + 7],
-    ts = tonum(ARGV[i0 + 8]) }
+    ts = ARGV[i0 + 8] + 0 } -- an integer the caller printed: + 0 converts once, tonumber twice
   local player = it.player
 
   if it.eventId ~= '' then
@@ -214,7 +214,7 @@ local function plan(i0)
   -- A window without a period for this item (SEASON when no season takes it) is skipped; an item no window
   -- takes is refused after the loop, with nothing written (planning only reads).
   for wi, w in ipairs(wins) do
-    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], tonum(ARGV[i0 + 10 + 2 * (wi - 1)])
+    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], ARGV[i0 + 10 + 2 * (wi - 1)] + 0
     if p == '' then
       seasons = seasons or season_state()
       p, exp = season_of(seasons, it.ts, now)
