@@ -17,10 +17,12 @@ import (
 
 // BenchmarkReadScript measures what the read scripts cost Redis on a big board (LB_BENCH_PLAYERS players, default
 // 100,000; lbbench's reads use 1,000,000): Redis's microseconds per read (INFO commandstats' FCALL usec) as
-// redis-us/op, and the part of it spent in each command the script calls (HGET, ZRANK, ...) as <cmd>-us/op; what
-// is left is the script's own Lua. Reads come from LB_BENCH_WORKERS goroutines (default 64); the players are
-// lbbench's fixture (player-0 ... player-(n-1)) with random ids per read. LB_BENCH_REDIS, LB_BENCH_BEFORE and
-// LB_BENCH_AFTER: see BenchmarkSubmitScript.
+// redis-us/op, and the part of it spent in each command the script calls (HGET, ZRANK, ...) as <cmd>-us/op; the
+// rest is the script's Lua and its calls into Redis. Reads come from LB_BENCH_WORKERS goroutines (default 64), one
+// script call each (no batcher), and fill only what lbbench's queries ask for (no optional Fields); the players are
+// lbbench's fixture (player-0 ... player-(n-1)), random per read. LB_BENCH_REDIS, LB_BENCH_BEFORE and
+// LB_BENCH_AFTER: see BenchmarkSubmitScript; on LB_BENCH_REDIS the board (key prefix "readbench") is kept, and a
+// later run loads only the players it lacks.
 func BenchmarkReadScript(b *testing.B) {
 	addr := benchRedis(b)
 	players := envInt("LB_BENCH_PLAYERS", 100_000)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leaderboard/leaderboard/internal/redistest"
 	lb "github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/redis/go-redis/v9"
 )
@@ -36,12 +35,10 @@ import (
 //	callgrind_annotate /tmp/cg.out.1 | head   # the last dump is the last measured phase
 //
 // LB_BENCH_REDIS names a Redis to use instead of a private one (its keys are not removed); LB_BENCH_BEFORE and
-// LB_BENCH_AFTER are shell commands run right before and right after the measured phase.
+// LB_BENCH_AFTER are shell commands run right before and right after the measured phase; LB_BENCH_COMMANDS=1 also
+// reports each command's microseconds per item (<cmd>-us/item: the part of redis-us/item spent in that command).
 func BenchmarkSubmitScript(b *testing.B) {
-	addr := os.Getenv("LB_BENCH_REDIS")
-	if addr == "" {
-		addr = redistest.Standalone(b).Options().Addrs[0]
-	}
+	addr := benchRedis(b)
 	players := envInt("LB_BENCH_PLAYERS", 100_000)
 	workers := envInt("LB_BENCH_WORKERS", 64)
 	ctx := context.Background()
