@@ -213,9 +213,10 @@ local function load_state(w, p)
     szp = (v[8] or 0) + 0, hv = hv, z = zkey(w, p), rp = rkey(w, p, '') }
 end
 
--- bucket_names holds the decimal names of record hash numbers below BUCKET_NAMES, made once per library load:
--- concatenating a number prints it with %.14g, and that print was a twentieth of a read of 100 friends in Redis.
--- The bound caps its memory (a board period of 3 million players uses 62,500 record hashes).
+-- bucket_names holds the decimal names of record hash numbers below BUCKET_NAMES, each made once per library load
+-- (per call where the scripts run as EVAL): concatenating a number prints it with %.14g, and that print was a
+-- twentieth of a read of 100 friends in Redis. The bound caps its memory at a few MB (a board period of 3 million
+-- players uses 62,500 record hashes).
 local bucket_names, BUCKET_NAMES = {}, 65536
 
 -- record_key returns the record hash that holds the player with hash h (phash; linear hashing).
