@@ -26,16 +26,10 @@ import (
 // LB_BENCH_AFTER: see BenchmarkSubmitScript; on LB_BENCH_REDIS the board (key prefix "readbench") is kept, and a
 // later run loads only the players it lacks.
 func BenchmarkReadScript(b *testing.B) {
-	addr := benchRedis(b)
+	rdb, ap := benchClients(b)
 	players := envInt("LB_BENCH_PLAYERS", 100_000)
 	workers := envInt("LB_BENCH_WORKERS", 64)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8})
-	b.Cleanup(func() { rdb.Close() })
-	ap, err := rdb.AutoPipeline()
-	if err != nil {
-		b.Fatal(err)
-	}
 	// A fixed prefix: on LB_BENCH_REDIS a later run finds the board loaded.
 	s := lb.New(ap, lb.Config{Prefix: "readbench"})
 	v := lb.View{Board: "big"}
@@ -139,12 +133,20 @@ func BenchmarkReadScript(b *testing.B) {
 	}
 }
 
-// benchRedis returns LB_BENCH_REDIS, or the address of a private Redis started for b.
-func benchRedis(b *testing.B) string {
-	if addr := os.Getenv("LB_BENCH_REDIS"); addr != "" {
-		return addr
+// benchClients returns a client of LB_BENCH_REDIS (or of a private Redis started for b) and an AutoPipeliner on
+// it, which the scripts' benchmarks run their store on: many calls in flight, as the server's batcher keeps them.
+func benchClients(b *testing.B) (*redis.Client, *redis.AutoPipeliner) {
+	addr := os.Getenv("LB_BENCH_REDIS")
+	if addr == "" {
+		addr = redistest.Standalone(b).Options().Addrs[0]
 	}
-	return redistest.Standalone(b).Options().Addrs[0]
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8})
+	b.Cleanup(func() { rdb.Close() })
+	ap, err := rdb.AutoPipeline()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rdb, ap
 }
 
 // commandStats returns the microseconds per command from INFO commandstats, by command name in lower case.

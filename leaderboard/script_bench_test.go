@@ -38,16 +38,10 @@ import (
 // LB_BENCH_AFTER are shell commands run right before and right after the measured phase; LB_BENCH_COMMANDS=1 also
 // reports each command's microseconds per item (<cmd>-us/item: the part of redis-us/item spent in that command).
 func BenchmarkSubmitScript(b *testing.B) {
-	addr := benchRedis(b)
+	rdb, ap := benchClients(b)
 	players := envInt("LB_BENCH_PLAYERS", 100_000)
 	workers := envInt("LB_BENCH_WORKERS", 64)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 8})
-	b.Cleanup(func() { rdb.Close() })
-	ap, err := rdb.AutoPipeline()
-	if err != nil {
-		b.Fatal(err)
-	}
 	boards := []struct {
 		name string
 		def  lb.Board
