@@ -111,7 +111,7 @@ func OutcomeUnknown(err error) bool {
 	}
 	msg := err.Error()
 	for _, s := range []string{"connection refused", "no such host", "CLUSTERDOWN", "LOADING", "TRYAGAIN",
-		"MASTERDOWN", "got no slots", oom} {
+		"MASTERDOWN", "got no slots", oom, busy} {
 		if strings.Contains(msg, s) {
 			return false // refused before anything ran
 		}
@@ -121,6 +121,11 @@ func OutcomeUnknown(err error) bool {
 
 // oom starts Redis's refusal of a write while it is over maxmemory (before the write's script changed anything).
 const oom = "OOM command not allowed"
+
+// busy starts the error Redis answers while a script (or a module command) has run longer than its
+// busy-reply-threshold (5 s by default): the command was refused, not run, and Redis answers again when the script
+// ends or is killed.
+const busy = "BUSY Redis is busy"
 
 func isUnavailable(err error) bool {
 	var ne net.Error
@@ -136,7 +141,7 @@ func isUnavailable(err error) bool {
 	}
 	msg := err.Error()
 	for _, s := range []string{"connection refused", "CLUSTERDOWN", "LOADING", "broken pipe", "connection reset",
-		"i/o timeout", "no such host", "TRYAGAIN", "MASTERDOWN", "got no slots", oom} {
+		"i/o timeout", "no such host", "TRYAGAIN", "MASTERDOWN", "got no slots", oom, busy} {
 		if strings.Contains(msg, s) {
 			return true
 		}

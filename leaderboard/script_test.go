@@ -281,3 +281,55 @@ func TestScriptsWithoutFunctionsReadExponents(t *testing.T) {
 		}
 	}
 }
+
+// TestBusyRedisRefusesHonestly: while another client's script keeps Redis busy past its busy-reply-threshold,
+// Redis refuses every other command with BUSY. A submission then fails as UNAVAILABLE with a known outcome (nothing
+// ran: a retry without an eventId cannot apply it twice), not as an internal error, and nothing was written.
+func TestBusyRedisRefusesHonestly(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Standalone(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	s := lb.New(c, lb.Config{})
+	if _, err := s.CreateBoard(ctx, lb.Board{ID: "busy"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A script of its own connection (no read timeout, no retries) that keeps Redis busy for 4 s.
+	ctl := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: -1, MaxRetries: -1})
+	defer ctl.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- ctl.Eval(ctx, `local t0 = redis.call('TIME')
+			local t = t0
+			while (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) < 4000000 do t = redis.call('TIME') end
+			return 1`, nil).Err()
+	}()
+	// Wait until Redis answers BUSY (the script has run past the threshold), then submit at once.
+	probe := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	defer probe.Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		err := probe.Get(ctx, "anything").Err()
+		if err != nil && strings.HasPrefix(err.Error(), "BUSY") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis never answered BUSY: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_, err := s.Submit(ctx, lb.Submission{Board: "busy", Player: "p", Score: 5})
+	if lb.ErrorCode(err) != lb.Unavailable || lb.OutcomeUnknown(err) {
+		t.Fatalf("submit while Redis is busy: %v (code %s, outcome unknown %t)", err, lb.ErrorCode(err),
+			lb.OutcomeUnknown(err))
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the busy script: %v", err)
+	}
+	if e, err := s.Rank(ctx, lb.View{Board: "busy"}, "p"); err != nil || e != nil {
+		t.Fatalf("after the refused submit: %+v %v", e, err)
+	}
+}
