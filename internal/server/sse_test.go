@@ -47,6 +47,11 @@ func sseOpen(t *testing.T, ctx context.Context, s *testServer, method, key, quer
 	}
 	t.Cleanup(func() { resp.Body.Close() })
 	events := make(chan sseEvent, 64)
+	if resp.StatusCode != http.StatusOK {
+		// Not a stream: the caller reads the body itself (a reader here raced it and took the body first).
+		close(events)
+		return resp, events
+	}
 	go func() {
 		defer close(events)
 		sc := bufio.NewScanner(resp.Body)
