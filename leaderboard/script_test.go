@@ -297,20 +297,21 @@ func TestBusyRedisRefusesHonestly(t *testing.T) {
 	if err := c.ConfigSet(ctx, "busy-reply-threshold", "50").Err(); err != nil {
 		t.Fatal(err)
 	}
-	// A script of its own connection (no read timeout, no retries) that keeps Redis busy for 4 s.
+	// A script of its own connection (no read timeout, no retries) that keeps Redis busy for 6 s: the submission
+	// below must reach Redis before it ends, however slow the machine.
 	ctl := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: -1, MaxRetries: -1})
 	defer ctl.Close()
 	done := make(chan error, 1)
 	go func() {
 		done <- ctl.Eval(ctx, `local t0 = redis.call('TIME')
 			local t = t0
-			while (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) < 4000000 do t = redis.call('TIME') end
+			while (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) < 6000000 do t = redis.call('TIME') end
 			return 1`, nil).Err()
 	}()
 	// Wait until Redis answers BUSY (the script has run past the threshold), then submit at once.
 	probe := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer probe.Close()
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
 	for {
 		err := probe.Get(ctx, "anything").Err()
 		if err != nil && strings.HasPrefix(err.Error(), "BUSY") {
