@@ -3,7 +3,7 @@
 -- ARGV: definition SHA-1, window code, period, player, radius, fields (see F_ALL). Reply: {size, entry...}.
 local bad = check_def(ARGV[1])
 if bad then return bad end
-local st = load_state(ARGV[2], ARGV[3])
+local st = load_state(ARGV[2], ARGV[3], true)
 local player, radius, fields = ARGV[4], tonum(ARGV[5]), tonum(ARGV[6])
 local out = { st.cnt }
 local _, rec, ts, tok, x, exact = locate(st, player)

@@ -200,17 +200,27 @@ local function phash(st, s)
   return phash1(s)
 end
 
-local function load_state(w, p)
-  local v = rcall('HMGET', skey(w, p), 'seq', 'cnt', 'lvl', 'sp', 'tn', 'tb', 'sqh', 'szp', 'hv')
-  -- A period without state has no records yet: it takes the current hash.
-  local hv = v[9] and v[9] + 0 or ((v[1] or v[2]) and 1 or HASH_V)
+-- load_state reads a window period's state. A read (forRead) leaves out what only writes use, the arrival
+-- counter (seq, sqh) and the pacing of size events (szp): three fields fewer to find and convert in every read
+-- call, and nil in its state, so that a read that used them would fail loudly.
+local function load_state(w, p, forRead)
+  local v
+  if forRead then
+    v = rcall('HMGET', skey(w, p), 'cnt', 'lvl', 'sp', 'tn', 'tb', 'hv')
+  else
+    v = rcall('HMGET', skey(w, p), 'cnt', 'lvl', 'sp', 'tn', 'tb', 'hv', 'seq', 'sqh', 'szp')
+  end
+  -- A period without state has no records yet: it takes the current hash. (Every write of the state writes cnt
+  -- with seq, so a read tells by cnt alone.)
+  local hv = v[6] and v[6] + 0 or ((v[1] or v[7]) and 1 or HASH_V)
+  local seq, sqh, szp
+  if not forRead then seq, sqh, szp = (v[7] or 0) + 0, (v[8] or 0) + 0, (v[9] or 0) + 0 end
   -- z and rp: the period's sorted set and the start of its record hashes' keys, made once per call (an item's
   -- reads and writes name them several times, and every concatenation makes and hashes a new string).
   -- (v[k] or 0) + 0: the counters are integers this script wrote, or missing; arithmetic converts a string once,
   -- where tonumber converts it twice (it checks, then converts), and eight of them were a fifth of this function.
-  return { w = w, p = p, seq = (v[1] or 0) + 0, cnt = (v[2] or 0) + 0, lvl = (v[3] or 0) + 0,
-    sp = (v[4] or 0) + 0, tn = (v[5] or 0) + 0, tb = tonum(v[6]), sqh = (v[7] or 0) + 0,
-    szp = (v[8] or 0) + 0, hv = hv, z = zkey(w, p), rp = rkey(w, p, '') }
+  return { w = w, p = p, seq = seq, cnt = (v[1] or 0) + 0, lvl = (v[2] or 0) + 0, sp = (v[3] or 0) + 0,
+    tn = (v[4] or 0) + 0, tb = tonum(v[5]), sqh = sqh, szp = szp, hv = hv, z = zkey(w, p), rp = rkey(w, p, '') }
 end
 
 -- bucket_names holds the decimal names of record hash numbers below BUCKET_NAMES, each made once per library load

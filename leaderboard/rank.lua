@@ -5,7 +5,7 @@
 -- alone.
 local bad = check_def(ARGV[1])
 if bad then return bad end
-local st = load_state(ARGV[2], ARGV[3])
+local st = load_state(ARGV[2], ARGV[3], true)
 local fields = tonum(ARGV[4])
 local rows = {}
 local found = entries(st, ARGV, 6, fields, rows) -- one ZMSCORE for all of them

@@ -3,7 +3,7 @@
 -- {size, entry...}, with the version {size, epoch of the board's change events ('': none yet), version, entry...}.
 local bad = check_def(ARGV[1])
 if bad then return bad end
-local st = load_state(ARGV[2], ARGV[3])
+local st = load_state(ARGV[2], ARGV[3], true)
 local fields = tonum(ARGV[4])
 local out = { st.cnt }
 if has(fields, F_VERSION) then

@@ -7,7 +7,7 @@
 -- Reply: {size, rank, tieRank, approximate (0/1)}.
 local bad = check_def(ARGV[1])
 if bad then return bad end
-local st = load_state(ARGV[2], ARGV[3])
+local st = load_state(ARGV[2], ARGV[3], true)
 local x, exactTop = tonum(ARGV[4]), tonum(ARGV[5])
 local z = st.z
 local better = rcall('ZCOUNT', z, '-inf', '(' .. fmt(x))

@@ -3,7 +3,7 @@
 -- common.lua's entry().
 local bad = check_def(ARGV[1])
 if bad then return bad end
-local st = load_state(ARGV[2], ARGV[3])
+local st = load_state(ARGV[2], ARGV[3], true)
 local offset, count = tonum(ARGV[4]), tonum(ARGV[5])
 local out = { st.cnt }
 if count <= 0 then return out end
