@@ -105,13 +105,17 @@ func BenchmarkSubmitScript(b *testing.B) {
 				b.StopTimer()
 				cpu := redisCPU(b, rdb) - cpu0
 				benchMark(b, "LB_BENCH_AFTER")
-				calls, usec := fcallStats(b, rdb)
-				b.ReportMetric(usec/float64(calls), "redis-us/call")
-				b.ReportMetric(usec/float64(b.N), "redis-us/item")
+				stats := commandStats(b, rdb)
+				fc := stats["fcall"]
+				if fc.calls == 0 {
+					b.Fatal("no FCALL in commandstats")
+				}
+				b.ReportMetric(fc.usec/float64(fc.calls), "redis-us/call")
+				b.ReportMetric(fc.usec/float64(b.N), "redis-us/item")
 				if os.Getenv("LB_BENCH_COMMANDS") != "" { // the commands' share, as BenchmarkReadScript reports it
-					for c, us := range commandStats(b, rdb) {
+					for c, st := range stats {
 						if c != "fcall" && c != "fcall_ro" && c != "config|resetstat" && c != "info" {
-							b.ReportMetric(us/float64(b.N), c+"-us/item")
+							b.ReportMetric(st.usec/float64(b.N), c+"-us/item")
 						}
 					}
 				}
@@ -174,30 +178,4 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-}
-
-// fcallStats returns FCALL's calls and microseconds from INFO commandstats.
-func fcallStats(b *testing.B, rdb *redis.Client) (calls int64, usec float64) {
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if !strings.HasPrefix(line, "cmdstat_fcall:") {
-			continue
-		}
-		for _, kv := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_fcall:")), ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				usec, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-	}
-	if calls == 0 {
-		b.Fatal("no FCALL in commandstats")
-	}
-	return calls, usec
 }
