@@ -109,14 +109,25 @@ func OutcomeUnknown(err error) bool {
 	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
 		return false
 	}
-	msg := err.Error()
-	for _, s := range []string{"connection refused", "no such host", "CLUSTERDOWN", "LOADING", "TRYAGAIN",
-		"MASTERDOWN", "got no slots", oom, busy} {
+	return !containsAny(err.Error(), refusedBeforeRun)
+}
+
+// refusedBeforeRun are the errors of Redis or the connection that say a command was refused before it ran:
+// UNAVAILABLE, with a known outcome. cutOff are those that may come after a command was sent: UNAVAILABLE, outcome
+// unknown. Both lists have this one owner.
+var (
+	refusedBeforeRun = []string{"connection refused", "no such host", "CLUSTERDOWN", "LOADING", "TRYAGAIN",
+		"MASTERDOWN", "got no slots", oom, busy}
+	cutOff = []string{"broken pipe", "connection reset", "i/o timeout"}
+)
+
+func containsAny(msg string, subs []string) bool {
+	for _, s := range subs {
 		if strings.Contains(msg, s) {
-			return false // refused before anything ran
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // oom starts Redis's refusal of a write while it is over maxmemory (before the write's script changed anything).
@@ -140,11 +151,5 @@ func isUnavailable(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, s := range []string{"connection refused", "CLUSTERDOWN", "LOADING", "broken pipe", "connection reset",
-		"i/o timeout", "no such host", "TRYAGAIN", "MASTERDOWN", "got no slots", oom, busy} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	return containsAny(msg, refusedBeforeRun) || containsAny(msg, cutOff)
 }
