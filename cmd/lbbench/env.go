@@ -91,6 +91,11 @@ func (e *env) roundOrder(r int) []int {
 	return order
 }
 
+// sideLabels names the servers of e.svcs as the tables do: "new", and "base" with -baseline.
+func (e *env) sideLabels() []string {
+	return []string{"new", "base"}[:len(e.svcs)]
+}
+
 // baseline reports whether a -baseline server runs next to the new one.
 func (e *env) baseline() bool { return e.o.Baseline != "" }
 
@@ -430,11 +435,14 @@ func (e *env) stepOn(ctx context.Context, sv *service, st Step, op Op) Sample {
 	if sv != nil && sv == e.newSvc() {
 		wait = e.startProfiles(ctx, st.Duration) // only the new server is built with pprof
 	}
+	c0 := e.commandStats(ctx)
 	s0, r0, g0, t0 := sv.usage(), e.redisUsage(), selfUsage(), time.Now()
 	s := drive(ctx, st, op)
 	s1, r1, g1, el := sv.usage(), e.redisUsage(), selfUsage(), time.Since(t0).Seconds()
+	c1 := e.commandStats(ctx)
 	wait()
 	s.Extra = map[string]float64{"redis_cpu": (r1.CPU - r0.CPU).Seconds() / el, "gen_cpu": (g1.CPU - g0.CPU).Seconds() / el}
+	addCommandStats(&s, c0, c1, el)
 	if sv != nil && sv.proc != nil {
 		s.CPU = (s1.CPU - s0.CPU).Seconds() / el
 		s.RSS = s1.RSS

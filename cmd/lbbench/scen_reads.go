@@ -147,6 +147,8 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 				"plain p99", "service/script", "service/plain", "server CPU", "CPU µs/req svc (server/redis/loadgen)", "errors"}}
 	}
 	t.notes = append(t.notes, note)
+	cmds := commandTable(fmt.Sprintf("3b. Reads on a board of %d players: Redis's time per read by command", n),
+		"read", "req")
 	rate := func(s Sample) float64 { return s.Rate }
 	for _, op := range ops {
 		sv := make([][]Sample, len(e.svcs))
@@ -166,10 +168,13 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 			if e.floor != nil {
 				f, err := e.floorSide(ctx, e.stepOf(sz.ReadClients), request(op.query, op.vars()), "", op.svc)
 				if err != nil {
-					return []*table{t}, err
+					return []*table{t, cmds}, err
 				}
 				fl = append(fl, f)
 			}
+		}
+		for k, label := range e.sideLabels() {
+			addCommandRow(cmds, op.name, label, sv[k], 1)
 		}
 		s, c := medianSample(sv[0]), medianSample(sc)
 		if ct != nil {
@@ -202,5 +207,5 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 			e.checkSpeedup(op.name, v, readSpeedup)
 		}
 	}
-	return []*table{t}, nil
+	return []*table{t, cmds}, nil
 }

@@ -82,6 +82,7 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 			"per request in µs of CPU of each process (the three share the machine's cores).")
 	}
 	t.notes = append(t.notes, e.rawNote(rw, "Store.Submit"))
+	cmds := commandTable("1b. Single submissions: Redis's time per submission by command", "clients", "req")
 	var p99At32, floorP99At32 time.Duration
 	for _, c := range e.sizes().SubmitClients {
 		svc := make([][]Sample, len(e.svcs))
@@ -91,7 +92,7 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 				sv := e.svcs[k]
 				board := fmt.Sprintf("submit-%s-%d-%d", sv.name, c, r)
 				if err := e.createBoardOn(ctx, sv, board, 0); err != nil {
-					return []*table{t}, err
+					return []*table{t, cmds}, err
 				}
 				if r == 0 && k == 0 {
 					e.profileNext(fmt.Sprintf("submit-%d", c))
@@ -105,13 +106,13 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 				f, err := e.floorSide(ctx, e.stepOf(c), submitBody(board, p+"-floor", s), submitKey,
 					func(sv *service) Op { return submitOp(sv, board) })
 				if err != nil {
-					return []*table{t}, err
+					return []*table{t, cmds}, err
 				}
 				fl = append(fl, f)
 			}
 			rb := fmt.Sprintf("submit-raw-%d-%d", c, r)
 			if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: rb}); err != nil {
-				return []*table{t}, err
+				return []*table{t, cmds}, err
 			}
 			raw = append(raw, e.stepOn(ctx, nil, e.stepOf(rw), func(ctx context.Context, w int, i int64) error {
 				p, s := workload(i)
@@ -119,6 +120,10 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 				return err
 			}))
 		}
+		for k, label := range e.sideLabels() {
+			addCommandRow(cmds, fmt.Sprint(c), label, svc[k], 1)
+		}
+		addCommandRow(cmds, fmt.Sprint(c), "raw", raw, 1)
 		s, rs := medianSample(svc[0]), medianSample(raw)
 		ratio := medianRatio(svc[0], raw, func(s Sample) float64 { return s.Rate })
 		if ct != nil {
@@ -166,7 +171,7 @@ func runSubmit(ctx context.Context, e *env) ([]*table, error) {
 			e.check("submitScore, 128 clients", goal, measured, ok)
 		}
 	}
-	return []*table{t}, nil
+	return []*table{t, cmds}, nil
 }
 
 // runBulk (issue scenario 2): submitScores with each bulk size (one board per call, half new players) at each
@@ -190,6 +195,7 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 				"CPU µs/call raw (redis/loadgen)", "errors"}}
 	}
 	t.notes = append(t.notes, e.rawNote(rawBulkWorkers, "Store.SubmitMany (one script call per call)"))
+	cmds := commandTable("2b. Bulk: Redis's time per item by command", "items/call × callers", "item")
 	for _, n := range sz.BulkSizes {
 		for _, callers := range sz.BulkClients {
 			svc := make([][]Sample, len(e.svcs))
@@ -199,7 +205,7 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 					sv := e.svcs[k]
 					board := fmt.Sprintf("bulk-%s-%d-%d-%d", sv.name, n, callers, r)
 					if err := e.createBoardOn(ctx, sv, board, 0); err != nil {
-						return []*table{t}, err
+						return []*table{t, cmds}, err
 					}
 					if r == 0 && k == 0 {
 						e.profileNext(fmt.Sprintf("bulk-%d-%d", n, callers))
@@ -222,7 +228,7 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 				}
 				rb := fmt.Sprintf("bulk-raw-%d-%d-%d", n, callers, r)
 				if _, err := e.store.CreateBoard(ctx, leaderboard.Board{ID: rb}); err != nil {
-					return []*table{t}, err
+					return []*table{t, cmds}, err
 				}
 				rs := e.stepOn(ctx, nil, e.stepOf(rawBulkWorkers), func(ctx context.Context, w int, i int64) error {
 					subs := make([]leaderboard.Submission, n)
@@ -243,6 +249,11 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 				rs.ItemsPerOp = n
 				raw = append(raw, rs)
 			}
+			key := fmt.Sprintf("%d × %d", n, callers)
+			for k, label := range e.sideLabels() {
+				addCommandRow(cmds, key, label, svc[k], n)
+			}
+			addCommandRow(cmds, key, "raw", raw, n)
 			s, rs := medianSample(svc[0]), medianSample(raw)
 			ratio := medianRatio(svc[0], raw, Sample.ItemRate)
 			if ct != nil {
@@ -265,5 +276,5 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 				v.ratio >= bulkSpeedup && ratio >= bulkOfRaw && s.Errs == 0)
 		}
 	}
-	return []*table{t}, nil
+	return []*table{t, cmds}, nil
 }

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// cmdStat is one line of INFO commandstats: a command's calls and Redis's microseconds in them. A command called
+// by a script counts on its own line as well as in the script call's (FCALL, EVALSHA, ...), whose time includes it.
+type cmdStat struct {
+	calls, usec float64
+}
+
+// scriptCommands are the commands that run scripts: their time includes that of the commands the scripts call.
+var scriptCommands = []string{"fcall", "fcall_ro", "evalsha", "evalsha_ro", "eval", "eval_ro"}
+
+// commandStats reads INFO commandstats, by command name in lower case ("config|resetstat" for subcommands); nil
+// when Redis does not answer (the step's tables then leave the breakdown out).
+func (e *env) commandStats(ctx context.Context) map[string]cmdStat {
+	info, err := e.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil
+	}
+	return parseCommandStats(info)
+}
+
+func parseCommandStats(info string) map[string]cmdStat {
+	out := map[string]cmdStat{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		var st cmdStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			x, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				continue
+			}
+			switch k {
+			case "calls":
+				st.calls = x
+			case "usec":
+				st.usec = x
+			}
+		}
+		out[name] = st
+	}
+	return out
+}
+
+// Keys of Sample.Extra that hold a command's share of a step, per second of it: µs in the command, and calls.
+const (
+	extraCmdUsec  = "usec:"
+	extraCmdCalls = "calls:"
+)
+
+// addCommandStats puts the commands Redis ran between before and after (el seconds apart) into s.Extra.
+func addCommandStats(s *Sample, before, after map[string]cmdStat, el float64) {
+	if before == nil || after == nil || el <= 0 {
+		return
+	}
+	for name, a := range after {
+		b := before[name]
+		if a.calls <= b.calls {
+			continue
+		}
+		s.Extra[extraCmdUsec+name] = (a.usec - b.usec) / el
+		s.Extra[extraCmdCalls+name] = (a.calls - b.calls) / el
+	}
+}
+
+// commandUse is one command's part of an operation of a step: calls and µs per operation.
+type commandUse struct {
+	name         string
+	calls, usec  float64
+	scriptRunner bool
+}
+
+// commandsPerOp returns the commands of a (median) sample per operation, the most time first.
+func commandsPerOp(s Sample) []commandUse {
+	if s.Rate <= 0 {
+		return nil
+	}
+	var out []commandUse
+	for k, v := range s.Extra {
+		name, ok := strings.CutPrefix(k, extraCmdUsec)
+		if !ok {
+			continue
+		}
+		out = append(out, commandUse{name: name, usec: v / s.Rate, calls: s.Extra[extraCmdCalls+name] / s.Rate,
+			scriptRunner: slices.Contains(scriptCommands, name)})
+	}
+	slices.SortFunc(out, func(a, b commandUse) int {
+		if a.usec != b.usec {
+			if a.usec > b.usec {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return out
+}
+
+// commandTable lists, per step and side, where Redis's time went by command (INFO commandstats): the script
+// calls, the commands the scripts ran inside them, and the rest of the script calls' time (their Lua and the
+// calls into Redis, less the commands' own work).
+func commandTable(title, keyHead, per string) *table {
+	t := &table{title: title, head: []string{keyHead, "side", "Redis CPU µs/" + per + " (/proc)",
+		"script calls µs/" + per, "scripts' own µs/" + per, "commands inside: calls/" + per + " × µs each"}}
+	t.notes = append(t.notes, "From INFO commandstats before and after each measured phase, medians over the runs. "+
+		"A script call's time (FCALL, EVALSHA) includes the commands it runs, which also count on their own lines: "+
+		"\"scripts' own\" is the script calls' time less theirs (Lua, and converting arguments and replies between "+
+		"Lua and Redis). The commands' times are what any implementation that runs the same commands pays at least; "+
+		"Redis CPU from /proc also counts reading requests and writing replies. Commands below 0.5 µs per "+
+		"operation are left out; other clients' commands during the phase (the servers' background work) count too.")
+	return t
+}
+
+// addCommandRow adds the commands of one side of a step to a commandTable, per operation, or per item when the
+// table counts items (per: the number of items in an operation, 1 otherwise).
+func addCommandRow(t *table, key, label string, runs []Sample, per int) {
+	m := medianSample(runs)
+	if m.Rate <= 0 {
+		return
+	}
+	m.Rate *= float64(max(per, 1))
+	var scripts, inside float64
+	var parts []string
+	for _, c := range commandsPerOp(m) {
+		if c.scriptRunner {
+			scripts += c.usec
+			continue
+		}
+		inside += c.usec
+		if c.usec >= 0.5 {
+			parts = append(parts, fmt.Sprintf("%s %.2f × %.2f", strings.ToUpper(c.name), c.calls, c.usec/c.calls))
+		}
+	}
+	own := "-"
+	if scripts > 0 {
+		own = fmt.Sprintf("%.1f", scripts-inside)
+	}
+	if len(parts) == 0 {
+		parts = []string{"-"}
+	}
+	t.add(key, label, fmt.Sprintf("%.1f", m.Extra["redis_cpu"]/m.Rate*1e6), fmt.Sprintf("%.1f", scripts), own,
+		strings.Join(parts, ", "))
+}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCommandTable checks the per-command breakdown against figures worked out by hand: INFO commandstats as
+// Redis 7.0 prints it (CRLF, subcommands with "|", fields this tool does not read), two readings one phase apart,
+// the medians of three runs, and the row the table prints from them.
+func TestCommandTable(t *testing.T) {
+	before := parseCommandStats("# Commandstats\r\n" +
+		"cmdstat_fcall:calls=100,usec=5000,usec_per_call=50.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_zrank:calls=1000,usec=700,usec_per_call=0.70,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=10,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n")
+	if got := before["config|resetstat"]; got.calls != 1 || got.usec != 10 {
+		t.Fatalf("config|resetstat = %+v", got)
+	}
+	if got := before["fcall"]; got.calls != 100 || got.usec != 5000 {
+		t.Fatalf("fcall = %+v", got)
+	}
+	after := parseCommandStats("# Commandstats\r\n" +
+		"cmdstat_fcall:calls=300,usec=25000,usec_per_call=83.33,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_zrank:calls=21000,usec=14700,usec_per_call=0.70,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hget:calls=20000,usec=2000,usec_per_call=0.10,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_config|resetstat:calls=1,usec=10,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n")
+	// A phase of 2 s with 200 reads, each one script call of 100 ZRANKs and 100 HGETs.
+	s := Sample{Rate: 100, Extra: map[string]float64{"redis_cpu": 0.012}}
+	addCommandStats(&s, before, after, 2)
+	want := map[string]float64{
+		"usec:fcall": 10000, "calls:fcall": 100, "usec:zrank": 7000, "calls:zrank": 10000, "usec:hget": 1000,
+		"calls:hget": 10000,
+	}
+	for k, v := range want {
+		if s.Extra[k] != v {
+			t.Errorf("Extra[%q] = %v, want %v", k, s.Extra[k], v)
+		}
+	}
+	if _, ok := s.Extra["usec:config|resetstat"]; ok {
+		t.Error("a command with no calls in the phase is in the sample")
+	}
+	use := commandsPerOp(s)
+	if len(use) != 3 || use[0].name != "fcall" || !use[0].scriptRunner || use[1].name != "zrank" ||
+		use[1].calls != 100 || use[1].usec != 70 || use[2].name != "hget" || use[2].scriptRunner {
+		t.Fatalf("commandsPerOp = %+v", use)
+	}
+
+	tab := commandTable("t", "read", "req")
+	// Three runs; the median run is s. The per-item form divides by the items of an operation.
+	lo, hi := s, s
+	lo.Rate, hi.Rate = 50, 400
+	addCommandRow(tab, "friends", "new", []Sample{lo, s, hi}, 1)
+	addCommandRow(tab, "friends", "new", []Sample{s}, 10)
+	addCommandRow(tab, "idle", "new", []Sample{{}}, 1)
+	if len(tab.rows) != 2 {
+		t.Fatalf("rows = %q", tab.rows)
+	}
+	// Per read: Redis CPU 0.012 cores / 100 reads/s = 120 µs; script calls 100 µs, of which ZRANK 70 and HGET 10.
+	if got, want := strings.Join(tab.rows[0], " | "),
+		"friends | new | 120.0 | 100.0 | 20.0 | ZRANK 100.00 × 0.70, HGET 100.00 × 0.10"; got != want {
+		t.Errorf("row = %q\nwant  %q", got, want)
+	}
+	if got, want := strings.Join(tab.rows[1], " | "),
+		"friends | new | 12.0 | 10.0 | 2.0 | ZRANK 10.00 × 0.70, HGET 10.00 × 0.10"; got != want {
+		t.Errorf("per-item row = %q\nwant  %q", got, want)
+	}
+}
