@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"io"
+	"math"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestCommandTable checks the per-command breakdown against figures worked out by hand: INFO commandstats as
@@ -63,5 +69,59 @@ func TestCommandTable(t *testing.T) {
 	if got, want := strings.Join(tab.rows[1], " | "),
 		"friends | new | 12.0 | 10.0 | 2.0 | ZRANK 10.00 × 0.70, HGET 10.00 × 0.10"; got != want {
 		t.Errorf("per-item row = %q\nwant  %q", got, want)
+	}
+}
+
+// stepScript runs two ZADDs and one HGET per call: the shape TestStepCommands counts.
+var stepScript = redis.NewScript(`redis.call('ZADD', KEYS[1], ARGV[1], 'a')
+redis.call('ZADD', KEYS[1], ARGV[1], 'b')
+return redis.call('HGET', KEYS[2], 'f')`)
+
+// TestStepCommands runs a step on the tool's own redis-server whose every operation is one script call of a known
+// shape plus one plain GET, and checks what stepOn recorded per operation against that shape: 1 EVALSHA, 2
+// ZADDs and 1 HGET inside it, 1 GET beside it, and the script's time at least its commands'.
+func TestStepCommands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, err := newEnv(ctx, options{Quick: true, Duration: 500 * time.Millisecond, Runs: 1, Out: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.close()
+	if err := stepScript.Load(ctx, e.rdb).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := e.stepOn(ctx, nil, Step{Workers: 4, Duration: 500 * time.Millisecond, MaxOps: 1 << 40},
+		func(ctx context.Context, w int, i int64) error {
+			if err := stepScript.EvalSha(ctx, e.rdb, []string{"step:z", "step:h"}, i).Err(); err != nil &&
+				err != redis.Nil {
+				return err
+			}
+			if err := e.rdb.Get(ctx, "step:s").Err(); err != redis.Nil {
+				return err
+			}
+			return nil
+		})
+	if s.Errs > 0 || s.Ops < 100 {
+		t.Fatalf("step: %d ops, %d errors (%s)", s.Ops, s.Errs, s.FirstErr)
+	}
+	want := map[string]float64{"evalsha": 1, "zadd": 2, "hget": 1, "get": 1}
+	got := map[string]commandUse{}
+	for _, c := range commandsPerOp(s) {
+		got[c.name] = c
+	}
+	for name, calls := range want {
+		c, ok := got[name]
+		// The phase's wall time and its operations are taken a few µs apart from Redis's counters: 5 % slack.
+		if !ok || math.Abs(c.calls-calls) > 0.05*calls {
+			t.Errorf("%s: %+v a step operation, want %v calls", name, c, calls)
+		}
+		if ok && c.scriptRunner != (name == "evalsha") {
+			t.Errorf("%s: scriptRunner %v", name, c.scriptRunner)
+		}
+	}
+	if ev := got["evalsha"]; ev.usec < got["zadd"].usec+got["hget"].usec {
+		t.Errorf("the script call's %.2f µs an operation is less than its commands' %.2f", ev.usec,
+			got["zadd"].usec+got["hget"].usec)
 	}
 }
