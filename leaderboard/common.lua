@@ -309,13 +309,11 @@ end
 local function parse_rec(v)
   if type(v) ~= 'string' then return nil end
   -- One scan: the first byte that is not a digit is the ':' before a tail score, after 10 digits of updatedAt and
-  -- 1 to 19 of the arrival number, or there is none.
-  local c = sfind(v, '%D') -- %D: not 0-9 (C's isdigit), a sixth cheaper than [^0-9]
-  local n = #v -- the arrival number ends at n
-  if c then
-    if c < 12 or sbyte(v, c) ~= 58 then return nil end
-    n = c - 1
-  end
+  -- 1 to 19 of the arrival number, or there is none. Anchored, the scan is one greedy match (%d: C's isdigit);
+  -- unanchored ('%D'), a match started at every byte: 1.29 against 1.20 us a record, scan and all.
+  local _, n = sfind(v, '^%d*') -- the arrival number ends at n, the last leading digit
+  local tail = n < #v
+  if tail and sbyte(v, n + 1) ~= 58 then return nil end
   if n < 11 or n > 29 then return nil end
   -- Digits only, checked above: + 0 converts them once (tonumber twice).
   local ts, tok = ssub(v, 1, 10) + 0, nil
@@ -330,7 +328,7 @@ local function parse_rec(v)
     end
     tok = token(hi, lo)
   end
-  if c then return ts, tok, tonum(ssub(v, c + 1)) end
+  if tail then return ts, tok, tonum(ssub(v, n + 2)) end
   return ts, tok, nil
 end
 
