@@ -7,11 +7,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/leaderboard/leaderboard/internal/redisinfo"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	lb "github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/redis/go-redis/v9"
@@ -123,10 +123,10 @@ func BenchmarkReadScript(b *testing.B) {
 			b.StopTimer()
 			benchMark(b, "LB_BENCH_AFTER")
 			stats := commandStats(b, rdb)
-			b.ReportMetric((stats["fcall"].usec+stats["fcall_ro"].usec)/float64(b.N), "redis-us/op")
+			b.ReportMetric((stats["fcall"].Usec+stats["fcall_ro"].Usec)/float64(b.N), "redis-us/op")
 			for _, c := range []string{"hget", "hmget", "zrank", "zmscore", "zscore", "zrange", "zcount"} {
 				if st, ok := stats[c]; ok {
-					b.ReportMetric(st.usec/float64(b.N), c+"-us/op")
+					b.ReportMetric(st.Usec/float64(b.N), c+"-us/op")
 				}
 			}
 		})
@@ -149,35 +149,11 @@ func benchClients(b *testing.B) (*redis.Client, *redis.AutoPipeliner) {
 	return rdb, ap
 }
 
-// commandStat is one command's line of INFO commandstats: its calls, and Redis's microseconds in them.
-type commandStat struct {
-	calls int64
-	usec  float64
-}
-
-// commandStats reads INFO commandstats, by command name in lower case (subcommands as "config|resetstat").
-func commandStats(b *testing.B, rdb *redis.Client) map[string]commandStat {
+// commandStats reads INFO commandstats (redisinfo.CommandStats).
+func commandStats(b *testing.B, rdb *redis.Client) map[string]redisinfo.CommandStat {
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := map[string]commandStat{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd {
-			continue
-		}
-		var st commandStat
-		for _, kv := range strings.Split(rest, ",") {
-			switch k, v, _ := strings.Cut(kv, "="); k {
-			case "calls":
-				st.calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				st.usec, _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		out[name] = st
-	}
-	return out
+	return redisinfo.CommandStats(info)
 }

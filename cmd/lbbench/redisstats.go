@@ -4,54 +4,19 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/leaderboard/leaderboard/internal/redisinfo"
 )
 
-// cmdStat is one line of INFO commandstats: a command's calls and Redis's microseconds in them. A command called
-// by a script counts on its own line as well as in the script call's (FCALL, EVALSHA, ...), whose time includes it.
-type cmdStat struct {
-	calls, usec float64
-}
-
-// scriptCommands are the commands that run scripts: their time includes that of the commands the scripts call.
-var scriptCommands = []string{"fcall", "fcall_ro", "evalsha", "evalsha_ro", "eval", "eval_ro"}
-
-// commandStats reads INFO commandstats, by command name in lower case ("config|resetstat" for subcommands); nil
-// when Redis does not answer (the step's tables then leave the breakdown out).
-func (e *env) commandStats(ctx context.Context) map[string]cmdStat {
+// commandStats reads INFO commandstats (see redisinfo.CommandStats); nil when Redis does not answer (the step's
+// tables then leave the breakdown out).
+func (e *env) commandStats(ctx context.Context) map[string]redisinfo.CommandStat {
 	info, err := e.rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		return nil
 	}
-	return parseCommandStats(info)
-}
-
-func parseCommandStats(info string) map[string]cmdStat {
-	out := map[string]cmdStat{}
-	for _, line := range strings.Split(info, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd {
-			continue
-		}
-		var st cmdStat
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			x, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				continue
-			}
-			switch k {
-			case "calls":
-				st.calls = x
-			case "usec":
-				st.usec = x
-			}
-		}
-		out[name] = st
-	}
-	return out
+	return redisinfo.CommandStats(info)
 }
 
 // Keys of Sample.Extra that hold a command's share of a step, per second of it: µs in the command, and calls.
@@ -61,17 +26,17 @@ const (
 )
 
 // addCommandStats puts the commands Redis ran between before and after (el seconds apart) into s.Extra.
-func addCommandStats(s *Sample, before, after map[string]cmdStat, el float64) {
+func addCommandStats(s *Sample, before, after map[string]redisinfo.CommandStat, el float64) {
 	if before == nil || after == nil || el <= 0 {
 		return
 	}
 	for name, a := range after {
 		b := before[name]
-		if a.calls <= b.calls {
+		if a.Calls <= b.Calls {
 			continue
 		}
-		s.Extra[extraCmdUsec+name] = (a.usec - b.usec) / el
-		s.Extra[extraCmdCalls+name] = (a.calls - b.calls) / el
+		s.Extra[extraCmdUsec+name] = (a.Usec - b.Usec) / el
+		s.Extra[extraCmdCalls+name] = float64(a.Calls-b.Calls) / el
 	}
 }
 
@@ -94,7 +59,7 @@ func commandsPerOp(s Sample) []commandUse {
 			continue
 		}
 		out = append(out, commandUse{name: name, usec: v / s.Rate, calls: s.Extra[extraCmdCalls+name] / s.Rate,
-			scriptRunner: slices.Contains(scriptCommands, name)})
+			scriptRunner: redisinfo.IsScriptCommand(name)})
 	}
 	slices.SortFunc(out, func(a, b commandUse) int {
 		if a.usec != b.usec {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/internal/heapfloor"
+	"github.com/leaderboard/leaderboard/internal/redisinfo"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -147,27 +148,18 @@ func redisUsage(b *testing.B, rdb *redis.Client) redisState {
 	var st redisState
 	for _, line := range strings.Split(info, "\r\n") {
 		name, value, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		switch {
-		case name == "used_cpu_sys" || name == "used_cpu_user":
+		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
 			sec, err := strconv.ParseFloat(value, 64)
 			if err != nil {
 				b.Fatalf("INFO %s", line)
 			}
 			st.cpu += time.Duration(sec * float64(time.Second))
-		case strings.HasPrefix(name, "cmdstat_"):
-			// calls=N,usec=...: the commands a script runs are counted under their own names too, so only
-			// the script calls themselves are summed.
-			calls, _, _ := strings.Cut(strings.TrimPrefix(value, "calls="), ",")
-			n, err := strconv.ParseInt(calls, 10, 64)
-			if err != nil {
-				b.Fatalf("INFO %s", line)
-			}
-			if strings.HasPrefix(name, "cmdstat_fcall") || strings.HasPrefix(name, "cmdstat_eval") {
-				st.calls += n
-			}
+		}
+	}
+	// The commands a script runs are counted under their own names too, so only the script calls are summed.
+	for name, c := range redisinfo.CommandStats(info) {
+		if redisinfo.IsScriptCommand(name) {
+			st.calls += c.Calls
 		}
 	}
 	return st
