@@ -162,12 +162,7 @@ func redisCPU(b *testing.B, rdb *redis.Client) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var pid string
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			pid = v
-		}
-	}
+	pid, _ := redisinfo.Field(info, "process_id")
 	data, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return 0

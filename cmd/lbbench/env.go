@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaderboard/leaderboard/internal/redisinfo"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -175,7 +176,11 @@ func newEnv(ctx context.Context, o options) (*env, error) {
 		e.close()
 		return nil, err
 	}
-	e.redisVersion = "Redis " + infoField(info, "redis_version")
+	version, ok := redisinfo.Field(info, "redis_version")
+	if !ok {
+		version = "?"
+	}
+	e.redisVersion = "Redis " + version
 	// The same prefix and publish command as the (new) server's: fixture boards are read through the API, and
 	// the raw script path does the same work (publishing included) as the service.
 	e.store = leaderboard.New(e.rdb, leaderboard.Config{Prefix: e.prefix()})
@@ -192,15 +197,6 @@ func newEnv(ctx context.Context, o options) (*env, error) {
 		e.rawLabel = "raw: Store over a 512-connection pool (not pipelined)"
 	}
 	return e, nil
-}
-
-func infoField(info, name string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return "?"
 }
 
 func (e *env) close() {

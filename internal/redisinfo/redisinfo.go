@@ -1,5 +1,5 @@
-// Package redisinfo reads what Redis reports of its own work in INFO: the one reader of its commandstats section
-// for the benchmarks (cmd/lbbench, the scripts' and the server's Go benchmarks).
+// Package redisinfo reads what Redis reports of itself in INFO: the one reader of its fields and of its
+// commandstats section for the benchmarks (cmd/lbbench, the scripts' and the server's Go benchmarks).
 package redisinfo
 
 import (
@@ -21,6 +21,17 @@ var ScriptCommands = []string{"fcall", "fcall_ro", "evalsha", "evalsha_ro", "eva
 
 // IsScriptCommand reports whether name (as CommandStats keys it) runs scripts.
 func IsScriptCommand(name string) bool { return slices.Contains(ScriptCommands, name) }
+
+// Field returns the value of a "name:value" line of an INFO reply (redis_version, process_id, used_cpu_sys, ...),
+// and whether there is one.
+func Field(info, name string) (string, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
 
 // CommandStats parses the text of INFO commandstats (lines "cmdstat_<name>:calls=N,usec=N,..."), by command name
 // in lower case, subcommands as "config|resetstat". Lines and fields it does not know are skipped.

@@ -146,15 +146,13 @@ func redisUsage(b *testing.B, rdb *redis.Client) redisState {
 		b.Fatal(err)
 	}
 	var st redisState
-	for _, line := range strings.Split(info, "\r\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if ok && (name == "used_cpu_sys" || name == "used_cpu_user") {
-			sec, err := strconv.ParseFloat(value, 64)
-			if err != nil {
-				b.Fatalf("INFO %s", line)
-			}
-			st.cpu += time.Duration(sec * float64(time.Second))
+	for _, name := range []string{"used_cpu_sys", "used_cpu_user"} {
+		v, _ := redisinfo.Field(info, name)
+		sec, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatalf("INFO %s: %q", name, v)
 		}
+		st.cpu += time.Duration(sec * float64(time.Second))
 	}
 	// The commands a script runs are counted under their own names too, so only the script calls are summed.
 	for name, c := range redisinfo.CommandStats(info) {
