@@ -42,3 +42,12 @@ func PeriodKey(s *Store, board, kind string, w Window, period string) string {
 func RecordsKey(s *Store, board string, w Window, period string, n uint64) string {
 	return PeriodKey(s, board, "r", w, period) + ":" + strconv.FormatUint(n, 10)
 }
+
+// RecordBucket is the record hash number of a player id in a period of layout lvl, sp and hash version hv
+// (record.go, Go's reading of common.lua's record_key).
+func RecordBucket(hv, lvl, sp int, id string) uint64 {
+	return recordLayout{lvl: lvl, sp: sp, hv: hv}.bucket(id)
+}
+
+// PlainReads returns how many Ranks reads the store answered without a script (ranksplain.go).
+func PlainReads(s *Store) int64 { return s.plainReads.Load() }

@@ -201,12 +201,7 @@ func (s *Store) Ranks(ctx context.Context, v View, players []string, opts ...Rea
 			return nil, err
 		}
 	}
-	args := make([]any, 0, len(players)+1)
-	args = append(args, readArg(opts))
-	for _, p := range players {
-		args = append(args, p)
-	}
-	return s.read(ctx, v, ranksScript, args...)
+	return s.ranks(ctx, v, players, readArg(opts))
 }
 
 // Friends returns the player and the given friends who have a score, in rank order, with their board ranks.

@@ -12,44 +12,6 @@ import (
 	lb "github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// The record hashes of common.lua, written again in Go as the tests' oracle: both are polynomials modulo the prime
-// 2^32 - 5. Version 1 multiplies by 257 per byte; version 2 takes three bytes a step, multiplies by 1000003, and
-// once more at the end.
-const hashPrime = 1<<32 - 5
-
-func recordHash1(id string) uint64 {
-	var h uint64
-	for i := 0; i < len(id); i++ {
-		h = (h*257 + uint64(id[i])) % hashPrime
-	}
-	return h
-}
-
-func recordHash2(id string) uint64 {
-	h := uint64(len(id))
-	for i := 0; i < len(id); i += 3 {
-		var v uint64
-		for k := i; k < i+3; k++ {
-			v <<= 8
-			if k < len(id) {
-				v |= uint64(id[k])
-			}
-		}
-		h = (h*1000003 + v) % hashPrime
-	}
-	return h * 1000003 % hashPrime
-}
-
-// recordBucket is linear hashing's bucket of hash h at level lvl with sp buckets split.
-func recordBucket(h uint64, lvl, sp int) uint64 {
-	m := uint64(1) << lvl
-	b := h % m
-	if b < uint64(sp) {
-		b = h % (2 * m)
-	}
-	return b
-}
-
 // periodLayout reads a window period's record hashing: level, split pointer and hash version ("" when absent).
 func periodLayout(t *testing.T, s *lb.Store, tg redistest.Target, board string) (lvl, sp int, hv string) {
 	t.Helper()
@@ -109,7 +71,7 @@ func TestRecordHashSpreadsIDs(t *testing.T) {
 			buckets := 1<<lvl + sp
 			count := make([]int, buckets)
 			for _, id := range ids {
-				b := recordBucket(recordHash2(id), lvl, sp)
+				b := lb.RecordBucket(2, lvl, sp, id)
 				ok, err := tg.Client.HExists(ctx, lb.RecordsKey(s, board, lb.AllTime, lb.AllPeriod, b), id).Result()
 				if err != nil {
 					t.Fatal(err)
@@ -158,6 +120,11 @@ func TestRecordHashVersion1Kept(t *testing.T) {
 			before[id] = *e
 		}
 
+		// The read without a script (friends' and the live ranks') remembers the period's layout: version 2.
+		if _, err := s.Ranks(ctx, view, ids[:10], lb.Only(0)); err != nil {
+			t.Fatal(err)
+		}
+
 		// Move every record to where version 1 puts it and drop hv: the period as an older version left it.
 		lvl, sp, _ := periodLayout(t, s, tg, board)
 		records := map[string]string{}
@@ -178,7 +145,7 @@ func TestRecordHashVersion1Kept(t *testing.T) {
 			t.Fatalf("%d records, want %d", len(records), len(ids))
 		}
 		for id, rec := range records {
-			b := recordBucket(recordHash1(id), lvl, sp)
+			b := lb.RecordBucket(1, lvl, sp, id)
 			if err := tg.Client.HSet(ctx, lb.RecordsKey(s, board, lb.AllTime, lb.AllPeriod, b), id, rec).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -194,6 +161,22 @@ func TestRecordHashVersion1Kept(t *testing.T) {
 			}
 			if !reflect.DeepEqual(*e, before[id]) {
 				t.Fatalf("%s after the move: %+v, want %+v", id, *e, before[id])
+			}
+		}
+		// So does the read without a script, though it last saw the period under version 2.
+		plain := lb.PlainReads(s)
+		p, err := s.Ranks(ctx, view, ids, lb.Only(lb.FieldUpdatedAt|lb.FieldMeta))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lb.PlainReads(s) != plain+1 || len(p.Entries) != len(ids) {
+			t.Fatalf("plain reads %d -> %d, %d entries of %d", plain, lb.PlainReads(s), len(p.Entries), len(ids))
+		}
+		for _, e := range p.Entries {
+			w := before[e.PlayerID]
+			w.TieRank = 0 // not asked
+			if !reflect.DeepEqual(e, w) {
+				t.Fatalf("%s after the move, read without a script: %+v, want %+v", e.PlayerID, e, w)
 			}
 		}
 		// Resubmissions find the players: their previous rank and score, and no player counted twice. The best 50,
@@ -215,7 +198,7 @@ func TestRecordHashVersion1Kept(t *testing.T) {
 			if hv != "1" && hv != "" {
 				t.Fatalf("hash version %q after a write, want 1 or none", hv)
 			}
-			b := recordBucket(recordHash1(id), lvl, sp)
+			b := lb.RecordBucket(1, lvl, sp, id)
 			ok, err := tg.Client.HExists(ctx, lb.RecordsKey(s, board, lb.AllTime, lb.AllPeriod, b), id).Result()
 			if err != nil || !ok {
 				t.Fatalf("%s is not in version 1's record hash %d (%v)", id, b, err)

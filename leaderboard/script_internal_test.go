@@ -87,20 +87,6 @@ if num then shown = sformat('%d', num) end
 return { tok, rec, tostring(pts), ptok or '', px, member_player(tok .. player), recn, shown }
 `)
 
-// goToken is an independent encoding of arrival tokens: the number of base-62 digits, then the digits.
-func goToken(n uint64) string {
-	const b62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	var d []byte
-	for {
-		d = append([]byte{b62[n%62]}, d...)
-		n /= 62
-		if n == 0 {
-			break
-		}
-	}
-	return string(b62[len(d)]) + string(d)
-}
-
 // FuzzRecordEncoding: every record the scripts can write (updatedAt from MinAchievedAt to MaxAchievedAt, any
 // arrival number below 2^63, with or without a tail score) reads back as what was written, the player id follows
 // the token in the sorted-set member unambiguously, and tokens sort like the arrival numbers they encode.
@@ -143,7 +129,7 @@ func FuzzRecordEncoding(f *testing.F) {
 		if v[6] != rec {
 			t.Fatalf("make_rec with the arrival number %d: %q, from the token: %q", n, v[6], rec)
 		}
-		if want := goToken(n); tok != want {
+		if want := arrivalToken(n); tok != want {
 			t.Fatalf("token(%d) = %q, want %q", n, tok, want)
 		}
 		if want := fmt.Sprintf("%010d%d", ts, n); !strings.HasPrefix(rec, want) || (!tail && rec != want) {
@@ -160,7 +146,7 @@ func FuzzRecordEncoding(f *testing.F) {
 		} else if ptx != "" {
 			t.Fatalf("record %q of an exact player reads back a tail score %q", rec, ptx)
 		}
-		if a, b := goToken(n), goToken(other); (a < b) != (n < other) || (a == b) != (n == other) {
+		if a, b := arrivalToken(n), arrivalToken(other); (a < b) != (n < other) || (a == b) != (n == other) {
 			t.Fatalf("tokens %q (%d) and %q (%d) sort against their numbers", a, n, b, other)
 		}
 	})
@@ -204,7 +190,8 @@ return { show(parse_rec(ARGV[1])), show(parse_rec_v1(ARGV[1])) }
 var recordPattern = regexp.MustCompile(`(?s)^([0-9]{10})([0-9]{1,19})(:.*)?$`)
 
 // FuzzParseRecord: parse_rec reads any string as the reference reading does (parseHarness), and takes exactly the
-// strings of recordPattern as records, with the updatedAt and the arrival number's token they spell.
+// strings of recordPattern as records, with the updatedAt and the arrival number's token they spell; Go's
+// parseRecord reads them as parse_rec does.
 func FuzzParseRecord(f *testing.F) {
 	for _, s := range []string{"", "1764601234", "17646012341", "17646012341:5", "17646012341:", "1764601234:1",
 		"17646012341x", "1764601234123456789012345678", "17646012341234567890123456789", "176460123412345678901:-1e300",
@@ -223,6 +210,26 @@ func FuzzParseRecord(f *testing.F) {
 			t.Fatalf("parse_rec(%q) = %s, the reference reading %s", v, got, ref)
 		}
 		row := res[0].([]any)
+		// Go's reading (the read without a script) takes what parse_rec takes, alike, but for arrival numbers
+		// of 2^63 and more, which no script writes and which it leaves to the script.
+		gts, gn, gtail, gok := parseRecord(v)
+		if m := recordPattern.FindStringSubmatch(v); m != nil {
+			if n, err := strconv.ParseUint(m[2], 10, 64); err == nil && n >= 1<<63 {
+				if gok {
+					t.Fatalf("parseRecord(%q) read an arrival number of 2^63 or more: %d", v, gn)
+				}
+				return
+			}
+		}
+		if gok != (row[0] == "1") {
+			t.Fatalf("parseRecord(%q) took it as a record: %v; parse_rec: %v", v, gok, row[0] == "1")
+		}
+		// A ':' makes it a tail record for Go, which leaves those to the script: parse_rec reads an unreadable
+		// tail score as none.
+		if gok && (row[1] != strconv.FormatInt(gts, 10) || row[2] != arrivalToken(gn) ||
+			gtail != strings.Contains(v, ":") || (row[3] != "nil" && !gtail)) {
+			t.Fatalf("parseRecord(%q) = %d, %d (token %q), tail %v; parse_rec %v", v, gts, gn, arrivalToken(gn), gtail, row)
+		}
 		m := recordPattern.FindStringSubmatch(v)
 		if (row[0] == "1") != (m != nil) {
 			t.Fatalf("parse_rec(%q) took it as a record: %v; the pattern: %v", v, row[0] == "1", m != nil)
@@ -235,16 +242,16 @@ func FuzzParseRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("arrival number %q: %v", m[2], err) // 19 digits fit in a uint64
 		}
-		if row[1] != strconv.FormatInt(ts, 10) || row[2] != goToken(n) {
-			t.Fatalf("parse_rec(%q) = updatedAt %v, token %v; want %d, %q", v, row[1], row[2], ts, goToken(n))
+		if row[1] != strconv.FormatInt(ts, 10) || row[2] != arrivalToken(n) {
+			t.Fatalf("parse_rec(%q) = updatedAt %v, token %v; want %d, %q", v, row[1], row[2], ts, arrivalToken(n))
 		}
 	})
 }
 
 func TestTokenDigits(t *testing.T) {
 	for n, want := range map[uint64]string{0: "10", 61: "1z", 62: "210", 1<<63 - 1: fmt.Sprintf("B%s", "AzL8n0Y58m7")} {
-		if got := goToken(n); got != want {
-			t.Fatalf("goToken(%d) = %q, want %q", n, got, want)
+		if got := arrivalToken(n); got != want {
+			t.Fatalf("arrivalToken(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package leaderboard
 
 import (
+	"github.com/leaderboard/leaderboard/internal/lru"
+
 	"context"
 	"crypto/sha1"
 	_ "embed"
@@ -11,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -96,6 +99,11 @@ type Store struct {
 	fns    *functions
 	batch  *batcher // nil: no batching
 	boards sync.Map // board id -> *cachedBoard, until a script reports the definition changed or gone (see fresh)
+	// layouts: the record layout of each window period a plain read saw last (ranksplain.go), by its record keys'
+	// prefix; a stale one costs a read one more round trip.
+	layouts *lru.LRU[recordLayout]
+	// Ranks reads the plain read answered, and its snapshots that did not prove round 1 (the tests check both).
+	plainReads, plainRetries atomic.Int64
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
 	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.
@@ -129,7 +137,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 		cfg.QueueWait = time.Second
 	}
 	s := &Store{rdb: rdb, cfg: cfg, reads: newGate(cfg.MaxReads, cfg.QueueWait),
-		writes: newGate(cfg.MaxWrites, cfg.QueueWait), fns: newFunctions(rdb, library)}
+		writes: newGate(cfg.MaxWrites, cfg.QueueWait), fns: newFunctions(rdb, library),
+		layouts: lru.New[recordLayout](plainRanksLayouts, plainRanksLayouts*256)}
 	if cfg.BatchLanes > 0 {
 		s.batch = newBatcher(s.fns, cfg.BatchLanes)
 	}

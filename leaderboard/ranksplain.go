@@ -1,0 +1,265 @@
+package leaderboard
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Ranks without a script. A read of many players' entries (friends) spent three fifths of its Redis time in
+// ranks.lua's own Lua (hashing ids, parsing records, making tokens and reply rows: 9 to 12 µs a player under
+// load) and two fifths in its commands. The plain read does that work in Go and has Redis run only commands, in
+// two round trips:
+//
+//  1. a pipeline of each player's record (HGET at the record hash of the period's layout as last seen): a record
+//     gives the player's sorted-set member (arrival token .. id);
+//  2. one MULTI/EXEC that reads all the answer holds at one moment: the definition, the period's state (size and
+//     layout), the members' scores (ZMSCORE) and ranks (ZRANK), the records of the players that had none (and of
+//     all of them when updatedAt is asked), names (HMGET m) and the change version (HMGET c) when asked.
+//
+// The second is the snapshot and proves the first true of it: a member that exists is the player's entry (one
+// per player), and the players without a record still have none at the keys of the layout of that moment (the
+// only copy of a record: a split moves it). With updatedAt, the records read again must be the ones read first.
+// When the proof fails (a player submitted, was removed or moved between the round trips) the read starts again,
+// and after plainRanksTries it goes to the script, as do the reads the plain read cannot answer: exactTop boards
+// (a tail record has no member; its rank is the histogram's), tie ranks (a ZCOUNT by a score known only in the
+// snapshot), anything that is not a record, and a Redis error reply (a cluster slot moving, a command the server
+// lacks).
+
+// plainRanksTries is how many snapshots a plain read takes before it leaves the read to the script.
+const plainRanksTries = 3
+
+// plainRanksLayouts bounds the record layouts the plain reads remember, one per window period read.
+const plainRanksLayouts = 4096
+
+// errUseScript says that the plain read cannot answer and the script must.
+var errUseScript = errors.New("read with the script")
+
+// plainRanksFit reports whether the plain read may answer a Ranks read of b with fields arg (readArg).
+func plainRanksFit(b *Board, arg int) bool {
+	return b.ExactTop == 0 && arg&int(FieldTieRank) == 0
+}
+
+// ranks answers Ranks: with the plain read when it fits and can, else with ranks.lua.
+func (s *Store) ranks(ctx context.Context, v View, players []string, arg int) (*Page, error) {
+	var p *Page
+	err := s.fresh(v.Board, func() error {
+		r, err := s.Resolve(ctx, v)
+		if err != nil {
+			return err
+		}
+		if !plainRanksFit(r.Board, arg) {
+			return errUseScript
+		}
+		release, err := s.reads.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+		reply, err := s.ranksPlain(ctx, r, players, arg)
+		if err != nil {
+			return err
+		}
+		p, err = s.pageOf(r, reply)
+		return err
+	})
+	if !errors.Is(err, errUseScript) {
+		if err == nil {
+			s.plainReads.Add(1)
+		}
+		return p, err
+	}
+	args := make([]any, 0, len(players)+1)
+	args = append(args, arg)
+	for _, id := range players {
+		args = append(args, id)
+	}
+	return s.read(ctx, v, ranksScript, args...)
+}
+
+// ranksPlain reads the entries of players in r as ranks.lua would reply them ({size, [epoch, version,]
+// entry...}), or returns errUseScript.
+func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, arg int) ([]any, error) {
+	base := s.keyBase(r.Board.ID)
+	period := windowCodes[r.Window] + ":" + r.Period
+	stateKey, zsetKey, recPrefix := base+"s:"+period, base+"z:"+period, base+"r:"+period+":"
+	layout, ok := s.layouts.Get(recPrefix)
+	if !ok {
+		st, err := s.rdb.HMGet(ctx, stateKey, "cnt", "lvl", "sp", "hv").Result()
+		if err != nil {
+			return nil, plainError(err)
+		}
+		layout = layoutOf(st[0], st[1], st[2], st[3])
+	}
+	keys := make([]string, len(players))
+	recs := make([]*redis.StringCmd, len(players))
+	members := make([]string, 0, len(players))
+	for try := 0; try < plainRanksTries; try++ {
+		// Round 1: the records.
+		for i, id := range players {
+			keys[i] = layout.key(recPrefix, id)
+		}
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, id := range players {
+				recs[i] = p.HGet(ctx, keys[i], id)
+			}
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			return nil, plainError(err)
+		}
+		members = members[:0]
+		for i, id := range players {
+			rec, err := recs[i].Result()
+			if err == redis.Nil {
+				continue
+			}
+			_, n, tail, ok := parseRecord(rec)
+			if !ok || tail {
+				return nil, errUseScript
+			}
+			members = append(members, arrivalToken(n)+id)
+		}
+		// Round 2: the snapshot.
+		wantTs, wantMeta, wantVersion := arg&int(FieldUpdatedAt) != 0, arg&int(FieldMeta) != 0, arg&readVersion != 0
+		var def *redis.StringCmd
+		var state, metas, version *redis.SliceCmd
+		var scores *redis.Cmd
+		ranks := make([]*redis.IntCmd, len(members))
+		again := make([]*redis.StringCmd, len(players)) // records read again: nil where not
+		_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			def = p.Get(ctx, base+"def")
+			state = p.HMGet(ctx, stateKey, "cnt", "lvl", "sp", "hv")
+			if len(members) > 0 {
+				args := make([]any, 0, len(members)+2)
+				args = append(args, "zmscore", zsetKey)
+				for _, m := range members {
+					args = append(args, m)
+				}
+				scores = p.Do(ctx, args...)
+			}
+			for k, m := range members {
+				ranks[k] = p.ZRank(ctx, zsetKey, m)
+			}
+			for i, id := range players {
+				if wantTs || recs[i].Err() == redis.Nil {
+					again[i] = p.HGet(ctx, keys[i], id)
+				}
+			}
+			if wantMeta && len(members) > 0 {
+				ids := make([]string, 0, len(members))
+				for i, id := range players {
+					if recs[i].Err() == nil {
+						ids = append(ids, id)
+					}
+				}
+				metas = p.HMGet(ctx, base+"m", ids...)
+			}
+			if wantVersion {
+				version = p.HMGet(ctx, base+"c", "ep", "ver")
+			}
+			return nil
+		})
+		if err != nil && err != redis.Nil {
+			return nil, plainError(err)
+		}
+		switch d, err := def.Result(); {
+		case err == redis.Nil:
+			return nil, errorf(NotFound, "no leaderboard with this id")
+		case err != nil:
+			return nil, plainError(err)
+		case defSum(d) != r.Board.sum:
+			return nil, &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
+		}
+		st := state.Val()
+		now := layoutOf(st[0], st[1], st[2], st[3])
+		s.layouts.Add(recPrefix, now, int64(len(recPrefix))+24)
+		reply, ok := plainReply(st[0], players, keys, recs, again, now, recPrefix, scores, ranks, metas, version)
+		if ok {
+			return reply, nil
+		}
+		s.plainRetries.Add(1)
+		layout = now
+	}
+	return nil, errUseScript
+}
+
+// plainReply makes ranks.lua's reply from a plain read's two round trips, or returns false when the snapshot
+// (round 2) does not prove the records of round 1 (see ranksPlain).
+func plainReply(size any, players, keys []string, recs, again []*redis.StringCmd, now recordLayout,
+	recPrefix string, scores *redis.Cmd, ranks []*redis.IntCmd, metas, version *redis.SliceCmd) ([]any, bool) {
+	var xs []any
+	if scores != nil {
+		v, err := scores.Slice()
+		if err != nil || len(v) != len(ranks) {
+			return nil, false
+		}
+		xs = v
+	}
+	reply := make([]any, 0, 3+len(ranks))
+	reply = append(reply, toInt(size))
+	if version != nil {
+		v := version.Val()
+		if len(v) != 2 {
+			return nil, false
+		}
+		reply = append(reply, toString(v[0]), toInt(v[1]))
+	}
+	var names []any
+	if metas != nil {
+		names = metas.Val()
+		if len(names) != len(ranks) {
+			return nil, false
+		}
+	}
+	k := 0 // the member of players[i], when it has a record
+	for i, id := range players {
+		first, err := recs[i].Result()
+		if err == redis.Nil {
+			// No record in round 1: none in the snapshot either, at the key the layout then gives.
+			if again[i].Err() != redis.Nil || now.key(recPrefix, id) != keys[i] {
+				return nil, false
+			}
+			continue
+		}
+		var ts int64
+		if again[i] != nil { // updatedAt asked: the record is the one round 1 read
+			if rec, err := again[i].Result(); err != nil || rec != first {
+				return nil, false
+			}
+			ts, _, _, _ = parseRecord(first)
+		}
+		rank, err := ranks[k].Result()
+		if err != nil || xs[k] == nil { // the member is gone: the player changed
+			return nil, false
+		}
+		meta := ""
+		if names != nil {
+			meta = toString(names[k])
+		}
+		reply = append(reply, []any{id, rank + 1, int64(0), scoreText(xs[k]), ts, meta, int64(0)})
+		k++
+	}
+	return reply, true
+}
+
+// scoreText is a score of a ZMSCORE reply as text: a string in RESP2, a double in RESP3.
+func scoreText(v any) string {
+	if x, ok := v.(float64); ok {
+		return strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return toString(v)
+}
+
+// plainError is what a plain read does with a Redis failure: an error reply (a slot moving, a command the server
+// lacks, a transaction aborted) leaves the read to the script, which has its own ways with them; a failure to
+// reach Redis is the read's error.
+func plainError(err error) error {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return errUseScript
+	}
+	return redisError(err)
+}

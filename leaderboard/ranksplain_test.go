@@ -1,0 +1,226 @@
+package leaderboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+)
+
+// The plain read (ranksplain.go) answers exactly what ranks.lua answers, read right after on the same data (the
+// oracle): every field of every entry, the size and the version, on boards of both orders and every mode, a
+// daily window's current period and an empty past one, players with names and metadata, ids without a score and
+// ids given twice, and every set of fields. Reads it must leave to the script (tie ranks, an exactTop board) are
+// compared too, and the count of plain answers shows which were plain. On Redis, the cluster and the embedded
+// store.
+func TestRanksPlainMatchesScript(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	m := miniredis.RunT(t)
+	emb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { emb.Close() })
+	targets := append(redistest.Targets(t), redistest.Target{Name: "embedded", Client: emb})
+	for _, tg := range targets {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), PublishCommand: PublishPlain,
+				Clock: func() time.Time { return at }})
+			rnd := rand.New(rand.NewPCG(1, 2))
+			boards := []Board{{ID: "desc", Windows: []Window{AllTime, Daily}}, {ID: "asc", Order: Asc},
+				{ID: "sum", Mode: Sum}, {ID: "latest", Mode: Latest}, {ID: "tail", ExactTop: 5}}
+			for _, b := range boards {
+				nb, err := s.CreateBoard(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range 40 {
+					for range 1 + rnd.IntN(3) {
+						sub := Submission{Board: b.ID, Player: fmt.Sprint("p", i), Score: float64(rnd.IntN(12)),
+							AchievedAt: at.Add(-time.Duration(rnd.IntN(7*3600)) * time.Second)}
+						if i%3 == 0 {
+							name := fmt.Sprint("Player ", i)
+							sub.DisplayName = &name
+							sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
+						}
+						if _, err := s.Submit(ctx, sub); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				views := []View{{Board: b.ID}}
+				if nb.HasWindow(Daily) {
+					views = append(views, View{Board: b.ID, Window: Daily},
+						View{Board: b.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
+				}
+				for _, v := range views {
+					for k := range 12 {
+						ids := make([]string, rnd.IntN(30))
+						for j := range ids {
+							ids[j] = fmt.Sprint("p", rnd.IntN(46)) // p40..p45 have no score
+						}
+						if k == 0 {
+							ids = nil
+						}
+						for _, opts := range [][]ReadOption{{Only(0)}, {Only(FieldUpdatedAt)}, {Only(FieldMeta)},
+							{Only(FieldUpdatedAt | FieldMeta)}, {Only(0), WithVersion()}, {WithVersion()},
+							{Only(FieldTieRank)}, nil} {
+							plain := s.plainReads.Load()
+							got, err := s.Ranks(ctx, v, ids, opts...)
+							if err != nil {
+								t.Fatal(err)
+							}
+							arg := readArg(opts)
+							answered := s.plainReads.Load() > plain
+							if fits := plainRanksFit(nb, arg); answered != fits {
+								t.Fatalf("%s %v fields %b: answered plainly %v, want %v", b.ID, v, arg, answered, fits)
+							}
+							args := []any{arg}
+							for _, id := range ids {
+								args = append(args, id)
+							}
+							want, err := s.read(ctx, v, ranksScript, args...)
+							if err != nil {
+								t.Fatal(err)
+							}
+							if !reflect.DeepEqual(got, want) {
+								t.Fatalf("%s %v %v fields %b:\nplain  %+v\nscript %+v", b.ID, v, ids, arg, got, want)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// A plain read is one moment of the board however it moves between the read's round trips: while writers raise
+// scores and add players, every read of the whole pool has as many entries as the board has players, ranked 1 to
+// that size, scores in rank order, each with the updatedAt its score was submitted with. Most reads are plain,
+// and some of them took another snapshot after the first did not prove its records (both counted).
+func TestRanksPlainSnapshot(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return at }})
+			if _, err := s.CreateBoard(ctx, Board{ID: "b"}); err != nil {
+				t.Fatal(err)
+			}
+			// Score x is achieved at base + x seconds, so a read's updatedAt tells which score its record holds.
+			base := at.Add(-24 * time.Hour)
+			submit := func(id string, x int) error {
+				_, err := s.Submit(ctx, Submission{Board: "b", Player: id, Score: float64(x),
+					AchievedAt: base.Add(time.Duration(x) * time.Second)})
+				return err
+			}
+			pool := make([]string, 150)
+			for i := range pool {
+				pool[i] = fmt.Sprint("p", i)
+				if i < 60 {
+					if err := submit(pool[i], i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			const writers, readers, reads = 3, 2, 150
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					score := map[string]int{}
+					for n := 0; ; n++ {
+						select {
+						case <-stop:
+							return
+						case <-time.After(time.Millisecond): // a busy board, not a write-only one
+						}
+						id := pool[w+writers*((n*7)%(len(pool)/writers))] // this writer's players only
+						score[id] += 1 + n%5                              // scores only rise (BEST)
+						if err := submit(id, 100+score[id]); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			var rg sync.WaitGroup
+			for r := range readers {
+				rg.Add(1)
+				go func() {
+					defer rg.Done()
+					for k := range reads {
+						f := Fields(0)
+						if (k+r)%2 == 0 {
+							f = FieldUpdatedAt
+						}
+						p, err := s.Ranks(ctx, View{Board: "b"}, pool, Only(f))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if msg := snapshotFault(p, f, base); msg != "" {
+							t.Errorf("read %d: %s", k, msg)
+							return
+						}
+					}
+				}()
+			}
+			rg.Wait()
+			close(stop)
+			wg.Wait()
+			plain, retries := s.plainReads.Load(), s.plainRetries.Load()
+			t.Logf("%d of %d reads plain, %d snapshots taken again", plain, readers*reads, retries)
+			if plain < readers*reads/2 || retries == 0 {
+				t.Errorf("%d of %d reads plain, %d snapshots taken again: want half of them plain, and some again",
+					plain, readers*reads, retries)
+			}
+		})
+	}
+}
+
+// snapshotFault says what in a read of a whole pool no single moment of the board could give ("" if nothing).
+func snapshotFault(p *Page, f Fields, base time.Time) string {
+	es := slices.Clone(p.Entries)
+	if int64(len(es)) != p.Size {
+		return fmt.Sprintf("%d entries, size %d", len(es), p.Size)
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].Rank < es[j].Rank })
+	for i, e := range es {
+		if e.Rank != int64(i+1) || e.Approximate {
+			return fmt.Sprintf("ranks %v", ranksOfEntries(es))
+		}
+		if i > 0 && e.Score > es[i-1].Score {
+			return fmt.Sprintf("rank %d scores %g after %g", e.Rank, e.Score, es[i-1].Score)
+		}
+		want := time.Time{}
+		if f&FieldUpdatedAt != 0 {
+			want = base.Add(time.Duration(e.Score) * time.Second).UTC()
+		}
+		if !e.UpdatedAt.Equal(want) {
+			return fmt.Sprintf("%s: score %g, updatedAt %v, want %v", e.PlayerID, e.Score, e.UpdatedAt, want)
+		}
+	}
+	return ""
+}
+
+func ranksOfEntries(es []Entry) []int64 {
+	out := make([]int64, len(es))
+	for i, e := range es {
+		out[i] = e.Rank
+	}
+	return out
+}

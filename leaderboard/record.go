@@ -1,0 +1,112 @@
+package leaderboard
+
+import (
+	"strconv"
+)
+
+// Go's reading of a window period's player records, for the reads that run without a script (ranksplain.go).
+// common.lua owns the format and writes every record; this file reads what it wrote, and the tests hold the two to
+// each other: FuzzParseRecord (parseRecord against parse_rec on any string), FuzzRecordEncoding (arrivalToken
+// against token), TestRecordHashSpreadsIDs and TestRecordHashVersion1Kept (recordHash and recordLayout.key against
+// the record hashes the scripts placed players in).
+
+// recordHashPrime is the modulus of both record hashes: 2^32 - 5 (HP in common.lua).
+const recordHashPrime = 1<<32 - 5
+
+// recordHash is common.lua's phash of a player id for hash version hv (1: phash1, else phash2).
+func recordHash(hv int, id string) uint64 {
+	if hv == 1 {
+		var h uint64
+		for i := 0; i < len(id); i++ {
+			h = (h*257 + uint64(id[i])) % recordHashPrime
+		}
+		return h
+	}
+	h := uint64(len(id))
+	for i := 0; i < len(id); i += 3 {
+		var v uint64 // three bytes, big-endian, missing ones 0
+		for k := i; k < i+3; k++ {
+			v <<= 8
+			if k < len(id) {
+				v |= uint64(id[k])
+			}
+		}
+		h = (h*1000003 + v) % recordHashPrime
+	}
+	return h * 1000003 % recordHashPrime
+}
+
+// recordLayout is how a window period places its records (load_state's lvl, sp and hv).
+type recordLayout struct {
+	lvl, sp, hv int
+}
+
+// layoutOf reads a layout from the lvl, sp and hv fields of a period's state (nil: absent) and whether the period
+// has a state at all (cnt). A period without one takes the current hash version, as load_state does.
+func layoutOf(cnt, lvl, sp, hv any) recordLayout {
+	l := recordLayout{lvl: int(toInt(lvl)), sp: int(toInt(sp)), hv: int(toInt(hv))}
+	if hv == nil {
+		l.hv = 2 // HASH_V
+		if cnt != nil {
+			l.hv = 1 // written before hv was recorded
+		}
+	}
+	return l
+}
+
+// bucket is the number of the record hash that holds a player (record_key; linear hashing).
+func (l recordLayout) bucket(id string) uint64 {
+	h := recordHash(l.hv, id)
+	m := uint64(1) << l.lvl
+	b := h % m
+	if b < uint64(l.sp) {
+		b = h % (2 * m)
+	}
+	return b
+}
+
+// key is the record hash of a player in the period whose record keys all start with prefix (rkey with no n).
+func (l recordLayout) key(prefix, id string) string {
+	return prefix + strconv.FormatUint(l.bucket(id), 10)
+}
+
+// parseRecord reads a record as parse_rec does: updatedAt (unix s), the arrival number, and whether a tail
+// score follows (after a ':'). ok is false for anything that is not a record, and for an arrival number of 2^63
+// or more, which no script writes (a reader without a script leaves both to the scripts).
+func parseRecord(v string) (ts int64, arrival uint64, tail, ok bool) {
+	n := 0
+	for n < len(v) && v[n] >= '0' && v[n] <= '9' {
+		n++
+	}
+	if n < len(v) && v[n] != ':' {
+		return 0, 0, false, false
+	}
+	if n < 11 || n > 29 {
+		return 0, 0, false, false
+	}
+	ts, _ = strconv.ParseInt(v[:10], 10, 64)
+	arrival, err := strconv.ParseUint(v[10:n], 10, 64)
+	if err != nil || arrival >= 1<<63 {
+		return 0, 0, false, false
+	}
+	return ts, arrival, n < len(v), true
+}
+
+// arrivalToken is token() of common.lua: the number of base-62 digits as one base-62 digit, then the digits, so
+// that byte order is numeric order. It prefixes the player id in the sorted set.
+func arrivalToken(n uint64) string {
+	const b62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	var d [12]byte // 11 digits at most below 2^64, and their count
+	i := len(d)
+	for {
+		i--
+		d[i] = b62[n%62]
+		n /= 62
+		if n == 0 {
+			break
+		}
+	}
+	i--
+	d[i] = b62[len(d)-1-i]
+	return string(d[i:])
+}
