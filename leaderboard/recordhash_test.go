@@ -120,7 +120,7 @@ func TestRecordHashVersion1Kept(t *testing.T) {
 			before[id] = *e
 		}
 
-		// The read without a script (friends' and the live ranks') remembers the period's layout: version 2.
+		// The read without a script (friends') remembers the period's layout: version 2.
 		if _, err := s.Ranks(ctx, view, ids[:10], lb.Only(0)); err != nil {
 			t.Fatal(err)
 		}
