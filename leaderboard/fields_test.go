@@ -103,8 +103,8 @@ func TestReadFields(t *testing.T) {
 		}
 	}
 	// What each part costs Redis, against reading none of them: tie ranks ZCOUNTs (none without), metadata one
-	// HGET (rank: one player) and one HMGET for each list, updatedAt one record HGET for each of aroundMe's 7 rows
-	// and for each of the 6 friends found (the read without a script reads their records again in its snapshot).
+	// HMGET for each read, updatedAt one record HGET for each of aroundMe's 7 rows, and for the rank's player and
+	// each of the 6 friends found (the reads without a script read their records again in their snapshots).
 	none := calls[0]
 	// Scores: one ZMSCORE for all of a friends list's (and a rank's) exact players, not a ZSCORE each; aroundMe
 	// looks up its one player with ZSCORE.
@@ -117,10 +117,10 @@ func TestReadFields(t *testing.T) {
 	if none["zcount"] != 0 || calls[lb.FieldTieRank]["zcount"] == 0 {
 		t.Errorf("ZCOUNTs without tie ranks %d, with %d", none["zcount"], calls[lb.FieldTieRank]["zcount"])
 	}
-	if m := calls[lb.FieldMeta]; m["hget"] != none["hget"]+1 || m["hmget"] != none["hmget"]+2 {
+	if m := calls[lb.FieldMeta]; m["hget"] != none["hget"] || m["hmget"] != none["hmget"]+3 {
 		t.Errorf("with metadata %v, without %v", m, none)
 	}
-	if u := calls[lb.FieldUpdatedAt]; u["hget"] != none["hget"]+7+6 || u["hmget"] != none["hmget"] {
+	if u := calls[lb.FieldUpdatedAt]; u["hget"] != none["hget"]+7+1+6 || u["hmget"] != none["hmget"] {
 		t.Errorf("with updatedAt %v, without %v", u, none)
 	}
 }

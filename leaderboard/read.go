@@ -150,8 +150,9 @@ const (
 )
 
 // Rank returns a player's entry, or nil when the player has no score in the ranking. Concurrent Rank calls on one
-// board may share one script call (rank.lua, merged by the batcher when Config.BatchLanes is set): each is still
-// a consistent read of its own, taken at the moment of that call.
+// board may share one read: without a script (rankgroup.go) where the plain read fits (boards without exactTop, no
+// tie rank asked), else one call of rank.lua (merged by the batcher when Config.BatchLanes is set). Each is still a
+// consistent read of its own, taken after that call began.
 func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOption) (*Entry, error) {
 	arg := readArg(opts)
 	if arg&readVersion != 0 { // a versioned read: ranks.lua's reply carries the version
@@ -164,8 +165,15 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 	if err := checkID("player id", player); err != nil {
 		return nil, err
 	}
+	b, err := s.Board(ctx, v.Board)
+	if err != nil {
+		return nil, err
+	}
+	if plainRanksFit(b, arg) {
+		return s.rankGrouped(ctx, v, player, arg)
+	}
 	var e *Entry
-	err := s.readWith(ctx, v, rankScript, []any{arg, 1, player}, func(r Resolved, cmd *redis.Cmd) error {
+	err = s.readWith(ctx, v, rankScript, []any{arg, 1, player}, func(r Resolved, cmd *redis.Cmd) error {
 		reply, err := cmd.Slice()
 		if err == nil && len(reply) != 1 {
 			err = fmt.Errorf("rank script returned %d replies for 1 player", len(reply))

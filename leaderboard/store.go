@@ -104,6 +104,7 @@ type Store struct {
 	layouts *lru.LRU[recordLayout]
 	// Ranks reads the plain read answered, and its snapshots that did not prove round 1 (the tests check both).
 	plainReads, plainRetries atomic.Int64
+	groups                   rankGroups // rank reads without a script, grouped by view (rankgroup.go)
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
 	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.
@@ -138,7 +139,8 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	}
 	s := &Store{rdb: rdb, cfg: cfg, reads: newGate(cfg.MaxReads, cfg.QueueWait),
 		writes: newGate(cfg.MaxWrites, cfg.QueueWait), fns: newFunctions(rdb, library),
-		layouts: lru.New[recordLayout](plainRanksLayouts, plainRanksLayouts*256)}
+		layouts: lru.New[recordLayout](plainRanksLayouts, plainRanksLayouts*256),
+		groups:  rankGroups{views: map[rankGroupKey]*rankGroup{}}}
 	if cfg.BatchLanes > 0 {
 		s.batch = newBatcher(s.fns, cfg.BatchLanes)
 	}

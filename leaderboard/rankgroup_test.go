@@ -1,0 +1,163 @@
+package leaderboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+)
+
+// Concurrent rank reads that share plain reads (rankgroup.go) each get what ranks.lua gives for that player alone
+// (the oracle, read after them on the unchanged board): every field, players without a score, players asked by
+// many reads at once, two views and every set of fields the plain read takes; and reads did go out together.
+func TestGroupedRankReads(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return at }})
+			for _, b := range []Board{{ID: "d", Windows: []Window{AllTime, Daily}}, {ID: "a", Order: Asc}} {
+				if _, err := s.CreateBoard(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+				var subs []Submission
+				for i := range 60 {
+					sub := Submission{Board: b.ID, Player: fmt.Sprint("p", i), Score: float64(i / 4),
+						AchievedAt: at.Add(-time.Duration(i) * time.Minute)}
+					if i%5 == 0 {
+						name := fmt.Sprint("P", i)
+						sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+					}
+					subs = append(subs, sub)
+				}
+				if _, err := s.SubmitMany(ctx, subs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			views := []View{{Board: "d"}, {Board: "d", Window: Daily}, {Board: "a"}}
+			fields := []Fields{0, FieldUpdatedAt, FieldMeta, FieldUpdatedAt | FieldMeta}
+			type read struct {
+				v      View
+				player string
+				f      Fields
+			}
+			const goroutines, each = 32, 30
+			reads := make([][]read, goroutines)
+			got := make([][]*Entry, goroutines)
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				for i := range each {
+					r := read{views[(g+i)%len(views)], fmt.Sprint("p", (g*7+i*13)%64), fields[(g/3+i)%len(fields)]}
+					if i%5 == 0 {
+						r.player = "p7" // many reads of one player at once
+					}
+					reads[g] = append(reads[g], r) // p60..p63 have no score
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for _, r := range reads[g] {
+						e, err := s.Rank(ctx, r.v, r.player, Only(r.f))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						got[g] = append(got[g], e)
+					}
+				}()
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			for g := range goroutines {
+				for i, r := range reads[g] {
+					p, err := s.read(ctx, r.v, ranksScript, int(r.f), r.player)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var want *Entry
+					if len(p.Entries) == 1 {
+						want = &p.Entries[0]
+					}
+					if !reflect.DeepEqual(got[g][i], want) {
+						t.Fatalf("read %+v: %+v, the script: %+v", r, got[g][i], want)
+					}
+				}
+			}
+			if n := s.groups.shared.Load(); n == 0 {
+				t.Errorf("no rank read shared a plain read with another (%d reads)", goroutines*each)
+			}
+		})
+	}
+}
+
+// A rank read that shares a plain read still sees every write that ended before it began: each writer raises its
+// own player's score and then reads its rank, among readers of the same view, and must see the score it wrote.
+func TestGroupedRankReadsAreFresh(t *testing.T) {
+	t.Parallel()
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+			if _, err := s.CreateBoard(ctx, Board{ID: "f"}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 30 {
+				if _, err := s.Submit(ctx, Submission{Board: "f", Player: fmt.Sprint("r", i), Score: float64(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			v := View{Board: "f"}
+			stop := make(chan struct{})
+			var readers, writers sync.WaitGroup
+			for g := range 8 {
+				readers.Add(1)
+				go func() {
+					defer readers.Done()
+					for i := 0; ; i++ {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						if _, err := s.Rank(ctx, v, fmt.Sprint("r", (g+i)%30), Only(0)); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			for w := range 6 {
+				writers.Add(1)
+				go func() {
+					defer writers.Done()
+					player := fmt.Sprint("w", w)
+					for n := 1; n <= 40; n++ {
+						if _, err := s.Submit(ctx, Submission{Board: "f", Player: player, Score: float64(100 * n)}); err != nil {
+							t.Error(err)
+							return
+						}
+						e, err := s.Rank(ctx, v, player, Only(0))
+						if err != nil || e == nil || e.Score != float64(100*n) {
+							t.Errorf("%s after writing %d: %+v, %v", player, 100*n, e, err)
+							return
+						}
+					}
+				}()
+			}
+			writers.Wait()
+			close(stop)
+			readers.Wait()
+			if n := s.groups.shared.Load(); n == 0 {
+				t.Error("no rank read shared a plain read with another")
+			}
+		})
+	}
+}
