@@ -173,7 +173,13 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 		case defSum(d) != r.Board.sum:
 			return nil, &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
 		}
-		st := state.Val()
+		st, err := state.Result()
+		if err != nil {
+			return nil, plainError(err)
+		}
+		if len(st) != 4 {
+			return nil, errUseScript
+		}
 		now := layoutOf(st[0], st[1], st[2], st[3])
 		s.layouts.Add(recPrefix, now, int64(len(recPrefix))+24)
 		reply, ok := plainReply(st[0], players, keys, recs, again, now, recPrefix, scores, ranks, metas, version)

@@ -224,3 +224,40 @@ func ranksOfEntries(es []Entry) []int64 {
 	}
 	return out
 }
+
+// A Redis error reply in a plain read (here keys of the wrong type, as a foreign writer could leave them) leaves
+// the read to the script, and the caller gets the script's answer: the same error code, no panic.
+func TestRanksPlainLeavesErrorsToTheScript(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"s", "z", "r"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			tg := redistest.Targets(t)[0]
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+			if _, err := s.CreateBoard(ctx, Board{ID: "w"}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if _, err := s.Submit(ctx, Submission{Board: "w", Player: fmt.Sprint("p", i), Score: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := s.keyBase("w") + kind + ":" + windowCodes[AllTime] + ":" + AllPeriod
+			if kind == "r" {
+				key += ":0"
+			}
+			if err := tg.Client.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := tg.Client.Set(ctx, key, "not a hash or a sorted set", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			v := View{Board: "w"}
+			_, err := s.Ranks(ctx, v, []string{"p0", "p1", "p2"}, Only(0))
+			_, want := s.read(ctx, v, ranksScript, 0, "p0", "p1", "p2")
+			if want == nil || ErrorCode(err) != ErrorCode(want) {
+				t.Fatalf("plain read: %v; the script: %v", err, want)
+			}
+		})
+	}
+}
