@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -33,6 +34,34 @@ const plainRanksTries = 3
 
 // plainRanksLayouts bounds the record layouts the plain reads remember, one per window period read.
 const plainRanksLayouts = 4096
+
+// recordLayouts remembers the record layout of each window period a plain read saw last, by its record keys'
+// prefix; a stale one costs a read one more snapshot. It is emptied when it would hold more than
+// plainRanksLayouts periods (periods come and go; the live ones are back after one read each).
+type recordLayouts struct {
+	mu sync.RWMutex
+	m  map[string]recordLayout
+}
+
+func (c *recordLayouts) get(prefix string) (recordLayout, bool) {
+	c.mu.RLock()
+	l, ok := c.m[prefix]
+	c.mu.RUnlock()
+	return l, ok
+}
+
+// set remembers l, taking the write lock only when it changes what is remembered.
+func (c *recordLayouts) set(prefix string, l recordLayout) {
+	if old, ok := c.get(prefix); ok && old == l {
+		return
+	}
+	c.mu.Lock()
+	if _, ok := c.m[prefix]; !ok && len(c.m) >= plainRanksLayouts || c.m == nil {
+		c.m = make(map[string]recordLayout)
+	}
+	c.m[prefix] = l
+	c.mu.Unlock()
+}
 
 // errUseScript says that the plain read cannot answer and the script must.
 var errUseScript = errors.New("read with the script")
@@ -85,7 +114,7 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 	base := s.keyBase(r.Board.ID)
 	period := windowCodes[r.Window] + ":" + r.Period
 	stateKey, zsetKey, recPrefix := base+"s:"+period, base+"z:"+period, base+"r:"+period+":"
-	layout, ok := s.layouts.Get(recPrefix)
+	layout, ok := s.layouts.get(recPrefix)
 	if !ok {
 		st, err := s.rdb.HMGet(ctx, stateKey, "cnt", "lvl", "sp", "hv").Result()
 		if err != nil {
@@ -181,7 +210,7 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 			return nil, errUseScript
 		}
 		now := layoutOf(st[0], st[1], st[2], st[3])
-		s.layouts.Add(recPrefix, now, int64(len(recPrefix))+24)
+		s.layouts.set(recPrefix, now)
 		reply, ok := plainReply(st[0], players, keys, recs, again, now, recPrefix, scores, ranks, metas, version)
 		if ok {
 			return reply, nil

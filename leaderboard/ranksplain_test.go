@@ -261,3 +261,20 @@ func TestRanksPlainLeavesErrorsToTheScript(t *testing.T) {
 		})
 	}
 }
+
+// The remembered record layouts stay bounded however many periods are read: at plainRanksLayouts a new one
+// empties them, and a known one is updated in place.
+func TestRecordLayoutsBounded(t *testing.T) {
+	var c recordLayouts
+	for i := range 3 * plainRanksLayouts {
+		c.set(fmt.Sprint("p", i), recordLayout{lvl: i % 7, hv: 2})
+		if len(c.m) > plainRanksLayouts {
+			t.Fatalf("%d layouts after %d periods", len(c.m), i+1)
+		}
+	}
+	last := fmt.Sprint("p", 3*plainRanksLayouts-1)
+	c.set(last, recordLayout{lvl: 9, sp: 3, hv: 1})
+	if l, ok := c.get(last); !ok || l != (recordLayout{lvl: 9, sp: 3, hv: 1}) {
+		t.Fatalf("%s: %+v %v", last, l, ok)
+	}
+}

@@ -1,8 +1,6 @@
 package leaderboard
 
 import (
-	"github.com/leaderboard/leaderboard/internal/lru"
-
 	"context"
 	"crypto/sha1"
 	_ "embed"
@@ -92,16 +90,14 @@ type Config struct {
 // Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for
 // concurrent use.
 type Store struct {
-	rdb    redis.UniversalClient
-	cfg    Config
-	reads  *gate
-	writes *gate
-	fns    *functions
-	batch  *batcher // nil: no batching
-	boards sync.Map // board id -> *cachedBoard, until a script reports the definition changed or gone (see fresh)
-	// layouts: the record layout of each window period a plain read saw last (ranksplain.go), by its record keys'
-	// prefix; a stale one costs a read one more round trip.
-	layouts *lru.LRU[recordLayout]
+	rdb     redis.UniversalClient
+	cfg     Config
+	reads   *gate
+	writes  *gate
+	fns     *functions
+	batch   *batcher      // nil: no batching
+	boards  sync.Map      // board id -> *cachedBoard, until a script reports the definition changed or gone (see fresh)
+	layouts recordLayouts // the record layouts the plain reads saw last (ranksplain.go)
 	// Ranks reads the plain read answered, and its snapshots that did not prove round 1 (the tests check both).
 	plainReads, plainRetries atomic.Int64
 	groups                   rankGroups // rank reads without a script, grouped by view (rankgroup.go)
@@ -139,8 +135,7 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 	}
 	s := &Store{rdb: rdb, cfg: cfg, reads: newGate(cfg.MaxReads, cfg.QueueWait),
 		writes: newGate(cfg.MaxWrites, cfg.QueueWait), fns: newFunctions(rdb, library),
-		layouts: lru.New[recordLayout](plainRanksLayouts, plainRanksLayouts*256),
-		groups:  rankGroups{views: map[rankGroupKey]*rankGroup{}}}
+		groups: rankGroups{views: map[rankGroupKey]*rankGroup{}}}
 	if cfg.BatchLanes > 0 {
 		s.batch = newBatcher(s.fns, cfg.BatchLanes)
 	}
