@@ -122,6 +122,7 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 		}
 		layout = layoutOf(st[0], st[1], st[2], st[3])
 	}
+	wantTs, wantMeta, wantVersion := arg&int(FieldUpdatedAt) != 0, arg&int(FieldMeta) != 0, arg&readVersion != 0
 	keys := make([]string, len(players))
 	recs := make([]*redis.StringCmd, len(players))
 	members := make([]string, 0, len(players))
@@ -152,7 +153,6 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 			members = append(members, arrivalToken(n)+id)
 		}
 		// Round 2: the snapshot.
-		wantTs, wantMeta, wantVersion := arg&int(FieldUpdatedAt) != 0, arg&int(FieldMeta) != 0, arg&readVersion != 0
 		var def *redis.StringCmd
 		var state, metas, version *redis.SliceCmd
 		var scores *redis.Cmd

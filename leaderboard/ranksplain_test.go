@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -228,10 +229,11 @@ func ranksOfEntries(es []Entry) []int64 {
 }
 
 // A Redis error reply in a plain read (here keys of the wrong type, as a foreign writer could leave them) leaves
-// the read to the script, and the caller gets the script's answer: the same error code, no panic.
+// the read to the script, and the caller gets the script's answer: the same error code, no panic. A board whose
+// definition went away under a store that still holds it ("def") is NOT_FOUND on both paths.
 func TestRanksPlainLeavesErrorsToTheScript(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"s", "z", "r"} {
+	for _, kind := range []string{"s", "z", "r", "def"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
 			tg := redistest.Targets(t)[0]
@@ -248,14 +250,31 @@ func TestRanksPlainLeavesErrorsToTheScript(t *testing.T) {
 			if kind == "r" {
 				key += ":0"
 			}
+			if kind == "def" {
+				key = s.keyBase("w") + "def"
+			}
 			if err := tg.Client.Del(ctx, key).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := tg.Client.Set(ctx, key, "not a hash or a sorted set", 0).Err(); err != nil {
-				t.Fatal(err)
+			if kind != "def" {
+				if err := tg.Client.Set(ctx, key, "not a hash or a sorted set", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
 			}
 			v := View{Board: "w"}
+			plain := s.plainReads.Load()
 			_, err := s.Ranks(ctx, v, []string{"p0", "p1", "p2"}, Only(0))
+			if kind == "def" {
+				// The store held the board: the plain read ran and found the definition gone.
+				// (loadBoard's message names the id; the scripts' and the plain read's say "this id")
+				if ErrorCode(err) != NotFound || !strings.Contains(err.Error(), "this id") || s.plainReads.Load() != plain {
+					t.Fatalf("plain read of a board gone: %v", err)
+				}
+				if _, err := s.Board(ctx, "w"); ErrorCode(err) != NotFound {
+					t.Fatalf("the store still holds the board gone: %v", err)
+				}
+				return
+			}
 			_, want := s.read(ctx, v, ranksScript, 0, "p0", "p1", "p2")
 			if want == nil || ErrorCode(err) != ErrorCode(want) {
 				t.Fatalf("plain read: %v; the script: %v", err, want)
