@@ -2,47 +2,74 @@ package leaderboard
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Rank reads without a script share plain reads. A lone rank read is small (a record, a ZRANK, a ZMSCORE) and two
-// round trips of its own would cost Redis and the server more in reading, writing and waking than the commands
-// themselves; so concurrent rank reads of one view and one set of fields go out as one plain read of all their
-// players (ranksPlain). A read that finds its view idle goes out at once, so a light load waits for nothing;
-// reads that come while one is in flight gather in the next group (at most maxGroupedRanks players), which goes
-// out when that read ends. Each still gets a consistent read, taken after its call began.
+// Rank and aroundMe reads without a script share plain reads. A lone rank read is small (a record, a ZRANK, a
+// ZMSCORE) and two round trips of its own would cost Redis and the server more in reading, writing and waking than
+// the commands themselves; an aroundMe read without a script takes three (aroundplain.go). So concurrent reads of
+// one view, one kind (rank, or aroundMe of one radius) and one set of fields go out as one plain read of all their
+// players. A read that finds its view idle goes out at once, so a light load waits for nothing (a lone aroundMe
+// read runs around.lua); reads that come while one is in flight gather in the next group (at most
+// maxGroupedRanks players), which goes out when that read ends. Each still gets a consistent read, taken after
+// its call began.
 
 // maxGroupedRanks bounds the players of one grouped read; a read that finds the next group full reads alone.
 const maxGroupedRanks = 128
 
-// rankGroups is the rank reads in flight and gathering, by view and fields.
+// rankGroups is the grouped reads in flight and gathering, by view, kind and fields.
 type rankGroups struct {
 	mu    sync.Mutex
 	views map[rankGroupKey]*rankGroup // a view's next group; present (nil) while a read of the view is in flight
-	// shared counts the rank reads answered by a read of more than one player (the tests check that some were).
+	// shared counts the reads answered by a read of more than one player (the tests check that some were).
 	shared atomic.Int64
 }
 
 type rankGroupKey struct {
 	board, window, period string
 	arg                   int
+	radius                int // an aroundMe read's radius; rankRead for a rank read
 }
+
+// rankRead is the radius of a rankGroupKey of rank reads.
+const rankRead = -1
 
 // rankGroup is a grouped read: its players (in the order their reads joined), then its outcome.
 type rankGroup struct {
 	players  []string
-	deadline time.Time       // the earliest deadline of its reads' contexts (zero: none has one)
-	ctx      context.Context // the first read's, for its values
-	done     chan struct{}   // closed when entries and err are set
-	entries  map[string]*Entry
+	deadline time.Time          // the earliest deadline of its reads' contexts (zero: none has one)
+	ctx      context.Context    // the first read's, for its values
+	done     chan struct{}      // closed when entries and err are set
+	entries  map[string][]Entry // by player: its rank read's entry, or its aroundMe read's; none: no score
 	err      error
 }
 
 // rankGrouped answers a rank read through a grouped plain read (see rankGroups).
 func (s *Store) rankGrouped(ctx context.Context, v View, player string, arg int) (*Entry, error) {
-	k := rankGroupKey{v.Board, string(v.Window), v.Period, arg}
+	es, err := s.grouped(ctx, rankGroupKey{v.Board, string(v.Window), v.Period, arg, rankRead}, v, player)
+	if err != nil || len(es) == 0 {
+		return nil, err
+	}
+	return &es[0], nil
+}
+
+// aroundGrouped answers an aroundMe read through a grouped plain read (see rankGroups).
+func (s *Store) aroundGrouped(ctx context.Context, v View, player string, radius, arg int) ([]Entry, error) {
+	es, err := s.grouped(ctx, rankGroupKey{v.Board, string(v.Window), v.Period, arg, radius}, v, player)
+	if err != nil {
+		return nil, err
+	}
+	if es == nil {
+		es = []Entry{}
+	}
+	return es, nil
+}
+
+// grouped answers a read of player (the kind and fields of k) on view v through a grouped read.
+func (s *Store) grouped(ctx context.Context, k rankGroupKey, v View, player string) ([]Entry, error) {
 	deadline, timed := ctx.Deadline()
 	s.groups.mu.Lock()
 	next, busy := s.groups.views[k]
@@ -55,11 +82,11 @@ func (s *Store) rankGrouped(ctx context.Context, v View, player string, arg int)
 	}
 	if next != nil && len(next.players) >= maxGroupedRanks {
 		s.groups.mu.Unlock()
-		p, err := s.ranks(ctx, v, []string{player}, arg)
-		if err != nil || len(p.Entries) == 0 {
+		out, err := s.readPlayers(ctx, k, v, []string{player})
+		if err != nil {
 			return nil, err
 		}
-		return &p.Entries[0], nil
+		return out[player], nil
 	}
 	if next == nil {
 		next = &rankGroup{ctx: ctx, done: make(chan struct{})}
@@ -87,16 +114,9 @@ func (s *Store) rankGrouped(ctx context.Context, v View, player string, arg int)
 // readGroup reads the entries of g's players, hands them to g's reads, and then starts the view's next group, if
 // one gathered meanwhile, or marks the view idle.
 func (s *Store) readGroup(ctx context.Context, k rankGroupKey, v View, g *rankGroup) {
-	p, err := s.ranks(ctx, v, g.players, k.arg)
+	g.entries, g.err = s.readPlayers(ctx, k, v, g.players)
 	if len(g.players) > 1 {
 		s.groups.shared.Add(int64(len(g.players)))
-	}
-	g.err = err
-	if err == nil {
-		g.entries = make(map[string]*Entry, len(p.Entries))
-		for i := range p.Entries {
-			g.entries[p.Entries[i].PlayerID] = &p.Entries[i]
-		}
 	}
 	if g.done != nil {
 		close(g.done)
@@ -121,15 +141,26 @@ func (s *Store) readGroup(ctx context.Context, k rankGroupKey, v View, g *rankGr
 	}()
 }
 
-// entry is the outcome of a read of player in g: a copy of its entry (nil: no score), or g's error.
-func (g *rankGroup) entry(player string) (*Entry, error) {
+// readPlayers reads the entries of players (the kind and fields of k) on view v, by player.
+func (s *Store) readPlayers(ctx context.Context, k rankGroupKey, v View, players []string) (map[string][]Entry, error) {
+	if k.radius != rankRead {
+		return s.aroundMany(ctx, v, players, k.radius, k.arg)
+	}
+	p, err := s.ranks(ctx, v, players, k.arg)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]Entry, len(p.Entries))
+	for i := range p.Entries {
+		out[p.Entries[i].PlayerID] = p.Entries[i : i+1 : i+1]
+	}
+	return out, nil
+}
+
+// entry is the outcome of a read of player in g: a copy of its entries (none: no score), or g's error.
+func (g *rankGroup) entry(player string) ([]Entry, error) {
 	if g.err != nil {
 		return nil, g.err
 	}
-	e, ok := g.entries[player]
-	if !ok {
-		return nil, nil
-	}
-	c := *e
-	return &c, nil
+	return slices.Clone(g.entries[player]), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -12,9 +13,10 @@ import (
 	"github.com/leaderboard/leaderboard/internal/redistest"
 )
 
-// Concurrent rank reads that share plain reads (rankgroup.go) each get what ranks.lua gives for that player alone
-// (the oracle, read after them on the unchanged board): every field, players without a score, players asked by
-// many reads at once, two views and every set of fields the plain read takes; and reads did go out together.
+// Concurrent rank and aroundMe reads that share plain reads (rankgroup.go) each get what ranks.lua or around.lua
+// gives for that player alone (the oracle, read after them on the unchanged board): every field, players without
+// a score, players asked by many reads at once, three views, four radii and every set of fields the plain reads
+// take (and some they leave to the script); reads did go out together and aroundMe reads were answered plainly.
 func TestGroupedRankReads(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
@@ -42,18 +44,24 @@ func TestGroupedRankReads(t *testing.T) {
 			}
 			views := []View{{Board: "d"}, {Board: "d", Window: Daily}, {Board: "a"}}
 			fields := []Fields{0, FieldUpdatedAt, FieldMeta, FieldUpdatedAt | FieldMeta}
+			radii := []int{rankRead, 0, 2, rankRead, 5, MaxRadius}
 			type read struct {
 				v      View
 				player string
 				f      Fields
+				radius int // rankRead: a rank read
 			}
 			const goroutines, each = 32, 30
 			reads := make([][]read, goroutines)
-			got := make([][]*Entry, goroutines)
+			got := make([][][]Entry, goroutines)
 			var wg sync.WaitGroup
 			for g := range goroutines {
 				for i := range each {
-					r := read{views[(g+i)%len(views)], fmt.Sprint("p", (g*7+i*13)%64), fields[(g/3+i)%len(fields)]}
+					r := read{views[(g+i)%len(views)], fmt.Sprint("p", (g*7+i*13)%64), fields[(g/3+i)%len(fields)],
+						radii[(g/2+i/3)%len(radii)]}
+					if r.radius != rankRead && r.f&FieldUpdatedAt != 0 {
+						r.f = 0 // most aroundMe reads plain
+					}
 					if i%5 == 0 {
 						r.player = "p7" // many reads of one player at once
 					}
@@ -63,12 +71,21 @@ func TestGroupedRankReads(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					for _, r := range reads[g] {
-						e, err := s.Rank(ctx, r.v, r.player, Only(r.f))
+						var es []Entry
+						var err error
+						if r.radius == rankRead {
+							var e *Entry
+							if e, err = s.Rank(ctx, r.v, r.player, Only(r.f)); e != nil {
+								es = []Entry{*e}
+							}
+						} else {
+							es, err = s.Around(ctx, r.v, r.player, r.radius, Only(r.f))
+						}
 						if err != nil {
 							t.Error(err)
 							return
 						}
-						got[g] = append(got[g], e)
+						got[g] = append(got[g], es)
 					}
 				}()
 			}
@@ -76,30 +93,41 @@ func TestGroupedRankReads(t *testing.T) {
 			if t.Failed() {
 				return
 			}
+			plain := s.plainReads.Load()
 			for g := range goroutines {
 				for i, r := range reads[g] {
-					p, err := s.read(ctx, r.v, ranksScript, int(r.f), r.player)
+					var p *Page
+					var err error
+					if r.radius == rankRead {
+						p, err = s.read(ctx, r.v, ranksScript, int(r.f), r.player)
+					} else {
+						p, err = s.read(ctx, r.v, aroundScript, r.player, r.radius, int(r.f))
+					}
 					if err != nil {
 						t.Fatal(err)
 					}
-					var want *Entry
-					if len(p.Entries) == 1 {
-						want = &p.Entries[0]
+					want := p.Entries
+					if r.radius == rankRead && len(want) == 0 {
+						want = nil
 					}
 					if !reflect.DeepEqual(got[g][i], want) {
-						t.Fatalf("read %+v: %+v, the script: %+v", r, got[g][i], want)
+						t.Fatalf("read %+v:\n%+v\nthe script:\n%+v", r, got[g][i], want)
 					}
 				}
 			}
 			if n := s.groups.shared.Load(); n == 0 {
-				t.Errorf("no rank read shared a plain read with another (%d reads)", goroutines*each)
+				t.Errorf("no read shared a plain read with another (%d reads)", goroutines*each)
+			}
+			if plain == 0 || s.plainArounds.Load() == 0 {
+				t.Errorf("reads answered plainly: %d, of them aroundMe: %d", plain, s.plainArounds.Load())
 			}
 		})
 	}
 }
 
-// A rank read that shares a plain read still sees every write that ended before it began: each writer raises its
-// own player's score and then reads its rank, among readers of the same view, and must see the score it wrote.
+// A rank or aroundMe read that shares a plain read still sees every write that ended before it began: each writer
+// raises its own player's score and then reads its rank and the players around it, among readers of the same
+// view, and must see the score it wrote.
 func TestGroupedRankReadsAreFresh(t *testing.T) {
 	t.Parallel()
 	for _, tg := range redistest.Targets(t) {
@@ -127,7 +155,13 @@ func TestGroupedRankReadsAreFresh(t *testing.T) {
 							return
 						default:
 						}
-						if _, err := s.Rank(ctx, v, fmt.Sprint("r", (g+i)%30), Only(0)); err != nil {
+						var err error
+						if (g+i)%2 == 0 {
+							_, err = s.Rank(ctx, v, fmt.Sprint("r", (g+i)%30), Only(0))
+						} else {
+							_, err = s.Around(ctx, v, fmt.Sprint("r", (g+i)%30), 2, Only(0))
+						}
+						if err != nil {
 							t.Error(err)
 							return
 						}
@@ -149,6 +183,12 @@ func TestGroupedRankReadsAreFresh(t *testing.T) {
 							t.Errorf("%s after writing %d: %+v, %v", player, 100*n, e, err)
 							return
 						}
+						es, err := s.Around(ctx, v, player, 2, Only(0))
+						i := slices.IndexFunc(es, func(e Entry) bool { return e.PlayerID == player })
+						if err != nil || i < 0 || es[i].Score != float64(100*n) {
+							t.Errorf("%s after writing %d: around it %+v, %v", player, 100*n, es, err)
+							return
+						}
 					}
 				}()
 			}
@@ -156,7 +196,7 @@ func TestGroupedRankReadsAreFresh(t *testing.T) {
 			close(stop)
 			readers.Wait()
 			if n := s.groups.shared.Load(); n == 0 {
-				t.Error("no rank read shared a plain read with another")
+				t.Error("no read shared a plain read with another")
 			}
 		})
 	}

@@ -114,13 +114,9 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 	base := s.keyBase(r.Board.ID)
 	period := windowCodes[r.Window] + ":" + r.Period
 	stateKey, zsetKey, recPrefix := base+"s:"+period, base+"z:"+period, base+"r:"+period+":"
-	layout, ok := s.layouts.get(recPrefix)
-	if !ok {
-		st, err := s.rdb.HMGet(ctx, stateKey, "cnt", "lvl", "sp", "hv").Result()
-		if err != nil {
-			return nil, plainError(err)
-		}
-		layout = layoutOf(st[0], st[1], st[2], st[3])
+	layout, err := s.lastLayout(ctx, stateKey, recPrefix)
+	if err != nil {
+		return nil, err
 	}
 	wantTs, wantMeta, wantVersion := arg&int(FieldUpdatedAt) != 0, arg&int(FieldMeta) != 0, arg&readVersion != 0
 	keys := make([]string, len(players))
@@ -160,7 +156,7 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 		again := make([]*redis.StringCmd, len(players)) // records read again: nil where not
 		_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			def = p.Get(ctx, base+"def")
-			state = p.HMGet(ctx, stateKey, "cnt", "lvl", "sp", "hv")
+			state = p.HMGet(ctx, stateKey, stateFields...)
 			if len(members) > 0 {
 				args := make([]any, 0, len(members)+2)
 				args = append(args, "zmscore", zsetKey)
@@ -194,23 +190,10 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 		if err != nil && err != redis.Nil {
 			return nil, plainError(err)
 		}
-		switch d, err := def.Result(); {
-		case err == redis.Nil:
-			return nil, errorf(NotFound, "no leaderboard with this id")
-		case err != nil:
-			return nil, plainError(err)
-		case defSum(d) != r.Board.sum:
-			return nil, &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
-		}
-		st, err := state.Result()
+		st, now, err := s.snapshotState(r, def, state, recPrefix)
 		if err != nil {
-			return nil, plainError(err)
+			return nil, err
 		}
-		if len(st) != 4 {
-			return nil, errUseScript
-		}
-		now := layoutOf(st[0], st[1], st[2], st[3])
-		s.layouts.set(recPrefix, now)
 		reply, ok := plainReply(st[0], players, keys, recs, again, now, recPrefix, scores, ranks, metas, version)
 		if ok {
 			return reply, nil
@@ -219,6 +202,45 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 		layout = now
 	}
 	return nil, errUseScript
+}
+
+// lastLayout is the record layout of a window period as a plain read last saw it, else as Redis has it now.
+func (s *Store) lastLayout(ctx context.Context, stateKey, recPrefix string) (recordLayout, error) {
+	if l, ok := s.layouts.get(recPrefix); ok {
+		return l, nil
+	}
+	st, err := s.rdb.HMGet(ctx, stateKey, stateFields...).Result()
+	if err != nil {
+		return recordLayout{}, plainError(err)
+	}
+	return layoutOf(st[0], st[1], st[2], st[3]), nil
+}
+
+// stateFields are the fields of a period's state a plain read reads: cnt (the size), then the record layout.
+var stateFields = []string{"cnt", "lvl", "sp", "hv"}
+
+// snapshotState checks a plain read's snapshot of the board's definition (GET def) against r, and returns the
+// period's state it read (HMGET stateFields) and the record layout of that moment, which it remembers.
+func (s *Store) snapshotState(r Resolved, def *redis.StringCmd, state *redis.SliceCmd,
+	recPrefix string) ([]any, recordLayout, error) {
+	switch d, err := def.Result(); {
+	case err == redis.Nil:
+		return nil, recordLayout{}, errorf(NotFound, "no leaderboard with this id")
+	case err != nil:
+		return nil, recordLayout{}, plainError(err)
+	case defSum(d) != r.Board.sum:
+		return nil, recordLayout{}, &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
+	}
+	st, err := state.Result()
+	if err != nil {
+		return nil, recordLayout{}, plainError(err)
+	}
+	if len(st) != len(stateFields) {
+		return nil, recordLayout{}, errUseScript
+	}
+	now := layoutOf(st[0], st[1], st[2], st[3])
+	s.layouts.set(recPrefix, now)
+	return st, now, nil
 }
 
 // plainReply makes ranks.lua's reply from a plain read's two round trips, or returns false when the snapshot

@@ -4,7 +4,8 @@ import (
 	"strconv"
 )
 
-// Go's reading of a window period's player records, for the reads that run without a script (ranksplain.go).
+// Go's reading of a window period's player records and sorted-set members, for the reads that run without a
+// script (ranksplain.go, aroundplain.go).
 // common.lua owns the format and writes every record; this file reads what it wrote, and the tests hold the two to
 // each other: FuzzParseRecord (parseRecord against parse_rec on any string), FuzzRecordEncoding (arrivalToken
 // against token), TestRecordHashSpreadsIDs and TestRecordHashVersion1Kept (recordHash and recordLayout.key against
@@ -109,4 +110,32 @@ func arrivalToken(n uint64) string {
 	i--
 	d[i] = b62[len(d)-1-i]
 	return string(d[i:])
+}
+
+// memberPlayer is member_player of common.lua: the player id of a sorted-set member (its token's length is its
+// first digit, plus one; a member without a token's first digit loses its first byte, as in the script).
+func memberPlayer(m string) string {
+	n := 1
+	if len(m) > 0 {
+		if d := d62(m[0]); d >= 1 && d <= 11 {
+			n = d + 1
+		}
+	}
+	if n > len(m) {
+		return ""
+	}
+	return m[n:]
+}
+
+// d62 is the value of a base-62 digit, or -1 (d62 of common.lua).
+func d62(b byte) int {
+	switch {
+	case b >= '0' && b <= '9':
+		return int(b - '0')
+	case b >= 'A' && b <= 'Z':
+		return int(b-'A') + 10
+	case b >= 'a' && b <= 'z':
+		return int(b-'a') + 36
+	}
+	return -1
 }

@@ -135,7 +135,7 @@ func FuzzRecordEncoding(f *testing.F) {
 		if want := fmt.Sprintf("%010d%d", ts, n); !strings.HasPrefix(rec, want) || (!tail && rec != want) {
 			t.Fatalf("record %q, want %q (and a tail score: %v)", rec, want, tail)
 		}
-		if pts != strconv.FormatInt(ts, 10) || ptok != tok || pp != player {
+		if pts != strconv.FormatInt(ts, 10) || ptok != tok || pp != player || memberPlayer(tok+player) != player {
 			t.Fatalf("record %q of (%d, %q, %q) read back as (%s, %q), member player %q", rec, ts, tok, player, pts,
 				ptok, pp)
 		}
@@ -153,7 +153,7 @@ func FuzzRecordEncoding(f *testing.F) {
 }
 
 // parseHarness reads any string with parse_rec and with parse_rec as it was before its single scan (2026-12-03),
-// the reference: both readings are returned, each as {ok, updatedAt, token, tail score}.
+// the reference: both readings are returned, each as {ok, updatedAt, token, tail score}, then member_player of it.
 var parseHarness = redis.NewScript(commonLua + prologue + `
 local function parse_rec_v1(v)
   if type(v) ~= 'string' then return nil end
@@ -182,7 +182,7 @@ local function show(ts, tok, tx)
   if tx then x = fmt(tx) end
   return { '1', fmt(ts), tok, x }
 end
-return { show(parse_rec(ARGV[1])), show(parse_rec_v1(ARGV[1])) }
+return { show(parse_rec(ARGV[1])), show(parse_rec_v1(ARGV[1])), member_player(ARGV[1]) }
 `)
 
 // recordPattern is what a record is (make_rec): updatedAt in 10 digits, the arrival number in 1 to 19, and for
@@ -191,12 +191,13 @@ var recordPattern = regexp.MustCompile(`(?s)^([0-9]{10})([0-9]{1,19})(:.*)?$`)
 
 // FuzzParseRecord: parse_rec reads any string as the reference reading does (parseHarness), and takes exactly the
 // strings of recordPattern as records, with the updatedAt and the arrival number's token they spell; Go's
-// parseRecord reads them as parse_rec does.
+// parseRecord reads them as parse_rec does, and Go's memberPlayer reads any string as member_player does.
 func FuzzParseRecord(f *testing.F) {
 	for _, s := range []string{"", "1764601234", "17646012341", "17646012341:5", "17646012341:", "1764601234:1",
 		"17646012341x", "1764601234123456789012345678", "17646012341234567890123456789", "176460123412345678901:-1e300",
 		"1764601234999999999999999", "17646012349999999999999999", "1764601234 1", "176460123a1", "17646012341:0x10",
-		"０1764601234"} {
+		"０1764601234",
+		"2", "1", "21x", "Babcdefghijkl", "Cplayer", "0p", "-p", "\xff"} { // the last ones: members
 		f.Add(s)
 	}
 	rdb := redistest.SharedStandalone(f).Client(f)
@@ -208,6 +209,9 @@ func FuzzParseRecord(f *testing.F) {
 		got, ref := fmt.Sprint(res[0]), fmt.Sprint(res[1])
 		if got != ref {
 			t.Fatalf("parse_rec(%q) = %s, the reference reading %s", v, got, ref)
+		}
+		if mp := memberPlayer(v); res[2] != mp { // Go's reading of a sorted-set member (the aroundMe plain read)
+			t.Fatalf("member_player(%q) = %q, memberPlayer %q", v, res[2], mp)
 		}
 		row := res[0].([]any)
 		// Go's reading (the read without a script) takes what parse_rec takes, alike, but for arrival numbers

@@ -98,9 +98,10 @@ type Store struct {
 	batch   *batcher      // nil: no batching
 	boards  sync.Map      // board id -> *cachedBoard, until a script reports the definition changed or gone (see fresh)
 	layouts recordLayouts // the record layouts the plain reads saw last (ranksplain.go)
-	// Ranks reads the plain read answered, and its snapshots that did not prove round 1 (the tests check both).
-	plainReads, plainRetries atomic.Int64
-	groups                   rankGroups // rank reads without a script, grouped by view (rankgroup.go)
+	// The reads the plain reads answered (Ranks reads, and aroundMe reads by player), of them the aroundMe reads,
+	// and their snapshots that did not prove round 1 (the tests check all three).
+	plainReads, plainArounds, plainRetries atomic.Int64
+	groups                                 rankGroups // rank and aroundMe reads without a script, by view (rankgroup.go)
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
 	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.

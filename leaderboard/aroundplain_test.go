@@ -1,0 +1,340 @@
+package leaderboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+)
+
+// The plain aroundMe read (aroundplain.go) answers exactly what around.lua answers for each player, read right
+// after on the same data (the oracle): every field of every entry, on boards of both orders and every mode (ties
+// among them), a daily window's current period and an empty past one, players at the top and bottom edges,
+// players without a score and ids given twice, radii from 0 to MaxRadius (a window larger than the board), and
+// every set of fields; the reads it must leave to the script (updatedAt, tie ranks, names, an exactTop board)
+// are compared too, and the count of plain answers shows which were plain. On Redis, the cluster and the
+// embedded store.
+func TestAroundPlainMatchesScript(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	m := miniredis.RunT(t)
+	emb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { emb.Close() })
+	targets := append(redistest.Targets(t), redistest.Target{Name: "embedded", Client: emb})
+	for _, tg := range targets {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), PublishCommand: PublishPlain,
+				Clock: func() time.Time { return at }})
+			rnd := rand.New(rand.NewPCG(3, 4))
+			boards := []Board{{ID: "desc", Windows: []Window{AllTime, Daily}}, {ID: "asc", Order: Asc},
+				{ID: "sum", Mode: Sum}, {ID: "latest", Mode: Latest}, {ID: "tail", ExactTop: 5}}
+			for _, b := range boards {
+				nb, err := s.CreateBoard(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range 40 {
+					for range 1 + rnd.IntN(3) {
+						sub := Submission{Board: b.ID, Player: fmt.Sprint("p", i), Score: float64(rnd.IntN(12)),
+							AchievedAt: at.Add(-time.Duration(rnd.IntN(7*3600)) * time.Second)}
+						if i%3 == 0 {
+							name := fmt.Sprint("Player ", i)
+							sub.DisplayName = &name
+							sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
+						}
+						if _, err := s.Submit(ctx, sub); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				top, err := s.Top(ctx, View{Board: b.ID}, 0, 40)
+				if err != nil {
+					t.Fatal(err)
+				}
+				edges := []string{top.Entries[0].PlayerID, top.Entries[1].PlayerID, top.Entries[len(top.Entries)-1].PlayerID,
+					top.Entries[len(top.Entries)-2].PlayerID}
+				views := []View{{Board: b.ID}}
+				if nb.HasWindow(Daily) {
+					views = append(views, View{Board: b.ID, Window: Daily},
+						View{Board: b.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
+				}
+				for _, v := range views {
+					for k := range 8 {
+						ids := make([]string, 2+rnd.IntN(12))
+						for j := range ids {
+							ids[j] = fmt.Sprint("p", rnd.IntN(46)) // p40..p45 have no score
+						}
+						if k < 2 {
+							ids = append(ids, edges...)
+						}
+						ids = append(ids, ids[0]) // one id twice
+						radius := []int{0, 1, 5, 19, MaxRadius}[k%5]
+						for _, opts := range [][]ReadOption{{Only(0)}, {Only(FieldPreviousRank)}, {Only(FieldUpdatedAt)},
+							{Only(FieldMeta)}, {Only(FieldTieRank)}, nil} {
+							arg := readArg(opts) & int(FieldUpdatedAt|FieldTieRank|FieldMeta)
+							plain := s.plainArounds.Load()
+							got, err := s.aroundMany(ctx, v, ids, radius, arg)
+							if err != nil {
+								t.Fatal(err)
+							}
+							distinct := len(slices.Compact(slices.Sorted(slices.Values(ids))))
+							answered := s.plainArounds.Load() - plain
+							// A lone player is read by the script (alone, the plain read saves nothing).
+							if want := distinct * btoi(plainAroundFit(nb, arg) && distinct > 1); answered != int64(want) {
+								t.Fatalf("%s %v fields %b: %d answered plainly, want %d", b.ID, v, arg, answered, want)
+							}
+							if len(got) != distinct {
+								t.Fatalf("%s %v: %d players answered, want %d", b.ID, v, len(got), distinct)
+							}
+							for _, id := range ids {
+								want, err := s.read(ctx, v, aroundScript, id, radius, arg)
+								if err != nil {
+									t.Fatal(err)
+								}
+								if !reflect.DeepEqual(got[id], want.Entries) {
+									t.Fatalf("%s %v %s radius %d fields %b:\nplain  %+v\nscript %+v", b.ID, v, id, radius,
+										arg, got[id], want.Entries)
+								}
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// A plain aroundMe read is one moment of the board for each player however the board moves between its round
+// trips: while writers raise scores and add players, every player's window holds consecutive ranks in score
+// order, the player included at the place around.lua's rule gives for its rank among the board's size, with as
+// many entries as that rule gives. Reads were answered plainly, and some were read again after a snapshot did not
+// prove them (both counted).
+func TestAroundPlainSnapshot(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return at }})
+			if _, err := s.CreateBoard(ctx, Board{ID: "b"}); err != nil {
+				t.Fatal(err)
+			}
+			submit := func(id string, x int) error {
+				_, err := s.Submit(ctx, Submission{Board: "b", Player: id, Score: float64(x)})
+				return err
+			}
+			pool := make([]string, 150)
+			for i := range pool {
+				pool[i] = fmt.Sprint("p", i)
+				if i < 60 {
+					if err := submit(pool[i], i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			const writers, readers, reads, radius = 3, 2, 150, 3
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					score := map[string]int{}
+					for n := 0; ; n++ {
+						select {
+						case <-stop:
+							return
+						case <-time.After(time.Millisecond): // a busy board, not a write-only one
+						}
+						id := pool[w+writers*((n*7)%(len(pool)/writers))] // this writer's players only
+						score[id] += 1 + n%3                              // scores only rise (BEST)
+						if err := submit(id, 60+score[id]); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			var rg sync.WaitGroup
+			var answered atomic.Int64
+			for r := range readers {
+				rg.Add(1)
+				go func() {
+					defer rg.Done()
+					for k := range reads {
+						ids := make([]string, 12)
+						for j := range ids {
+							ids[j] = pool[(k*13+j*11+r*5)%len(pool)]
+						}
+						rv, err := s.Resolve(ctx, View{Board: "b"})
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						replies, _, err := s.aroundPlain(ctx, rv, ids, radius)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						for id, reply := range replies {
+							p, err := s.pageOf(rv, reply)
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							if msg := aroundFault(p, id, radius); msg != "" {
+								t.Errorf("read %d of %s: %s", k, id, msg)
+								return
+							}
+						}
+						answered.Add(int64(len(replies)))
+					}
+				}()
+			}
+			rg.Wait()
+			close(stop)
+			wg.Wait()
+			plain, retries := answered.Load(), s.plainRetries.Load()
+			t.Logf("%d of %d players read plainly, %d snapshots taken again", plain, readers*reads*12, retries)
+			if plain < readers*reads*12/10 || retries == 0 {
+				t.Errorf("%d of %d players read plainly, %d snapshots taken again: want a tenth of them plain, and "+
+					"some again", plain, readers*reads*12, retries)
+			}
+		})
+	}
+}
+
+// aroundFault says what in a player's aroundMe page no single moment of a board (descending, exact) could give
+// ("" if nothing).
+func aroundFault(p *Page, player string, radius int) string {
+	es := p.Entries
+	i := slices.IndexFunc(es, func(e Entry) bool { return e.PlayerID == player })
+	if len(es) == 0 {
+		return "" // no score (yet)
+	}
+	if i < 0 {
+		return fmt.Sprintf("not in its window %v", idsOfEntries(es))
+	}
+	start, stop := aroundWindow(es[i].Rank-1, p.Size, radius)
+	if int64(len(es)) != stop-start+1 || es[0].Rank != start+1 {
+		return fmt.Sprintf("rank %d of %d: window of ranks %v, want %d..%d", es[i].Rank, p.Size, ranksOfEntries(es),
+			start+1, stop+1)
+	}
+	seen := map[string]bool{}
+	for k, e := range es {
+		if e.Rank != start+1+int64(k) || e.Approximate || seen[e.PlayerID] {
+			return fmt.Sprintf("entries %v ranks %v", idsOfEntries(es), ranksOfEntries(es))
+		}
+		seen[e.PlayerID] = true
+		if k > 0 && e.Score > es[k-1].Score {
+			return fmt.Sprintf("rank %d scores %g after %g", e.Rank, e.Score, es[k-1].Score)
+		}
+	}
+	return ""
+}
+
+func idsOfEntries(es []Entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.PlayerID
+	}
+	return out
+}
+
+// A Redis error reply in a plain aroundMe read (keys of the wrong type, as a foreign writer could leave them)
+// leaves the players to the script, and the caller gets the script's answer: the same error code, no panic. A
+// board whose definition went away under a store that still holds it is NOT_FOUND.
+func TestAroundPlainLeavesErrorsToTheScript(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"s", "z", "r", "def"} {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			tg := redistest.Targets(t)[0]
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+			if _, err := s.CreateBoard(ctx, Board{ID: "w"}); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if _, err := s.Submit(ctx, Submission{Board: "w", Player: fmt.Sprint("p", i), Score: 1}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			key := s.keyBase("w") + kind + ":" + windowCodes[AllTime] + ":" + AllPeriod
+			if kind == "r" {
+				key += ":0"
+			}
+			if kind == "def" {
+				key = s.keyBase("w") + "def"
+			}
+			if err := tg.Client.Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if kind != "def" {
+				if err := tg.Client.Set(ctx, key, "not a hash or a sorted set", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			v := View{Board: "w"}
+			plain := s.plainArounds.Load()
+			_, err := s.aroundMany(ctx, v, []string{"p0", "p1", "p2"}, 1, 0)
+			if s.plainArounds.Load() != plain {
+				t.Fatalf("a plain read answered on a broken board: %v", err)
+			}
+			if kind == "def" {
+				if ErrorCode(err) != NotFound || !strings.Contains(err.Error(), "this id") {
+					t.Fatalf("plain read of a board gone: %v", err)
+				}
+				if _, err := s.Board(ctx, "w"); ErrorCode(err) != NotFound {
+					t.Fatalf("the store still holds the board gone: %v", err)
+				}
+				return
+			}
+			_, want := s.read(ctx, v, aroundScript, "p0", 1, 0)
+			if want == nil || ErrorCode(err) != ErrorCode(want) {
+				t.Fatalf("plain read: %v; the script: %v", err, want)
+			}
+		})
+	}
+}
+
+// aroundWindow is around.lua's rule, checked on every rank of boards of 0 to 12 players for radii 0 to 7 against
+// the rule as the API states it: 2·radius+1 consecutive entries (all of them on a smaller board), the player's
+// among them, as centred as the edges allow.
+func TestAroundWindow(t *testing.T) {
+	for n := int64(1); n <= 12; n++ {
+		for radius := 0; radius <= 7; radius++ {
+			for r := int64(0); r < n; r++ {
+				start, stop := aroundWindow(r, n, radius)
+				size := min(n, int64(2*radius+1))
+				if stop-start+1 != size || start < 0 || stop > n-1 || r < start || r > stop {
+					t.Fatalf("rank %d of %d, radius %d: %d..%d", r, n, radius, start, stop)
+				}
+				// Centred: as many above as below, unless an edge cuts one side short.
+				above, below := r-start, stop-r
+				if above != below && !(start == 0 && above < int64(radius)) && !(stop == n-1 && below < int64(radius)) {
+					t.Fatalf("rank %d of %d, radius %d: %d above, %d below", r, n, radius, above, below)
+				}
+			}
+		}
+	}
+}
