@@ -101,14 +101,32 @@ func (s *Store) grouped(ctx context.Context, k rankGroupKey, v View, player stri
 	// at its members' earliest deadline, and does not wait on ctx.Done (that starts the server's request timer).
 	if timed {
 		<-next.done
-		return next.entry(player)
+	} else {
+		select {
+		case <-next.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
-	select {
-	case <-next.done:
-		return next.entry(player)
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	es, err := next.entry(player)
+	if err != nil && next.cutShort(deadline, timed) {
+		// The group's read failed at another read's earlier deadline; this one still has time: it reads alone.
+		out, err := s.readPlayers(ctx, k, v, []string{player})
+		if err != nil {
+			return nil, err
+		}
+		return out[player], nil
 	}
+	return es, err
+}
+
+// cutShort reports whether g's read ended past its deadline while a member whose own deadline (if timed) is
+// later still has time.
+func (g *rankGroup) cutShort(deadline time.Time, timed bool) bool {
+	if g.deadline.IsZero() || !time.Now().After(g.deadline) {
+		return false
+	}
+	return !timed || deadline.After(g.deadline) && time.Now().Before(deadline)
 }
 
 // readGroup reads the entries of g's players, hands them to g's reads, and then starts the view's next group, if

@@ -201,3 +201,89 @@ func TestGroupedRankReadsAreFresh(t *testing.T) {
 		})
 	}
 }
+
+// A grouped read is cut at its members' earliest deadline; a member with more time (or none) is not failed by
+// another's: when the group's read ends past that deadline, it reads alone. The view is held busy by hand so that
+// a read with a deadline already past and one without a deadline (a rank read and an aroundMe read of each kind)
+// gather in one group, which then goes out past the first's deadline.
+func TestGroupedReadsOutliveAnotherDeadline(t *testing.T) {
+	t.Parallel()
+	tg := redistest.Targets(t)[0]
+	ctx := context.Background()
+	s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+	if _, err := s.CreateBoard(ctx, Board{ID: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := s.Submit(ctx, Submission{Board: "d", Player: fmt.Sprint("p", i), Score: float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := View{Board: "d"}
+	for _, radius := range []int{rankRead, 2} {
+		k := rankGroupKey{v.Board, string(v.Window), v.Period, 0, radius}
+		s.groups.mu.Lock()
+		s.groups.views[k] = nil // a read of the view in flight
+		s.groups.mu.Unlock()
+		read := func(ctx context.Context, player string) ([]Entry, error) {
+			if radius == rankRead {
+				e, err := s.Rank(ctx, v, player, Only(0))
+				if e == nil {
+					return nil, err
+				}
+				return []Entry{*e}, err
+			}
+			return s.Around(ctx, v, player, radius, Only(0))
+		}
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		errShort := make(chan error, 1)
+		go func() {
+			_, err := read(short, "p3")
+			errShort <- err
+		}()
+		waitGroupSize(t, s, k, 1)
+		type result struct {
+			es  []Entry
+			err error
+		}
+		long := make(chan result, 1)
+		go func() {
+			es, err := read(ctx, "p7")
+			long <- result{es, err}
+		}()
+		waitGroupSize(t, s, k, 2)
+		<-short.Done()
+		// The read in flight ends: the gathered group goes out, past the short read's deadline.
+		s.readGroup(ctx, k, v, &rankGroup{players: []string{"p0"}, ctx: ctx})
+		if err := <-errShort; err == nil {
+			t.Errorf("radius %d: a read past its deadline succeeded", radius)
+		}
+		got := <-long
+		want, err := read(ctx, "p7")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.err != nil || !reflect.DeepEqual(got.es, want) || len(want) == 0 {
+			t.Fatalf("radius %d: the read without a deadline got %+v, %v; alone: %+v", radius, got.es, got.err, want)
+		}
+	}
+}
+
+// waitGroupSize waits until the next group of view k holds n reads.
+func waitGroupSize(t *testing.T, s *Store, k rankGroupKey, n int) {
+	t.Helper()
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(time.Millisecond) {
+		s.groups.mu.Lock()
+		g := s.groups.views[k]
+		have := 0
+		if g != nil {
+			have = len(g.players)
+		}
+		s.groups.mu.Unlock()
+		if have >= n {
+			return
+		}
+	}
+	t.Fatalf("the group of %+v never held %d reads", k, n)
+}
