@@ -2,7 +2,6 @@ package leaderboard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -12,9 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
 )
@@ -29,47 +25,22 @@ import (
 func TestAroundPlainMatchesScript(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-	m := miniredis.RunT(t)
-	emb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { emb.Close() })
-	targets := append(redistest.Targets(t), redistest.Target{Name: "embedded", Client: emb})
-	for _, tg := range targets {
+	for _, tg := range plainTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), PublishCommand: PublishPlain,
-				Clock: func() time.Time { return at }})
+			s, boards := plainBoards(t, tg.Client, at)
 			rnd := rand.New(rand.NewPCG(3, 4))
-			boards := []Board{{ID: "desc", Windows: []Window{AllTime, Daily}}, {ID: "asc", Order: Asc},
-				{ID: "sum", Mode: Sum}, {ID: "latest", Mode: Latest}, {ID: "tail", ExactTop: 5}}
-			for _, b := range boards {
-				nb, err := s.CreateBoard(ctx, b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := range 40 {
-					for range 1 + rnd.IntN(3) {
-						sub := Submission{Board: b.ID, Player: fmt.Sprint("p", i), Score: float64(rnd.IntN(12)),
-							AchievedAt: at.Add(-time.Duration(rnd.IntN(7*3600)) * time.Second)}
-						if i%3 == 0 {
-							name := fmt.Sprint("Player ", i)
-							sub.DisplayName = &name
-							sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
-						}
-						if _, err := s.Submit(ctx, sub); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				top, err := s.Top(ctx, View{Board: b.ID}, 0, 40)
+			for _, nb := range boards {
+				top, err := s.Top(ctx, View{Board: nb.ID}, 0, 40)
 				if err != nil {
 					t.Fatal(err)
 				}
 				edges := []string{top.Entries[0].PlayerID, top.Entries[1].PlayerID, top.Entries[len(top.Entries)-1].PlayerID,
 					top.Entries[len(top.Entries)-2].PlayerID}
-				views := []View{{Board: b.ID}}
+				views := []View{{Board: nb.ID}}
 				if nb.HasWindow(Daily) {
-					views = append(views, View{Board: b.ID, Window: Daily},
-						View{Board: b.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
+					views = append(views, View{Board: nb.ID, Window: Daily},
+						View{Board: nb.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
 				}
 				for _, v := range views {
 					for k := range 8 {
@@ -94,10 +65,10 @@ func TestAroundPlainMatchesScript(t *testing.T) {
 							answered := s.plainArounds.Load() - plain
 							// A lone player is read by the script (alone, the plain read saves nothing).
 							if want := distinct * btoi(plainAroundFit(nb, arg) && distinct > 1); answered != int64(want) {
-								t.Fatalf("%s %v fields %b: %d answered plainly, want %d", b.ID, v, arg, answered, want)
+								t.Fatalf("%s %v fields %b: %d answered plainly, want %d", nb.ID, v, arg, answered, want)
 							}
 							if len(got) != distinct {
-								t.Fatalf("%s %v: %d players answered, want %d", b.ID, v, len(got), distinct)
+								t.Fatalf("%s %v: %d players answered, want %d", nb.ID, v, len(got), distinct)
 							}
 							for _, id := range ids {
 								want, err := s.read(ctx, v, aroundScript, id, radius, arg)
@@ -105,7 +76,7 @@ func TestAroundPlainMatchesScript(t *testing.T) {
 									t.Fatal(err)
 								}
 								if !reflect.DeepEqual(got[id], want.Entries) {
-									t.Fatalf("%s %v %s radius %d fields %b:\nplain  %+v\nscript %+v", b.ID, v, id, radius,
+									t.Fatalf("%s %v %s radius %d fields %b:\nplain  %+v\nscript %+v", nb.ID, v, id, radius,
 										arg, got[id], want.Entries)
 								}
 							}
@@ -152,29 +123,8 @@ func TestAroundPlainSnapshot(t *testing.T) {
 					}
 				}
 			}
-			const writers, readers, reads, radius = 3, 2, 150, 3
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					score := map[string]int{}
-					for n := 0; ; n++ {
-						select {
-						case <-stop:
-							return
-						case <-time.After(time.Millisecond): // a busy board, not a write-only one
-						}
-						id := pool[w+writers*((n*7)%(len(pool)/writers))] // this writer's players only
-						score[id] += 1 + n%3                              // scores only rise (BEST)
-						if err := submit(id, 60+score[id]); err != nil {
-							t.Error(err)
-							return
-						}
-					}
-				}()
-			}
+			const readers, reads, radius = 2, 150, 3
+			stopWriters := raiseScores(t, pool, time.Millisecond, func(id string, x int) error { return submit(id, 60+x) })
 			var rg sync.WaitGroup
 			var answered atomic.Int64
 			for r := range readers {
@@ -212,8 +162,7 @@ func TestAroundPlainSnapshot(t *testing.T) {
 				}()
 			}
 			rg.Wait()
-			close(stop)
-			wg.Wait()
+			stopWriters()
 			plain, retries := answered.Load(), s.plainRetries.Load()
 			t.Logf("%d of %d players read plainly, %d snapshots taken again", plain, readers*reads*12, retries)
 			if plain < readers*reads*12/10 || retries == 0 {
@@ -269,31 +218,7 @@ func TestAroundPlainLeavesErrorsToTheScript(t *testing.T) {
 	for _, kind := range []string{"s", "z", "r", "def"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			tg := redistest.Targets(t)[0]
-			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
-			if _, err := s.CreateBoard(ctx, Board{ID: "w"}); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				if _, err := s.Submit(ctx, Submission{Board: "w", Player: fmt.Sprint("p", i), Score: 1}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			key := s.keyBase("w") + kind + ":" + windowCodes[AllTime] + ":" + AllPeriod
-			if kind == "r" {
-				key += ":0"
-			}
-			if kind == "def" {
-				key = s.keyBase("w") + "def"
-			}
-			if err := tg.Client.Del(ctx, key).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if kind != "def" {
-				if err := tg.Client.Set(ctx, key, "not a hash or a sorted set", 0).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s := brokenBoard(t, kind)
 			v := View{Board: "w"}
 			plain := s.plainArounds.Load()
 			_, err := s.aroundMany(ctx, v, []string{"p0", "p1", "p2"}, 1, 0)

@@ -28,41 +28,16 @@ import (
 func TestRanksPlainMatchesScript(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-	m := miniredis.RunT(t)
-	emb := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { emb.Close() })
-	targets := append(redistest.Targets(t), redistest.Target{Name: "embedded", Client: emb})
-	for _, tg := range targets {
+	for _, tg := range plainTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
-			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), PublishCommand: PublishPlain,
-				Clock: func() time.Time { return at }})
+			s, boards := plainBoards(t, tg.Client, at)
 			rnd := rand.New(rand.NewPCG(1, 2))
-			boards := []Board{{ID: "desc", Windows: []Window{AllTime, Daily}}, {ID: "asc", Order: Asc},
-				{ID: "sum", Mode: Sum}, {ID: "latest", Mode: Latest}, {ID: "tail", ExactTop: 5}}
-			for _, b := range boards {
-				nb, err := s.CreateBoard(ctx, b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for i := range 40 {
-					for range 1 + rnd.IntN(3) {
-						sub := Submission{Board: b.ID, Player: fmt.Sprint("p", i), Score: float64(rnd.IntN(12)),
-							AchievedAt: at.Add(-time.Duration(rnd.IntN(7*3600)) * time.Second)}
-						if i%3 == 0 {
-							name := fmt.Sprint("Player ", i)
-							sub.DisplayName = &name
-							sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
-						}
-						if _, err := s.Submit(ctx, sub); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				views := []View{{Board: b.ID}}
+			for _, nb := range boards {
+				views := []View{{Board: nb.ID}}
 				if nb.HasWindow(Daily) {
-					views = append(views, View{Board: b.ID, Window: Daily},
-						View{Board: b.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
+					views = append(views, View{Board: nb.ID, Window: Daily},
+						View{Board: nb.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
 				}
 				for _, v := range views {
 					for k := range 12 {
@@ -84,7 +59,7 @@ func TestRanksPlainMatchesScript(t *testing.T) {
 							arg := readArg(opts)
 							answered := s.plainReads.Load() > plain
 							if fits := plainRanksFit(nb, arg); answered != fits {
-								t.Fatalf("%s %v fields %b: answered plainly %v, want %v", b.ID, v, arg, answered, fits)
+								t.Fatalf("%s %v fields %b: answered plainly %v, want %v", nb.ID, v, arg, answered, fits)
 							}
 							args := []any{arg}
 							for _, id := range ids {
@@ -95,7 +70,7 @@ func TestRanksPlainMatchesScript(t *testing.T) {
 								t.Fatal(err)
 							}
 							if !reflect.DeepEqual(got, want) {
-								t.Fatalf("%s %v %v fields %b:\nplain  %+v\nscript %+v", b.ID, v, ids, arg, got, want)
+								t.Fatalf("%s %v %v fields %b:\nplain  %+v\nscript %+v", nb.ID, v, ids, arg, got, want)
 							}
 						}
 					}
@@ -103,6 +78,48 @@ func TestRanksPlainMatchesScript(t *testing.T) {
 			}
 		})
 	}
+}
+
+// plainTargets are the stores the plain reads are held to the scripts on: Redis, the cluster and the embedded one.
+func plainTargets(t *testing.T) []redistest.Target {
+	m := miniredis.RunT(t)
+	emb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { emb.Close() })
+	return append(redistest.Targets(t), redistest.Target{Name: "embedded", Client: emb})
+}
+
+// plainBoards makes a store on c at the clock at with the five kinds of board the plain reads are held to the
+// scripts on (both orders, every mode, a daily window, an exactTop board), each with players p0..p39 submitted one to
+// three times (scores 0..11, so ties; names and metadata on every third), and returns the boards as created.
+func plainBoards(t *testing.T, c redis.UniversalClient, at time.Time) (*Store, []*Board) {
+	t.Helper()
+	ctx := context.Background()
+	s := New(c, Config{Prefix: redistest.Prefix(t), PublishCommand: PublishPlain, Clock: func() time.Time { return at }})
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var out []*Board
+	for _, b := range []Board{{ID: "desc", Windows: []Window{AllTime, Daily}}, {ID: "asc", Order: Asc},
+		{ID: "sum", Mode: Sum}, {ID: "latest", Mode: Latest}, {ID: "tail", ExactTop: 5}} {
+		nb, err := s.CreateBoard(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, nb)
+		for i := range 40 {
+			for range 1 + rnd.IntN(3) {
+				sub := Submission{Board: b.ID, Player: fmt.Sprint("p", i), Score: float64(rnd.IntN(12)),
+					AchievedAt: at.Add(-time.Duration(rnd.IntN(7*3600)) * time.Second)}
+				if i%3 == 0 {
+					name := fmt.Sprint("Player ", i)
+					sub.DisplayName = &name
+					sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
+				}
+				if _, err := s.Submit(ctx, sub); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return s, out
 }
 
 // A plain read is one moment of the board however it moves between the read's round trips: while writers raise
@@ -135,29 +152,8 @@ func TestRanksPlainSnapshot(t *testing.T) {
 					}
 				}
 			}
-			const writers, readers, reads = 3, 2, 150
-			stop := make(chan struct{})
-			var wg sync.WaitGroup
-			for w := range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					score := map[string]int{}
-					for n := 0; ; n++ {
-						select {
-						case <-stop:
-							return
-						case <-time.After(2 * time.Millisecond): // a busy board, not a write-only one
-						}
-						id := pool[w+writers*((n*7)%(len(pool)/writers))] // this writer's players only
-						score[id] += 1 + n%5                              // scores only rise (BEST)
-						if err := submit(id, 100+score[id]); err != nil {
-							t.Error(err)
-							return
-						}
-					}
-				}()
-			}
+			const readers, reads = 2, 150
+			stopWriters := raiseScores(t, pool, 2*time.Millisecond, func(id string, x int) error { return submit(id, 100+x) })
 			var rg sync.WaitGroup
 			for r := range readers {
 				rg.Add(1)
@@ -181,8 +177,7 @@ func TestRanksPlainSnapshot(t *testing.T) {
 				}()
 			}
 			rg.Wait()
-			close(stop)
-			wg.Wait()
+			stopWriters()
 			plain, retries := s.plainReads.Load(), s.plainRetries.Load()
 			t.Logf("%d of %d reads plain, %d snapshots taken again", plain, readers*reads, retries)
 			// Both paths taken: plain answers (a read retries when a write lands between its round trips, and
@@ -192,6 +187,39 @@ func TestRanksPlainSnapshot(t *testing.T) {
 					plain, readers*reads, retries)
 			}
 		})
+	}
+}
+
+// raiseScores starts three writers that raise the scores of the players of pool (each writer its own third), one
+// submission (submit(id, score)) every interval each, scores rising by 1 to 5 from 1 (BEST boards keep them), until
+// the returned stop is called, which waits for them.
+func raiseScores(t *testing.T, pool []string, interval time.Duration, submit func(id string, x int) error) (stop func()) {
+	const writers = 3
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			score := map[string]int{}
+			for n := 0; ; n++ {
+				select {
+				case <-done:
+					return
+				case <-time.After(interval): // a busy board, not a write-only one
+				}
+				id := pool[w+writers*((n*7)%(len(pool)/writers))] // this writer's players only
+				score[id] += 1 + n%5                              // scores only rise (BEST)
+				if err := submit(id, score[id]); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	return func() {
+		close(done)
+		wg.Wait()
 	}
 }
 
@@ -236,31 +264,7 @@ func TestRanksPlainLeavesErrorsToTheScript(t *testing.T) {
 	for _, kind := range []string{"s", "z", "r", "def"} {
 		t.Run(kind, func(t *testing.T) {
 			ctx := context.Background()
-			tg := redistest.Targets(t)[0]
-			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
-			if _, err := s.CreateBoard(ctx, Board{ID: "w"}); err != nil {
-				t.Fatal(err)
-			}
-			for i := range 3 {
-				if _, err := s.Submit(ctx, Submission{Board: "w", Player: fmt.Sprint("p", i), Score: 1}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			key := s.keyBase("w") + kind + ":" + windowCodes[AllTime] + ":" + AllPeriod
-			if kind == "r" {
-				key += ":0"
-			}
-			if kind == "def" {
-				key = s.keyBase("w") + "def"
-			}
-			if err := tg.Client.Del(ctx, key).Err(); err != nil {
-				t.Fatal(err)
-			}
-			if kind != "def" {
-				if err := tg.Client.Set(ctx, key, "not a hash or a sorted set", 0).Err(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			s := brokenBoard(t, kind)
 			v := View{Board: "w"}
 			plain := s.plainReads.Load()
 			_, err := s.Ranks(ctx, v, []string{"p0", "p1", "p2"}, Only(0))
@@ -281,6 +285,40 @@ func TestRanksPlainLeavesErrorsToTheScript(t *testing.T) {
 			}
 		})
 	}
+}
+
+// brokenBoard returns a store holding board "w" (players p0, p1, p2) whose all-time period's state ("s"), sorted
+// set ("z") or first record hash ("r") a foreign writer replaced with a string, or whose definition ("def") went away
+// after the store loaded it.
+func brokenBoard(t *testing.T, kind string) *Store {
+	t.Helper()
+	ctx := context.Background()
+	tg := redistest.Targets(t)[0]
+	s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+	if _, err := s.CreateBoard(ctx, Board{ID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := s.Submit(ctx, Submission{Board: "w", Player: fmt.Sprint("p", i), Score: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := s.keyBase("w") + kind + ":" + windowCodes[AllTime] + ":" + AllPeriod
+	if kind == "r" {
+		key += ":0"
+	}
+	if kind == "def" {
+		key = s.keyBase("w") + "def"
+	}
+	if err := tg.Client.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if kind != "def" {
+		if err := tg.Client.Set(ctx, key, "not a hash or a sorted set", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
 }
 
 // The remembered record layouts stay bounded however many periods are read: at plainRanksLayouts a new one
