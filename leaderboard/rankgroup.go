@@ -20,6 +20,18 @@ import (
 // maxGroupedRanks bounds the players of one grouped read; a read that finds the next group full reads alone.
 const maxGroupedRanks = 128
 
+// maxGroupedRows bounds the rows the aroundMe windows of one grouped read take (one transaction holds Redis, and
+// the writes behind it, while it runs): 2,048 is 128 reads of radius 5, or 9 of radius 100.
+const maxGroupedRows = 2048
+
+// capacity is how many players a group of k's reads takes.
+func (k rankGroupKey) capacity() int {
+	if k.radius == rankRead {
+		return maxGroupedRanks
+	}
+	return max(1, min(maxGroupedRanks, maxGroupedRows/(2*k.radius+1+2*aroundMargin)))
+}
+
 // rankGroups is the grouped reads in flight and gathering, by view, kind and fields.
 type rankGroups struct {
 	mu    sync.Mutex
@@ -80,7 +92,7 @@ func (s *Store) grouped(ctx context.Context, k rankGroupKey, v View, player stri
 		s.readGroup(ctx, k, v, g)
 		return g.entry(player)
 	}
-	if next != nil && len(next.players) >= maxGroupedRanks {
+	if next != nil && len(next.players) >= k.capacity() {
 		s.groups.mu.Unlock()
 		out, err := s.readPlayers(ctx, k, v, []string{player})
 		if err != nil {

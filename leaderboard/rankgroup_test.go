@@ -287,3 +287,66 @@ func waitGroupSize(t *testing.T, s *Store, k rankGroupKey, n int) {
 	}
 	t.Fatalf("the group of %+v never held %d reads", k, n)
 }
+
+// A group of aroundMe reads takes at most maxGroupedRows rows of windows (one transaction holds Redis while it
+// runs): for every radius, the players a group takes times the rows each reads stay within it, and a read that
+// finds the next group full reads alone at once, while the full group still waits (the view held busy by hand).
+func TestGroupCapacity(t *testing.T) {
+	t.Parallel()
+	if c := (rankGroupKey{radius: rankRead}).capacity(); c != maxGroupedRanks {
+		t.Fatalf("rank reads: %d a group", c)
+	}
+	for radius := 0; radius <= MaxRadius; radius++ {
+		c := rankGroupKey{radius: radius}.capacity()
+		if c < 1 || c > maxGroupedRanks || c > 1 && c*(2*radius+1+2*aroundMargin) > maxGroupedRows {
+			t.Fatalf("radius %d: %d a group", radius, c)
+		}
+	}
+	tg := redistest.Targets(t)[0]
+	ctx := context.Background()
+	s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+	if _, err := s.CreateBoard(ctx, Board{ID: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if _, err := s.Submit(ctx, Submission{Board: "c", Player: fmt.Sprint("p", i), Score: float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := View{Board: "c"}
+	k := rankGroupKey{v.Board, string(v.Window), v.Period, 0, MaxRadius}
+	s.groups.mu.Lock()
+	s.groups.views[k] = nil // a read of the view in flight
+	s.groups.mu.Unlock()
+	full := k.capacity()
+	results := make(chan error, full)
+	for i := range full {
+		go func() {
+			_, err := s.Around(ctx, v, fmt.Sprint("p", i), MaxRadius, Only(0))
+			results <- err
+		}()
+	}
+	waitGroupSize(t, s, k, full)
+	alone := make(chan error, 1)
+	go func() {
+		es, err := s.Around(ctx, v, "p150", MaxRadius, Only(0)) // the group is full: alone, now
+		if err == nil && len(es) != 2*MaxRadius+1 {
+			err = fmt.Errorf("%d entries", len(es))
+		}
+		alone <- err
+	}()
+	select {
+	case err := <-alone:
+		if err != nil {
+			t.Errorf("the read past a full group: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("the read past a full group of %d waited for it", full)
+	}
+	s.readGroup(ctx, k, v, &rankGroup{players: []string{"p0"}, ctx: ctx})
+	for range full {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
