@@ -296,6 +296,11 @@ func TestGroupCapacity(t *testing.T) {
 	if c := (rankGroupKey{radius: rankRead}).capacity(); c != maxGroupedRanks {
 		t.Fatalf("rank reads: %d a group", c)
 	}
+	// The README's figures: 2,048 rows, 128 reads of radius 5, 9 of radius 100.
+	if maxGroupedRows != 2048 || (rankGroupKey{radius: 5}).capacity() != 128 || (rankGroupKey{radius: 100}).capacity() != 9 {
+		t.Fatalf("%d rows a group: %d reads of radius 5, %d of radius 100", maxGroupedRows,
+			rankGroupKey{radius: 5}.capacity(), rankGroupKey{radius: 100}.capacity())
+	}
 	for radius := 0; radius <= MaxRadius; radius++ {
 		c := rankGroupKey{radius: radius}.capacity()
 		if c < 1 || c > maxGroupedRanks || c > 1 && c*(2*radius+1+2*aroundMargin) > maxGroupedRows {
