@@ -246,6 +246,9 @@ func TestAroundPlainLeavesErrorsToTheScript(t *testing.T) {
 // the rule as the API states it: 2·radius+1 consecutive entries (all of them on a smaller board), the player's
 // among them, as centred as the edges allow.
 func TestAroundWindow(t *testing.T) {
+	if aroundMargin != 2 { // the README says two rows to spare on either side
+		t.Fatalf("aroundMargin %d; the README says 2", aroundMargin)
+	}
 	for n := int64(1); n <= 12; n++ {
 		for radius := 0; radius <= 7; radius++ {
 			for r := int64(0); r < n; r++ {
