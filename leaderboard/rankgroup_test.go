@@ -208,17 +208,8 @@ func TestGroupedRankReadsAreFresh(t *testing.T) {
 // gather in one group, which then goes out past the first's deadline.
 func TestGroupedReadsOutliveAnotherDeadline(t *testing.T) {
 	t.Parallel()
-	tg := redistest.Targets(t)[0]
 	ctx := context.Background()
-	s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
-	if _, err := s.CreateBoard(ctx, Board{ID: "d"}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 10 {
-		if _, err := s.Submit(ctx, Submission{Board: "d", Player: fmt.Sprint("p", i), Score: float64(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := scoredBoard(t, "d", 10)
 	v := View{Board: "d"}
 	for _, radius := range []int{rankRead, 2} {
 		k := rankGroupKey{v.Board, string(v.Window), v.Period, 0, radius}
@@ -270,6 +261,22 @@ func TestGroupedReadsOutliveAnotherDeadline(t *testing.T) {
 	}
 }
 
+// scoredBoard returns a store on Redis with board id of players p0..p(n-1), player pi scoring i.
+func scoredBoard(t *testing.T, id string, n int) *Store {
+	t.Helper()
+	ctx := context.Background()
+	s := New(redistest.Targets(t)[0].Client, Config{Prefix: redistest.Prefix(t)})
+	if _, err := s.CreateBoard(ctx, Board{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if _, err := s.Submit(ctx, Submission{Board: id, Player: fmt.Sprint("p", i), Score: float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
 // waitGroupSize waits until the next group of view k holds n reads.
 func waitGroupSize(t *testing.T, s *Store, k rankGroupKey, n int) {
 	t.Helper()
@@ -307,17 +314,8 @@ func TestGroupCapacity(t *testing.T) {
 			t.Fatalf("radius %d: %d a group", radius, c)
 		}
 	}
-	tg := redistest.Targets(t)[0]
 	ctx := context.Background()
-	s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
-	if _, err := s.CreateBoard(ctx, Board{ID: "c"}); err != nil {
-		t.Fatal(err)
-	}
-	for i := range 300 {
-		if _, err := s.Submit(ctx, Submission{Board: "c", Player: fmt.Sprint("p", i), Score: float64(i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s := scoredBoard(t, "c", 300)
 	v := View{Board: "c"}
 	k := rankGroupKey{v.Board, string(v.Window), v.Period, 0, MaxRadius}
 	s.groups.mu.Lock()
