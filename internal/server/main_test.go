@@ -88,6 +88,12 @@ func startServer(t testing.TB, cfg Config) *testServer {
 // startServerLog is startServer with the server's logger.
 func startServerLog(t testing.TB, cfg Config, log *slog.Logger) *testServer {
 	t.Helper()
+	return startServerWrapped(t, cfg, log, nil)
+}
+
+// startServerWrapped is startServerLog on the listener wrap makes of the TCP one (nil: that one).
+func startServerWrapped(t testing.TB, cfg Config, log *slog.Logger, wrap func(net.Listener) net.Listener) *testServer {
+	t.Helper()
 	console := &syncBuffer{}
 	app, err := New(cfg, log, console)
 	if err != nil {
@@ -97,6 +103,9 @@ func startServerLog(t testing.TB, cfg Config, log *slog.Logger) *testServer {
 	if err != nil {
 		app.Close()
 		t.Fatal(err)
+	}
+	if wrap != nil {
+		ln = wrap(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &testServer{App: app, URL: "http://" + ln.Addr().String(), WSURL: "ws://" + ln.Addr().String() + "/graphql",

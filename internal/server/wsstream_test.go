@@ -205,7 +205,11 @@ func TestStreamedRenderingOutlivesItsFirstSubscriber(t *testing.T) {
 // The slow peers here read in bursts: nothing for 800 ms (their socket buffers fill), then what there is, for at
 // most 200 ms.
 func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
-	s := startServer(t, testConfig(t))
+	// The server's sockets send from 64 KiB buffers (Linux's default grows to 4 MB): with those, a slow peer's
+	// buffers filled only when a write turn brought more than ~4 MB, which the snapshots' burst did; under make
+	// test's load the snapshots once came in writes small enough to be taken, and no write was handed off in 30 s.
+	cfg := testConfig(t)
+	s := startServerWrapped(t, cfg, testLogger(t), func(ln net.Listener) net.Listener { return smallSendBuffers{ln} })
 	s.create(t, map[string]any{"id": "slow"})
 	// Every row carries ~700 bytes of metadata, so that one write turn of a slow connection (60 updates of the
 	// top 100, ~5 MB) is more than the kernel's socket buffers hold even when a loaded machine delivers few
@@ -351,4 +355,15 @@ func TestStreamWritesAfterAnExpiredDeadline(t *testing.T) {
 		}
 		c.Close()
 	}
+}
+
+// smallSendBuffers is a listener whose connections send from 64 KiB socket buffers.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(64 << 10)
+	}
+	return c, err
 }
