@@ -63,21 +63,10 @@ func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius
 	out := make(map[string][]Entry, len(ids))
 	left := ids
 	if len(ids) > 1 {
-		err := s.fresh(v.Board, func() error {
+		fits := func(b *Board) bool { return plainAroundFit(b, arg) }
+		err := s.plainRead(ctx, v, fits, func(r Resolved) error {
 			clear(out)
 			left = ids
-			r, err := s.Resolve(ctx, v)
-			if err != nil {
-				return err
-			}
-			if !plainAroundFit(r.Board, arg) {
-				return errUseScript
-			}
-			release, err := s.reads.acquire(ctx)
-			if err != nil {
-				return err
-			}
-			defer release()
 			replies, rest, err := s.aroundPlain(ctx, r, ids, radius)
 			if err != nil {
 				return err

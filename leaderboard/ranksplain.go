@@ -74,19 +74,8 @@ func plainRanksFit(b *Board, arg int) bool {
 // ranks answers Ranks: with the plain read when it fits and can, else with ranks.lua.
 func (s *Store) ranks(ctx context.Context, v View, players []string, arg int) (*Page, error) {
 	var p *Page
-	err := s.fresh(v.Board, func() error {
-		r, err := s.Resolve(ctx, v)
-		if err != nil {
-			return err
-		}
-		if !plainRanksFit(r.Board, arg) {
-			return errUseScript
-		}
-		release, err := s.reads.acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer release()
+	fits := func(b *Board) bool { return plainRanksFit(b, arg) }
+	err := s.plainRead(ctx, v, fits, func(r Resolved) error {
 		reply, err := s.ranksPlain(ctx, r, players, arg)
 		if err != nil {
 			return err
@@ -106,6 +95,26 @@ func (s *Store) ranks(ctx context.Context, v View, players []string, arg int) (*
 		args = append(args, id)
 	}
 	return s.read(ctx, v, ranksScript, args...)
+}
+
+// plainRead runs read on v resolved, holding a read slot, when fits says a plain read may answer on its board
+// (else errUseScript), and again when the board's definition changed under it (fresh).
+func (s *Store) plainRead(ctx context.Context, v View, fits func(*Board) bool, read func(Resolved) error) error {
+	return s.fresh(v.Board, func() error {
+		r, err := s.Resolve(ctx, v)
+		if err != nil {
+			return err
+		}
+		if !fits(r.Board) {
+			return errUseScript
+		}
+		release, err := s.reads.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+		return read(r)
+	})
 }
 
 // ranksPlain reads the entries of players in r as ranks.lua would reply them ({size, [epoch, version,]
