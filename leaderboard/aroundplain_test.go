@@ -37,12 +37,7 @@ func TestAroundPlainMatchesScript(t *testing.T) {
 				}
 				edges := []string{top.Entries[0].PlayerID, top.Entries[1].PlayerID, top.Entries[len(top.Entries)-1].PlayerID,
 					top.Entries[len(top.Entries)-2].PlayerID}
-				views := []View{{Board: nb.ID}}
-				if nb.HasWindow(Daily) {
-					views = append(views, View{Board: nb.ID, Window: Daily},
-						View{Board: nb.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
-				}
-				for _, v := range views {
+				for _, v := range plainViews(nb, at) {
 					for k := range 8 {
 						ids := make([]string, 2+rnd.IntN(12))
 						for j := range ids {

@@ -34,12 +34,7 @@ func TestRanksPlainMatchesScript(t *testing.T) {
 			s, boards := plainBoards(t, tg.Client, at)
 			rnd := rand.New(rand.NewPCG(1, 2))
 			for _, nb := range boards {
-				views := []View{{Board: nb.ID}}
-				if nb.HasWindow(Daily) {
-					views = append(views, View{Board: nb.ID, Window: Daily},
-						View{Board: nb.ID, Window: Daily, Period: nb.Period(Daily, at.AddDate(0, 0, -3))})
-				}
-				for _, v := range views {
+				for _, v := range plainViews(nb, at) {
 					for k := range 12 {
 						ids := make([]string, rnd.IntN(30))
 						for j := range ids {
@@ -86,6 +81,17 @@ func plainTargets(t *testing.T) []redistest.Target {
 	emb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { emb.Close() })
 	return append(redistest.Targets(t), redistest.Target{Name: "embedded", Client: emb})
+}
+
+// plainViews are the views of b the plain reads are held to the scripts on: its first window, and a daily window's
+// current period and an empty one three days before the clock at.
+func plainViews(b *Board, at time.Time) []View {
+	views := []View{{Board: b.ID}}
+	if b.HasWindow(Daily) {
+		views = append(views, View{Board: b.ID, Window: Daily},
+			View{Board: b.ID, Window: Daily, Period: b.Period(Daily, at.AddDate(0, 0, -3))})
+	}
+	return views
 }
 
 // plainBoards makes a store on c at the clock at with the five kinds of board the plain reads are held to the
