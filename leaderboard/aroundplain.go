@@ -15,25 +15,30 @@ import (
 //
 //  1. a pipeline of each player's record (HGET at the period's record layout as last seen): the member;
 //  2. a pipeline of ZCARD and each member's ZRANK: where its window will be;
-//  3. one MULTI/EXEC, the snapshot: the definition, the period's state, ZCARD, and for each player its ZRANK
-//     and a ZRANGE WITHSCORES of its window as round 2 placed it with aroundMargin rows more on either side (the
-//     players without a record: their record again, at the layout of that moment).
+//  3. only when names or updatedAt are asked: a pipeline of a ZRANGE of each window as round 2 placed it, with
+//     aroundMargin rows more on either side: the candidates, the players whose names and records the snapshot
+//     reads (a window's players are known only once it is read);
+//  4. one MULTI/EXEC, the snapshot: the definition, the period's state, ZCARD, and for each player its ZRANK
+//     and a ZRANGE WITHSCORES of the same rows as round 3 (the players without a record: their record again, at
+//     the layout of that moment), and the candidates' names (HMGET m) and records (HGET) when asked.
 //
 // The snapshot proves the rest: a member that exists is the player's entry, whose rank and the size of that
 // moment give around.lua's window (aroundWindow), which must lie within the rows read; a player without a record
-// still has none. A player whose proof fails (it submitted, or moved more than aroundMargin places between the
-// round trips) is read again, and after plainRanksTries by the script, as are the reads the plain read cannot
-// answer (plainAroundFit) and any Redis error reply.
+// still has none; each row of the window is a candidate (its name is then of that moment) whose record holds the
+// row's arrival token (the one copy of the player's record, so its updatedAt is the row's). A player whose proof
+// fails (it submitted, or moved more than aroundMargin places between the round trips) is read again, and after
+// plainRanksTries by the script, as are the reads the plain read cannot answer (plainAroundFit) and any Redis
+// error reply.
 
 // aroundMargin is the rows a plain aroundMe read takes on either side of the window round 2 gives, for moves
 // between round 2 and the snapshot.
 const aroundMargin = 2
 
 // plainAroundFit reports whether the plain read may answer an Around read of b with fields arg: entries without
-// updatedAt, tie ranks or names and metadata (each a command a row of a window known only in the snapshot), on
-// boards without exactTop (whose tail players get an estimate).
+// tie ranks (a ZCOUNT by a score known only in the snapshot), on boards without exactTop (whose tail players get
+// an estimate).
 func plainAroundFit(b *Board, arg int) bool {
-	return b.ExactTop == 0 && arg&int(FieldUpdatedAt|FieldTieRank|FieldMeta) == 0
+	return b.ExactTop == 0 && arg&int(FieldTieRank) == 0
 }
 
 // aroundWindow is around.lua's window: the first and last rank (0-based) of the radius entries either side of
@@ -67,7 +72,7 @@ func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius
 		err := s.plainRead(ctx, v, fits, func(r Resolved) error {
 			clear(out)
 			left = ids
-			replies, rest, err := s.aroundPlain(ctx, r, ids, radius)
+			replies, rest, err := s.aroundPlain(ctx, r, ids, radius, arg)
 			if err != nil {
 				return err
 			}
@@ -121,9 +126,9 @@ func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius
 	return out, nil
 }
 
-// aroundPlain reads the Around replies ({size, entry...}, as around.lua's without updatedAt, tie ranks and
-// names) of distinct players in r, by player, and returns the players it leaves to the script.
-func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, radius int) (map[string][]any, []string, error) {
+// aroundPlain reads the Around replies ({size, entry...}, as around.lua's without tie ranks; updatedAt and names
+// as arg asks) of distinct players in r, by player, and returns the players it leaves to the script.
+func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, radius, arg int) (map[string][]any, []string, error) {
 	base := s.keyBase(r.Board.ID)
 	period := windowCodes[r.Window] + ":" + r.Period
 	stateKey, zsetKey, recPrefix := base+"s:"+period, base+"z:"+period, base+"r:"+period+":"
@@ -131,14 +136,17 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 	if err != nil {
 		return nil, nil, err
 	}
+	wantTs, wantMeta := arg&int(FieldUpdatedAt) != 0, arg&int(FieldMeta) != 0
 	type read struct {
 		id, key, member string // member: "" when the player had no record
 		rec             *redis.StringCmd
 		near            *redis.IntCmd // round 2's ZRANK
-		from            int64         // the first rank of the rows read in the snapshot
+		from, to        int64         // the ranks of the rows rounds 3 and 4 read (to < from: none)
+		cands           *redis.StringSliceCmd
 		rank            *redis.IntCmd // the snapshot's ZRANK
 		rows            *redis.ZSliceCmd
 		again           *redis.StringCmd // the snapshot's record, of a player without one
+		extra           aroundExtra
 	}
 	replies := make(map[string][]any, len(players))
 	var rest []string
@@ -164,7 +172,7 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 		present := 0
 		for i := 0; i < len(pending); i++ {
 			rd := pending[i]
-			rd.member = ""
+			rd.member, rd.from, rd.to, rd.cands = "", 0, -1, nil
 			rec, err := rd.rec.Result()
 			if err == redis.Nil {
 				continue
@@ -180,8 +188,8 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 			present++
 		}
 		// Round 2: where the windows are.
-		var size *redis.IntCmd
 		if present > 0 {
+			var size *redis.IntCmd
 			_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 				size = p.ZCard(ctx, zsetKey)
 				for _, rd := range pending {
@@ -194,8 +202,32 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 			if err != nil && err != redis.Nil {
 				return nil, nil, plainError(err)
 			}
+			for _, rd := range pending {
+				if rd.member == "" {
+					continue
+				}
+				if q, err := rd.near.Result(); err == nil { // else the member is gone: the player changed
+					start, stop := aroundWindow(q, size.Val(), radius)
+					rd.from, rd.to = max(0, start-aroundMargin), stop+aroundMargin
+				}
+			}
 		}
-		// Round 3: the snapshot.
+		// Round 3: the candidates, when names or updatedAt are asked.
+		if (wantTs || wantMeta) && present > 0 {
+			_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+				for _, rd := range pending {
+					rd.cands = nil
+					if rd.to >= rd.from {
+						rd.cands = p.ZRange(ctx, zsetKey, rd.from, rd.to)
+					}
+				}
+				return nil
+			})
+			if err != nil && err != redis.Nil {
+				return nil, nil, plainError(err)
+			}
+		}
+		// Round 4: the snapshot.
 		var def *redis.StringCmd
 		var state *redis.SliceCmd
 		var card *redis.IntCmd
@@ -204,19 +236,19 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 			state = p.HMGet(ctx, stateKey, stateFields...)
 			card = p.ZCard(ctx, zsetKey)
 			for _, rd := range pending {
-				rd.rank, rd.rows, rd.again = nil, nil, nil
+				rd.rank, rd.rows, rd.again, rd.extra = nil, nil, nil, aroundExtra{}
 				if rd.member == "" {
 					rd.again = p.HGet(ctx, rd.key, rd.id)
 					continue
 				}
-				q, err := rd.near.Result()
-				if err != nil { // the member is gone: the player changed; read it again
+				if rd.to < rd.from {
 					continue
 				}
-				start, stop := aroundWindow(q, size.Val(), radius)
-				rd.from = max(0, start-aroundMargin)
 				rd.rank = p.ZRank(ctx, zsetKey, rd.member)
-				rd.rows = p.ZRangeWithScores(ctx, zsetKey, rd.from, stop+aroundMargin)
+				rd.rows = p.ZRangeWithScores(ctx, zsetKey, rd.from, rd.to)
+				if rd.cands != nil {
+					rd.extra.read(ctx, p, rd.cands.Val(), base, recPrefix, layout, wantTs, wantMeta)
+				}
 			}
 			return nil
 		})
@@ -230,7 +262,11 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 		n := card.Val()
 		next := pending[:0]
 		for _, rd := range pending {
-			if reply, ok := aroundReply(st[0], rd.member, rd.rank, rd.rows, rd.from, n, radius); ok &&
+			var extra *aroundExtra
+			if rd.cands != nil {
+				extra = &rd.extra
+			}
+			if reply, ok := aroundReply(st[0], rd.member, rd.rank, rd.rows, rd.from, n, radius, extra); ok &&
 				(rd.member != "" || rd.again.Err() == redis.Nil && now.key(recPrefix, rd.id) == rd.key) {
 				replies[rd.id] = reply
 				continue
@@ -246,11 +282,80 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 	return replies, rest, nil
 }
 
+// aroundExtra is what a plain aroundMe read's snapshot reads of its candidates (round 3) when names or updatedAt
+// are asked: their names and their records, by the candidate's place in ids.
+type aroundExtra struct {
+	ids   []string
+	metas *redis.SliceCmd    // nil: names not asked
+	recs  []*redis.StringCmd // nil: updatedAt not asked
+	index map[string]int     // ids by player, made when a row is not at its candidate's place
+}
+
+// read queues the snapshot's reads of the candidates (sorted-set members) on p: their names (HMGET m) and their
+// records (HGET at layout).
+func (x *aroundExtra) read(ctx context.Context, p redis.Pipeliner, members []string, base, recPrefix string,
+	layout recordLayout, wantTs, wantMeta bool) {
+	x.ids = make([]string, len(members))
+	for i, m := range members {
+		x.ids[i] = memberPlayer(m)
+	}
+	if len(x.ids) == 0 {
+		return
+	}
+	if wantMeta {
+		x.metas = p.HMGet(ctx, base+"m", x.ids...)
+	}
+	if wantTs {
+		x.recs = make([]*redis.StringCmd, len(x.ids))
+		for i, id := range x.ids {
+			x.recs[i] = p.HGet(ctx, layout.key(recPrefix, id), id)
+		}
+	}
+}
+
+// fill returns the updatedAt (0 when not asked) and name ("" when not asked or none) of the row of a player with
+// sorted-set member m, the row's rank less the first candidate's being k; false when the snapshot does not prove
+// them: the player is not a candidate, or the record read is not the one of this member.
+func (x *aroundExtra) fill(k int, player, m string) (ts int64, meta string, ok bool) {
+	j := k
+	if j < 0 || j >= len(x.ids) || x.ids[j] != player {
+		if x.index == nil {
+			x.index = make(map[string]int, len(x.ids))
+			for i, id := range x.ids {
+				x.index[id] = i
+			}
+		}
+		if j, ok = x.index[player]; !ok {
+			return 0, "", false
+		}
+	}
+	if x.metas != nil {
+		v := x.metas.Val()
+		if len(v) != len(x.ids) {
+			return 0, "", false
+		}
+		meta = toString(v[j])
+	}
+	if x.recs != nil {
+		rec, err := x.recs[j].Result()
+		if err != nil {
+			return 0, "", false
+		}
+		t, n, tail, valid := parseRecord(rec)
+		if !valid || tail || arrivalToken(n)+player != m {
+			return 0, "", false
+		}
+		ts = t
+	}
+	return ts, meta, true
+}
+
 // aroundReply makes around.lua's reply for a player from a plain read's snapshot, or returns false when the
 // snapshot does not prove it: the member (empty: the player had no record, whose proof is the caller's) must
-// have a rank (rank), and its window among n must lie within the rows read from rank from.
+// have a rank (rank), its window among n must lie within the rows read from rank from, and extra (nil: neither
+// names nor updatedAt asked) must prove each row's.
 func aroundReply(size any, member string, rank *redis.IntCmd, rows *redis.ZSliceCmd, from, n int64,
-	radius int) ([]any, bool) {
+	radius int, extra *aroundExtra) ([]any, bool) {
 	reply := []any{toInt(size)}
 	if member == "" {
 		return reply, true
@@ -273,7 +378,16 @@ func aroundReply(size any, member string, rank *redis.IntCmd, rows *redis.ZSlice
 	for k := start; k <= stop; k++ {
 		z := zs[k-from]
 		m, _ := z.Member.(string)
-		reply = append(reply, []any{memberPlayer(m), k + 1, int64(0), scoreText(z.Score), int64(0), "", int64(0)})
+		player := memberPlayer(m)
+		var ts int64
+		var meta string
+		if extra != nil {
+			var ok bool
+			if ts, meta, ok = extra.fill(int(k-from), player, m); !ok {
+				return nil, false
+			}
+		}
+		reply = append(reply, []any{player, k + 1, int64(0), scoreText(z.Score), ts, meta, int64(0)})
 	}
 	return reply, true
 }

@@ -19,7 +19,7 @@ import (
 // after on the same data (the oracle): every field of every entry, on boards of both orders and every mode (ties
 // among them), a daily window's current period and an empty past one, players at the top and bottom edges,
 // players without a score and ids given twice, radii from 0 to MaxRadius (a window larger than the board), and
-// every set of fields; the reads it must leave to the script (updatedAt, tie ranks, names, an exactTop board)
+// every set of fields; the reads it must leave to the script (tie ranks, an exactTop board)
 // are compared too, and the count of plain answers shows which were plain. On Redis, the cluster and the
 // embedded store.
 func TestAroundPlainMatchesScript(t *testing.T) {
@@ -49,7 +49,7 @@ func TestAroundPlainMatchesScript(t *testing.T) {
 						ids = append(ids, ids[0]) // one id twice
 						radius := []int{0, 1, 5, 19, MaxRadius}[k%5]
 						for _, opts := range [][]ReadOption{{Only(0)}, {Only(FieldPreviousRank)}, {Only(FieldUpdatedAt)},
-							{Only(FieldMeta)}, {Only(FieldTieRank)}, nil} {
+							{Only(FieldMeta)}, {Only(FieldUpdatedAt | FieldMeta)}, {Only(FieldTieRank)}, nil} {
 							arg := readArg(opts) & int(FieldUpdatedAt|FieldTieRank|FieldMeta)
 							plain := s.plainArounds.Load()
 							got, err := s.aroundMany(ctx, v, ids, radius, arg)
@@ -93,8 +93,9 @@ func btoi(b bool) int {
 // A plain aroundMe read is one moment of the board for each player however the board moves between its round
 // trips: while writers raise scores and add players, every player's window holds consecutive ranks in score
 // order, the player included at the place around.lua's rule gives for its rank among the board's size, with as
-// many entries as that rule gives. Reads were answered plainly, and some were read again after a snapshot did not
-// prove them (both counted).
+// many entries as that rule gives; where names and updatedAt are asked, each entry's are the ones its score was
+// submitted with (every submission names the player after its score and dates it by it). Reads were answered
+// plainly, and some were read again after a snapshot did not prove them (both counted).
 func TestAroundPlainSnapshot(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
@@ -106,7 +107,9 @@ func TestAroundPlainSnapshot(t *testing.T) {
 				t.Fatal(err)
 			}
 			submit := func(id string, x int) error {
-				_, err := s.Submit(ctx, Submission{Board: "b", Player: id, Score: float64(x)})
+				name := fmt.Sprint("n", x)
+				_, err := s.Submit(ctx, Submission{Board: "b", Player: id, Score: float64(x), DisplayName: &name,
+					AchievedAt: scoreTime(at, float64(x))})
 				return err
 			}
 			pool := make([]string, 150)
@@ -136,7 +139,8 @@ func TestAroundPlainSnapshot(t *testing.T) {
 							t.Error(err)
 							return
 						}
-						replies, _, err := s.aroundPlain(ctx, rv, ids, radius)
+						arg := []Fields{0, FieldMeta, FieldUpdatedAt, FieldUpdatedAt | FieldMeta}[k%4]
+						replies, _, err := s.aroundPlain(ctx, rv, ids, radius, int(arg))
 						if err != nil {
 							t.Error(err)
 							return
@@ -149,6 +153,10 @@ func TestAroundPlainSnapshot(t *testing.T) {
 							}
 							if msg := aroundFault(p, id, radius); msg != "" {
 								t.Errorf("read %d of %s: %s", k, id, msg)
+								return
+							}
+							if msg := aroundFieldsFault(p, arg, at); msg != "" {
+								t.Errorf("read %d of %s, fields %b: %s", k, id, arg, msg)
 								return
 							}
 						}
@@ -192,6 +200,34 @@ func aroundFault(p *Page, player string, radius int) string {
 		seen[e.PlayerID] = true
 		if k > 0 && e.Score > es[k-1].Score {
 			return fmt.Sprintf("rank %d scores %g after %g", e.Rank, e.Score, es[k-1].Score)
+		}
+	}
+	return ""
+}
+
+// scoreTime is when TestAroundPlainSnapshot's writers say score x was achieved: x seconds before the clock at.
+func scoreTime(at time.Time, x float64) time.Time {
+	return at.Add(-time.Duration(x) * time.Second)
+}
+
+// aroundFieldsFault says which entry of a page read with fields arg does not carry the name and updatedAt its
+// score was submitted with in TestAroundPlainSnapshot ("" if none), and which carries a field not asked for.
+func aroundFieldsFault(p *Page, arg Fields, at time.Time) string {
+	for _, e := range p.Entries {
+		name := ""
+		if e.DisplayName != nil {
+			name = *e.DisplayName
+		}
+		wantName, wantTs := "", time.Time{}
+		if arg&FieldMeta != 0 {
+			wantName = fmt.Sprint("n", e.Score)
+		}
+		if arg&FieldUpdatedAt != 0 {
+			wantTs = scoreTime(at, e.Score)
+		}
+		if name != wantName || !e.UpdatedAt.Equal(wantTs) {
+			return fmt.Sprintf("%s score %g: name %q updatedAt %v, want %q and %v", e.PlayerID, e.Score, name,
+				e.UpdatedAt, wantName, wantTs)
 		}
 	}
 	return ""

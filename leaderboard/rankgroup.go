@@ -21,7 +21,8 @@ import (
 const maxGroupedRanks = 128
 
 // maxGroupedRows bounds the rows the aroundMe windows of one grouped read take (one transaction holds Redis, and
-// the writes behind it, while it runs): 2,048 is 128 reads of radius 5, or 9 of radius 100.
+// the writes behind it, while it runs): 2,048 is 128 reads of radius 5, or 9 of radius 100. A row whose name or
+// updatedAt is asked counts once more for each (a field of the names hash, a record: a command's work each).
 const maxGroupedRows = 2048
 
 // capacity is how many players a group of k's reads takes.
@@ -29,7 +30,13 @@ func (k rankGroupKey) capacity() int {
 	if k.radius == rankRead {
 		return maxGroupedRanks
 	}
-	return max(1, min(maxGroupedRanks, maxGroupedRows/(2*k.radius+1+2*aroundMargin)))
+	rows := 2*k.radius + 1 + 2*aroundMargin
+	for _, f := range []Fields{FieldUpdatedAt, FieldMeta} {
+		if k.arg&int(f) != 0 {
+			rows += 2*k.radius + 1 + 2*aroundMargin
+		}
+	}
+	return max(1, min(maxGroupedRanks, maxGroupedRows/rows))
 }
 
 // rankGroups is the grouped reads in flight and gathering, by view, kind and fields.

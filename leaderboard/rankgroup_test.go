@@ -308,10 +308,25 @@ func TestGroupCapacity(t *testing.T) {
 		t.Fatalf("%d rows a group: %d reads of radius 5, %d of radius 100", maxGroupedRows,
 			rankGroupKey{radius: 5}.capacity(), rankGroupKey{radius: 100}.capacity())
 	}
+	// Names and updatedAt: a row counts once more for each (at radius 5: 15 rows a read, 30 with one, 45 with both).
+	for arg, want := range map[Fields]int{FieldUpdatedAt: 68, FieldMeta: 68, FieldUpdatedAt | FieldMeta: 45} {
+		if c := (rankGroupKey{arg: int(arg), radius: 5}).capacity(); c != want {
+			t.Fatalf("fields %b: %d reads of radius 5 a group, want %d", arg, c, want)
+		}
+	}
 	for radius := 0; radius <= MaxRadius; radius++ {
-		c := rankGroupKey{radius: radius}.capacity()
-		if c < 1 || c > maxGroupedRanks || c > 1 && c*(2*radius+1+2*aroundMargin) > maxGroupedRows {
-			t.Fatalf("radius %d: %d a group", radius, c)
+		for _, f := range []Fields{0, FieldUpdatedAt, FieldMeta, FieldUpdatedAt | FieldMeta} {
+			per := 2*radius + 1 + 2*aroundMargin
+			if f&FieldUpdatedAt != 0 {
+				per *= 2
+			}
+			if f&FieldMeta != 0 {
+				per += 2*radius + 1 + 2*aroundMargin
+			}
+			c := rankGroupKey{arg: int(f), radius: radius}.capacity()
+			if c < 1 || c > maxGroupedRanks || c > 1 && c*per > maxGroupedRows {
+				t.Fatalf("radius %d fields %b: %d a group", radius, f, c)
+			}
 		}
 	}
 	ctx := context.Background()

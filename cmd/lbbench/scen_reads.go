@@ -19,6 +19,8 @@ type readOp struct {
 	vars   func() []byte
 	script Op
 	plain  Op
+	// extra: a step the hot-path issue sets no target for (measured against the baseline all the same).
+	extra bool
 }
 
 // svc is op through sv's API.
@@ -30,7 +32,7 @@ func (op readOp) svc(sv *service) Op {
 }
 
 // runReads (issue scenario 3): top(first:10) (served from the server's per-process cache), top(first:100), rank,
-// aroundMe(radius 5) and friends(100 ids) on a board of ReadBoard players, over HTTP; the same reads through the
+// aroundMe(radius 5) (ids and scores; and with names and updatedAt) and friends(100 ids) on a board of ReadBoard players, over HTTP; the same reads through the
 // scripts (Store.Top/Rank/Around/Friends); and plain ZREVRANGE / ZREVRANK on a sorted set of the same ids.
 // With -baseline both servers run each read in alternating rounds, each on its own copy of the board.
 func runReads(ctx context.Context, e *env) ([]*table, error) {
@@ -110,6 +112,18 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 				}
 				return e.rdb.ZRevRangeWithScores(ctx, zset, max(r-5, 0), r+5).Err()
 			},
+		},
+		{
+			// What a game client's list shows: names and when each score was set (the fixture's players have no
+			// names: the names hash is read for each row all the same, and answers none).
+			name:  "aroundMe(radius:5), names, updatedAt",
+			query: `query($b: ID!, $p: ID!) { aroundMe(board: $b, playerId: $p, radius: 5) { playerId displayName rank score updatedAt } }`,
+			vars:  playerVars,
+			script: func(ctx context.Context, w int, i int64) error {
+				_, err := e.store.Around(ctx, view, fixturePlayer(rand.IntN(n)), 5)
+				return err
+			},
+			extra: true,
 		},
 		{
 			name:  "friends(100 ids)",
@@ -203,7 +217,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 			e.check("cached top(first:10)", "≥ 20,000 req/s", fmtRate(s.Rate)+" req/s", s.Rate >= 20_000 && s.Errs == 0)
 		case ct != nil && op.name == "top(first:10)":
 			e.checkSpeedup("cached top(first:10)", v, cachedTopSpeedup)
-		case ct != nil && !strings.HasPrefix(op.name, "top("):
+		case ct != nil && !strings.HasPrefix(op.name, "top(") && !op.extra:
 			e.checkSpeedup(op.name, v, readSpeedup)
 		}
 	}
