@@ -247,10 +247,10 @@ func (s *Store) Friends(ctx context.Context, v View, player string, friends []st
 }
 
 // Around returns up to radius (at most MaxRadius) entries above and below the player, the player included, in
-// rank order, filled in at the edges. Empty when the player has no score. Concurrent Around calls on one view
-// and radius may share one read without a script (rankgroup.go, aroundplain.go) where it fits (boards without
-// exactTop; no updatedAt, tie rank, names or metadata asked), else each is one call of around.lua; each is still
-// a consistent read of its own, taken after that call began.
+// rank order, filled in at the edges. Empty when the player has no score. Concurrent Around calls on one view,
+// radius and set of fields may share one read without a script (rankgroup.go, aroundplain.go) where it fits
+// (boards without exactTop; no tie rank asked), else each is one call of around.lua; each is still a consistent
+// read of its own, taken after that call began.
 func (s *Store) Around(ctx context.Context, v View, player string, radius int, opts ...ReadOption) ([]Entry, error) {
 	if radius < 0 || radius > MaxRadius {
 		return nil, errorf(Invalid, "radius must be between 0 and %d", MaxRadius)
