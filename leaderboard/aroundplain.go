@@ -177,14 +177,14 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 			if err == redis.Nil {
 				continue
 			}
-			_, n, tail, ok := parseRecord(rec)
+			_, member, tail, ok := recordMember(rec, rd.id)
 			if !ok || tail {
 				rest = append(rest, rd.id)
 				pending = append(pending[:i], pending[i+1:]...)
 				i--
 				continue
 			}
-			rd.member = arrivalToken(n) + rd.id
+			rd.member = member
 			present++
 		}
 		// Round 2: where the windows are.
@@ -341,8 +341,8 @@ func (x *aroundExtra) fill(k int, player, m string) (ts int64, meta string, ok b
 		if err != nil {
 			return 0, "", false
 		}
-		t, n, tail, valid := parseRecord(rec)
-		if !valid || tail || arrivalToken(n)+player != m {
+		t, member, tail, valid := recordMember(rec, player)
+		if !valid || tail || member != m {
 			return 0, "", false
 		}
 		ts = t

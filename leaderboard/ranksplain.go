@@ -151,11 +151,11 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 			if err == redis.Nil {
 				continue
 			}
-			_, n, tail, ok := parseRecord(rec)
+			_, member, tail, ok := recordMember(rec, id)
 			if !ok || tail {
 				return nil, errUseScript
 			}
-			members = append(members, arrivalToken(n)+id)
+			members = append(members, member)
 		}
 		// Round 2: the snapshot.
 		var def *redis.StringCmd

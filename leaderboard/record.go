@@ -93,6 +93,16 @@ func parseRecord(v string) (ts int64, arrival uint64, tail, ok bool) {
 	return ts, arrival, n < len(v), true
 }
 
+// recordMember reads the record of player id (parseRecord) and gives its sorted-set member, arrival token .. id,
+// which is only in the sorted set when the player is not a tail player (tail false).
+func recordMember(rec, id string) (ts int64, member string, tail, ok bool) {
+	ts, n, tail, ok := parseRecord(rec)
+	if !ok {
+		return 0, "", false, false
+	}
+	return ts, arrivalToken(n) + id, tail, true
+}
+
 // arrivalToken is token() of common.lua: the number of base-62 digits as one base-62 digit, then the digits, so
 // that byte order is numeric order. It prefixes the player id in the sorted set.
 func arrivalToken(n uint64) string {
