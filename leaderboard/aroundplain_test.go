@@ -243,20 +243,25 @@ func idsOfEntries(es []Entry) []string {
 
 // A Redis error reply in a plain aroundMe read (keys of the wrong type, as a foreign writer could leave them)
 // leaves the players to the script, and the caller gets the script's answer: the same error code, no panic. A
-// board whose definition went away under a store that still holds it is NOT_FOUND.
+// board whose definition went away under a store that still holds it is NOT_FOUND. A broken names hash fails
+// only the reads that select names (and updatedAt with them).
 func TestAroundPlainLeavesErrorsToTheScript(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{"s", "z", "r", "def"} {
-		t.Run(kind, func(t *testing.T) {
+	names := int(FieldMeta | FieldUpdatedAt)
+	for _, c := range []struct {
+		kind string
+		arg  int
+	}{{"s", 0}, {"z", 0}, {"r", 0}, {"def", 0}, {"s", names}, {"z", names}, {"r", names}, {"m", names}} {
+		t.Run(fmt.Sprint(c.kind, "/", c.arg), func(t *testing.T) {
 			ctx := context.Background()
-			s := brokenBoard(t, kind)
+			s := brokenBoard(t, c.kind)
 			v := View{Board: "w"}
 			plain := s.plainArounds.Load()
-			_, err := s.aroundMany(ctx, v, []string{"p0", "p1", "p2"}, 1, 0)
+			_, err := s.aroundMany(ctx, v, []string{"p0", "p1", "p2"}, 1, c.arg)
 			if s.plainArounds.Load() != plain {
 				t.Fatalf("a plain read answered on a broken board: %v", err)
 			}
-			if kind == "def" {
+			if c.kind == "def" {
 				if ErrorCode(err) != NotFound || !strings.Contains(err.Error(), "this id") {
 					t.Fatalf("plain read of a board gone: %v", err)
 				}
@@ -265,7 +270,7 @@ func TestAroundPlainLeavesErrorsToTheScript(t *testing.T) {
 				}
 				return
 			}
-			_, want := s.read(ctx, v, aroundScript, "p0", 1, 0)
+			_, want := s.read(ctx, v, aroundScript, "p0", 1, c.arg)
 			if want == nil || ErrorCode(err) != ErrorCode(want) {
 				t.Fatalf("plain read: %v; the script: %v", err, want)
 			}

@@ -313,8 +313,8 @@ func brokenBoard(t *testing.T, kind string) *Store {
 	if kind == "r" {
 		key += ":0"
 	}
-	if kind == "def" {
-		key = s.keyBase("w") + "def"
+	if kind == "def" || kind == "m" { // the definition, the names hash
+		key = s.keyBase("w") + kind
 	}
 	if err := tg.Client.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
