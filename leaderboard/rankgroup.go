@@ -30,10 +30,11 @@ func (k rankGroupKey) capacity() int {
 	if k.radius == rankRead {
 		return maxGroupedRanks
 	}
-	rows := 2*k.radius + 1 + 2*aroundMargin
+	per := 2*k.radius + 1 + 2*aroundMargin // the rows one read takes
+	rows := per
 	for _, f := range []Fields{FieldUpdatedAt, FieldMeta} {
 		if k.arg&int(f) != 0 {
-			rows += 2*k.radius + 1 + 2*aroundMargin
+			rows += per
 		}
 	}
 	return max(1, min(maxGroupedRanks, maxGroupedRows/rows))
