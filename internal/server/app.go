@@ -41,7 +41,7 @@ type App struct {
 	Store    *leaderboard.Store
 	Hub      *pubsub.Hub
 	Keys     *Keyring
-	proxies  proxies // who may name the client address (TRUSTED_PROXIES)
+	proxies  proxies // who may name the client address, and where (TRUSTED_PROXIES, CLIENT_ADDR_HEADER)
 	// GeneratedKey is the admin key made at start when API_KEYS is empty ("" otherwise).
 	GeneratedKey string
 	Metrics      *Metrics
@@ -67,7 +67,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	px, err := parseProxies(cfg.TrustedProxies)
+	px, err := parseProxies(cfg.TrustedProxies, cfg.ClientAddrHeader, cfg.IPv6Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.rdb.AddHook(redisHook{a.Metrics, log})
 	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
-	a.ws.clientAddr = px.clientAddr
+	a.ws.clientAddr = px.limitAddr
 	a.ws.log = log
 	a.ws.maxQueryTokens = cfg.MaxQueryTokens
 	a.gql = a.graphQLHandler(schema)

@@ -23,7 +23,9 @@ type Config struct {
 	APIKeys           string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
 	CORSOrigins       []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
 	PublicOrigins     []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
-	TrustedProxies    []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose Forwarded/X-Forwarded-For count; default none
+	TrustedProxies    []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose CLIENT_ADDR_HEADER counts; default none
+	ClientAddrHeader  string      // CLIENT_ADDR_HEADER: the one header the trusted proxies name the client in; default X-Forwarded-For
+	IPv6Prefix        int         // IPV6_PREFIX: IPv6 clients in one prefix of this length count as one address; default 64
 	Demo              bool        // DEMO, -demo: run the demo simulator and dashboard board
 	DemoSettings      demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
 	Introspection     bool        // INTROSPECTION, -introspection: default true
@@ -194,7 +196,9 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	c.CORSOrigins = splitList(*cors)
 	c.PublicOrigins = splitList(env("PUBLIC_ORIGIN", ""))
 	c.TrustedProxies = splitList(env("TRUSTED_PROXIES", ""))
-	if _, err := parseProxies(c.TrustedProxies); err != nil {
+	c.ClientAddrHeader = env("CLIENT_ADDR_HEADER", defaultClientAddrHeader)
+	c.IPv6Prefix = int(envInt("IPV6_PREFIX", defaultIPv6Prefix))
+	if _, err := parseProxies(c.TrustedProxies, c.ClientAddrHeader, c.IPv6Prefix); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(*level)); err != nil {
