@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
@@ -18,6 +19,22 @@ const (
 	TypeIntrospectionCost   = 100  // __type(name:), plus its selection
 )
 
+// The extensions.reason of the limits' errors (their code is BAD_USER_INPUT, see ErrorPresenter).
+const (
+	ReasonComplexity = "COMPLEXITY_LIMIT_EXCEEDED"
+	ReasonFields     = "FIELD_LIMIT_EXCEEDED"
+	ReasonDepth      = "DEPTH_LIMIT_EXCEEDED"
+)
+
+// A document over a limit is refused before it runs, as one that does not validate: gqlgen's transports then
+// answer HTTP 422 (400 to application/graphql-response+json) and the websocket an `error` message. Unregistered,
+// they answered 200 with the error as if the operation had run.
+func init() {
+	for _, reason := range []string{ReasonComplexity, ReasonFields, ReasonDepth} {
+		errcode.RegisterErrorType(reason, errcode.KindProtocol)
+	}
+}
+
 // ComplexityLimit is a gqlgen extension that bounds what an operation may do, before it runs:
 //   - Complexity: list fields count once per possible row (the schema's complexity functions, NewSchema), every
 //     other field once, introspection as above; more than Max is COMPLEXITY_LIMIT_EXCEEDED. Fragments are
@@ -25,7 +42,7 @@ const (
 //     document of 40 fragments that each spread the next twice took hours).
 //   - Fields: at most MaxFields field selections (aliases included) in the whole document. 0: no bound.
 //
-// Both answer BAD_USER_INPUT with the reason in extensions.reason.
+// Both answer BAD_USER_INPUT with the reason in extensions.reason, as a document refused before it runs (init).
 type ComplexityLimit struct {
 	Max       int
 	MaxFields int
@@ -51,7 +68,7 @@ func (c *ComplexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	}
 	if c.MaxFields > 0 {
 		if n := countFields(oc.Doc); n > c.MaxFields {
-			return limitError("FIELD_LIMIT_EXCEEDED",
+			return limitError(ReasonFields,
 				fmt.Sprintf("the document selects %d fields; at most %d are allowed", n, c.MaxFields))
 		}
 	}
@@ -61,7 +78,7 @@ func (c *ComplexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	}
 	w := &complexityWalker{es: c.es, vars: oc.Variables}
 	if n := w.selectionSet(ctx, op.SelectionSet); n > c.Max {
-		return limitError("COMPLEXITY_LIMIT_EXCEEDED",
+		return limitError(ReasonComplexity,
 			fmt.Sprintf("operation has complexity %d, which exceeds the limit of %d", n, c.Max))
 	}
 	return nil

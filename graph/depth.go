@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
@@ -30,9 +29,8 @@ func (d DepthLimit) MutateOperationContext(ctx context.Context, oc *graphql.Oper
 	}
 	w := depthWalker{memo: map[fragmentAt]int{}}
 	if depth := w.depth(oc.Operation.SelectionSet, d.Max+1); depth > d.Max {
-		err := gqlerror.Errorf("the query is nested %d levels deep or more; at most %d are allowed", depth, d.Max)
-		err.Extensions = map[string]any{"code": string(leaderboard.Invalid)}
-		return err
+		return limitError(ReasonDepth,
+			fmt.Sprintf("the query is nested %d levels deep or more; at most %d are allowed", depth, d.Max))
 	}
 	return nil
 }
