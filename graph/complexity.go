@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -24,6 +25,9 @@ const (
 	ReasonComplexity = "COMPLEXITY_LIMIT_EXCEEDED"
 	ReasonFields     = "FIELD_LIMIT_EXCEEDED"
 	ReasonDepth      = "DEPTH_LIMIT_EXCEEDED"
+	// ReasonResponseSize: an answer over MAX_RESPONSE_BYTES, withheld. The operation ran, so it is not a
+	// protocol error: HTTP 200, as for any error of an operation that ran.
+	ReasonResponseSize = "RESPONSE_TOO_LARGE"
 )
 
 // A document over a limit is refused before it runs, as one that does not validate: gqlgen's transports then
@@ -35,23 +39,29 @@ func init() {
 	}
 }
 
-// ComplexityLimit is a gqlgen extension that bounds what an operation may do, before it runs:
+// ComplexityLimit is a gqlgen extension that bounds what an operation may cost:
 //   - Complexity: list fields count once per possible row (the schema's complexity functions, NewSchema), every
 //     other field once, introspection as above; more than Max is COMPLEXITY_LIMIT_EXCEEDED. Fragments are
 //     measured once each, however often they are spread (gqlgen's walker recursed into every spread, so a 1.3 KB
 //     document of 40 fragments that each spread the next twice took hours).
 //   - Fields: at most MaxFields field selections (aliases included) in the whole document. 0: no bound.
+//   - Answer: an answer of a query over MaxResponseBytes (its data and errors as encoded) is withheld, replaced by
+//     a RESPONSE_TOO_LARGE error. 0: no bound. A mutation's answer never is: its writes are done.
 //
-// Both answer BAD_USER_INPUT with the reason in extensions.reason, as a document refused before it runs (init).
+// Complexity and fields are checked before the operation runs, the answer once it has. In a batch (Budget), the
+// batch's operations share the three bounds. All answer BAD_USER_INPUT with the reason in extensions.reason;
+// the first two as a document refused before it runs (init).
 type ComplexityLimit struct {
-	Max       int
-	MaxFields int
-	es        graphql.ExecutableSchema
+	Max              int
+	MaxFields        int
+	MaxResponseBytes int
+	es               graphql.ExecutableSchema
 }
 
 var (
 	_ graphql.HandlerExtension        = (*ComplexityLimit)(nil)
 	_ graphql.OperationContextMutator = (*ComplexityLimit)(nil)
+	_ graphql.ResponseInterceptor     = (*ComplexityLimit)(nil)
 )
 
 func (*ComplexityLimit) ExtensionName() string { return "ComplexityLimit" }
@@ -66,22 +76,48 @@ func (c *ComplexityLimit) MutateOperationContext(ctx context.Context, oc *graphq
 	if oc.Doc == nil {
 		return nil
 	}
+	fields := 0
 	if c.MaxFields > 0 {
-		if n := countFields(oc.Doc); n > c.MaxFields {
+		if fields = countFields(oc.Doc); fields > c.MaxFields {
 			return limitError(ReasonFields,
-				fmt.Sprintf("the document selects %d fields; at most %d are allowed", n, c.MaxFields))
+				fmt.Sprintf("the document selects %d fields; at most %d are allowed", fields, c.MaxFields))
 		}
 	}
-	op := oc.Operation
-	if op == nil || c.Max <= 0 {
-		return nil
+	complexity := 0
+	if op := oc.Operation; op != nil && c.Max > 0 {
+		w := &complexityWalker{es: c.es, vars: oc.Variables}
+		if complexity = w.selectionSet(ctx, op.SelectionSet); complexity > c.Max {
+			return limitError(ReasonComplexity,
+				fmt.Sprintf("operation has complexity %d, which exceeds the limit of %d", complexity, c.Max))
+		}
 	}
-	w := &complexityWalker{es: c.es, vars: oc.Variables}
-	if n := w.selectionSet(ctx, op.SelectionSet); n > c.Max {
-		return limitError(ReasonComplexity,
-			fmt.Sprintf("operation has complexity %d, which exceeds the limit of %d", n, c.Max))
+	return chargeDocument(ctx, complexity, fields)
+}
+
+// InterceptResponse withholds an answer over the bound (see ComplexityLimit). It is the innermost response
+// interceptor, so the others (metrics) see what the client gets.
+func (c *ComplexityLimit) InterceptResponse(ctx context.Context, next graphql.ResponseHandler) *graphql.Response {
+	resp := next(ctx)
+	if resp == nil || (c.MaxResponseBytes <= 0 && meterFrom(ctx) == nil) {
+		return resp
 	}
-	return nil
+	if err := chargeAnswer(ctx, answerBytes(resp), c.MaxResponseBytes, isMutation(ctx)); err != nil {
+		ectx := graphql.WithFreshResponseContext(ctx) // the presenter codes it, and it alone is the answer's error
+		graphql.AddError(ectx, err)
+		return &graphql.Response{Errors: graphql.GetErrors(ectx)}
+	}
+	return resp
+}
+
+// answerBytes is the size of an answer's data and errors as they are sent (the rest of the envelope is a few
+// bytes). Errors are rare, so encoding them once more to count them costs little.
+func answerBytes(resp *graphql.Response) int {
+	n := len(resp.Data)
+	if len(resp.Errors) > 0 {
+		b, _ := json.Marshal(resp.Errors)
+		n += len(b)
+	}
+	return n
 }
 
 func limitError(reason, msg string) *gqlerror.Error {

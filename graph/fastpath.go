@@ -92,8 +92,11 @@ func (f *FastPath) Execute(ctx context.Context, params *graphql.RawParams) (*gra
 		RootResolverMiddleware: f.rootMiddleware,
 	}
 	ctx = graphql.WithOperationContext(ctx, opCtx)
+	// A metered request (a batch's operation, one the top cache measures) runs the limits always: they charge
+	// its cost.
+	runLimits := req.limits || meterFrom(ctx) != nil
 	for _, m := range f.cfg.Limits {
-		if !req.limits {
+		if !runLimits {
 			break
 		}
 		if err := m.MutateOperationContext(ctx, opCtx); err != nil {

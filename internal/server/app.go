@@ -50,6 +50,7 @@ type App struct {
 	schema       *ast.Schema
 	tracing      *sdktrace.TracerProvider // nil: tracing off
 	fast         *graph.FastPath          // nil: FAST_PATH off, tracing on, or no prepared results
+	limits       *graph.ComplexityLimit   // complexity, fields and answer bytes of a request (a batch's together)
 	presentPanic func(r *http.Request, p any) *gqlerror.Error
 
 	hubCtx    context.Context
@@ -169,12 +170,14 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	if a.cfg.Introspection {
 		srv.Use(extension.Introspection{})
 	}
-	complexity := &graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields}
+	complexity := &graph.ComplexityLimit{Max: a.cfg.MaxQueryComplexity, MaxFields: a.cfg.MaxQueryFields,
+		MaxResponseBytes: a.cfg.MaxResponseBytes}
+	a.limits = complexity
 	metrics := graphQLExtension{a.Metrics}
 	readGuard := graph.ReadGuard(a.Keys.ReadKeyRequired)
 	presenter, recoverFunc := graph.ErrorPresenter(a.log), graph.Recover(a.log)
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newAPQCache(a.cfg.APQCacheSize, a.cfg.QueryCacheBytes)})
-	srv.Use(complexity)
+	srv.Use(complexity) // the innermost response interceptor: the answer bound acts before metrics count it
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
 	srv.Use(graph.FloatLiterals{})
 	srv.Use(graph.TextCheck{})
@@ -189,7 +192,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 		a.fast = graph.NewFastPath(schema, graph.FastPathConfig{
 			Limits:         []graphql.OperationContextMutator{complexity},
 			RootMiddleware: readGuard,
-			Response:       []graphql.ResponseInterceptor{metrics},
+			Response:       []graphql.ResponseInterceptor{metrics, complexity},
 			ErrorPresenter: presenter,
 			Recover:        recoverFunc,
 			Introspection:  a.cfg.Introspection,

@@ -9,16 +9,19 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
 
 // batches answers a POST whose JSON body is an array of GraphQL requests (Apollo's BatchHttpLink, many other
 // clients' batching) with the array of their responses, in order. Each operation runs through next on its own,
-// exactly as if it had been posted alone (its own errors, limits, auth and top cache), one after another, so a
-// batch never takes more of the server at once than one request; the whole batch shares one REQUEST_TIMEOUT.
-// A batch holds 1 to max operations (MAX_BATCH; 0: batches are refused); anything else is a BAD_USER_INPUT 400.
-// Everything that is not a batch goes to next untouched.
-func batches(max int, timeout time.Duration, next http.Handler) http.Handler {
+// as if it had been posted alone (its own errors, auth and top cache), one after another, so a batch never takes
+// more of the server at once than one request; the whole batch shares one REQUEST_TIMEOUT and one budget of the
+// request limits (newBudget, see graph.Budget): complexity, fields and answer bytes bound the batch as they bound
+// one request, and an operation over what the ones before it left is refused in its place. A batch holds 1 to max
+// operations (MAX_BATCH; 0: batches are refused); anything else is a BAD_USER_INPUT 400. Everything that is not a
+// batch goes to next untouched.
+func batches(max int, timeout time.Duration, newBudget func() *graph.Budget, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, ok := batchBody(r)
 		if !ok {
@@ -45,11 +48,12 @@ func batches(max int, timeout time.Duration, next http.Handler) http.Handler {
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
+		budget := newBudget()
 		out := []byte{'['}
 		contentType := ""
 		for i, op := range ops {
-			sub := r.Clone(ctx)
-			sub.Body = io.NopCloser(bytes.NewReader(op))
+			sub := r.Clone(budget.Operation(ctx))
+			sub.Body = newReadBody(op) // read whole, as limitBody leaves a request's: the fast path takes it too
 			sub.ContentLength = int64(len(op))
 			rec := &batchRecorder{header: http.Header{}}
 			next.ServeHTTP(rec, sub)
@@ -95,7 +99,7 @@ func batchBody(r *http.Request) ([]byte, bool) {
 }
 
 // batchRecorder keeps one operation's response. Its body is what gqlgen (or the top cache, or a middleware's
-// error) wrote, of at most MAX_BODY_BYTES-sized requests' answers.
+// error) wrote: within what the batch's budget left of MAX_RESPONSE_BYTES, but for a mutation's answer.
 type batchRecorder struct {
 	header http.Header
 	status int

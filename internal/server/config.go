@@ -35,6 +35,7 @@ type Config struct {
 
 	MaxBodyBytes            int64         // MAX_BODY_BYTES: request body size; default 1 MiB
 	MaxBatch                int           // MAX_BATCH: requests in one batched POST (a JSON array); default 10, 0: refused
+	MaxResponseBytes        int           // MAX_RESPONSE_BYTES: bytes of one answer (a batch's answers together); default 4 MiB, 0: no bound
 	MaxQueryDepth           int           // MAX_QUERY_DEPTH: nesting of selections; default 15
 	MaxQueryComplexity      int           // MAX_QUERY_COMPLEXITY: default 50000 (one list field counts per row)
 	MaxWSMessageBytes       int64         // MAX_WS_MESSAGE_BYTES: one websocket message from a client; default 64 KiB
@@ -131,6 +132,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	c := Config{
 		MaxBodyBytes:            envInt("MAX_BODY_BYTES", 1<<20),
 		MaxBatch:                int(envInt("MAX_BATCH", 10)),
+		MaxResponseBytes:        int(envInt("MAX_RESPONSE_BYTES", 4<<20)),
 		MaxQueryDepth:           int(envInt("MAX_QUERY_DEPTH", 15)),
 		MaxQueryComplexity:      int(envInt("MAX_QUERY_COMPLEXITY", 50_000)),
 		MaxWSMessageBytes:       envInt("MAX_WS_MESSAGE_BYTES", 64<<10),

@@ -40,7 +40,7 @@ func (a *App) routes() *http.ServeMux {
 	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)
 	gql = a.Keys.middleware(gql)
 	gql = codeErrors(gql)
-	gql = batches(a.cfg.MaxBatch, a.cfg.RequestTimeout, gql) // each operation of a batch goes through all of the above
+	gql = batches(a.cfg.MaxBatch, a.cfg.RequestTimeout, a.limits.NewBudget, gql) // each operation of a batch goes through all of the above
 	gql = limitBody(a.cfg.MaxBodyBytes, gql)
 	mux.Handle("/graphql", a.Metrics.timeRoute("graphql", gql))
 	mux.Handle("/export/", a.Metrics.timeRoute("export", a.Keys.middleware(http.HandlerFunc(a.export))))

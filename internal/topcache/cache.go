@@ -59,6 +59,7 @@ type Cache struct {
 type topResponse struct {
 	contentType string
 	body        []byte
+	cost        graph.Cost // what gqlgen's run of it took of the limits: a batch is charged it (graph.Budget)
 }
 
 // New returns a cache in front of next (gqlgen's handler) over the hub's cached lists. readKey: a read key is
@@ -86,16 +87,20 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	key := req.responseKey(r.Header.Get("Accept"), tokens)
-	if resp, ok := c.responses.Get(key); ok {
+	if resp, ok := c.responses.Get(key); ok && graph.Charge(r.Context(), resp.cost) {
 		w.Header().Set("Content-Type", resp.contentType)
 		w.Write(resp.body)
 		c.stats.Hit(time.Since(start))
 		return
 	}
+	// Not cached, or a batch's budget has no room left for it: gqlgen runs it (and refuses it, as it would
+	// without the cache).
 	c.stats.Miss()
+	ctx, meter := graph.WithMeter(r.Context())
 	cw := &captureWriter{ResponseWriter: w}
-	c.next.ServeHTTP(cw, r)
-	if cw.status != http.StatusOK || cw.overflow || !cleanResponse(cw.buf.Bytes()) {
+	c.next.ServeHTTP(cw, r.WithContext(ctx))
+	cost, measured := meter.Cost()
+	if cw.status != http.StatusOK || cw.overflow || !measured || !cleanResponse(cw.buf.Bytes()) {
 		return
 	}
 	// Store only if the lists are still the ones read before: a list replaced while gqlgen ran may or may not be
@@ -103,7 +108,7 @@ func (c *Cache) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, same := c.tokens(r.Context(), reads, tokens); !same {
 		return
 	}
-	resp := &topResponse{contentType: w.Header().Get("Content-Type"), body: bytes.Clone(cw.buf.Bytes())}
+	resp := &topResponse{contentType: w.Header().Get("Content-Type"), body: bytes.Clone(cw.buf.Bytes()), cost: cost}
 	c.responses.Add(key, resp, int64(len(key)+len(resp.body)+len(resp.contentType)+64))
 }
 
