@@ -30,9 +30,9 @@ const (
 	ReasonResponseSize = "RESPONSE_TOO_LARGE"
 )
 
-// A document over a limit is refused before it runs, as one that does not validate: gqlgen's transports then
-// answer HTTP 422 (400 to application/graphql-response+json) and the websocket an `error` message. Unregistered,
-// they answered 200 with the error as if the operation had run.
+// A document over a limit is refused before it runs, as one that does not validate: gqlgen's HTTP transports
+// then answer 422 (400 to application/graphql-response+json). Unregistered, they answered 200 with the error, as
+// if the operation had run.
 func init() {
 	for _, reason := range []string{ReasonComplexity, ReasonFields, ReasonDepth} {
 		errcode.RegisterErrorType(reason, errcode.KindProtocol)

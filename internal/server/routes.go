@@ -40,7 +40,8 @@ func (a *App) routes() *http.ServeMux {
 	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)
 	gql = a.Keys.middleware(gql)
 	gql = codeErrors(gql)
-	gql = batches(a.cfg.MaxBatch, a.cfg.RequestTimeout, a.limits.NewBudget, gql) // each operation of a batch goes through all of the above
+	// Each operation of a batch goes through all of the above, under one budget of the request limits.
+	gql = batches(a.cfg.MaxBatch, a.cfg.RequestTimeout, a.limits.NewBudget, gql)
 	gql = limitBody(a.cfg.MaxBodyBytes, gql)
 	mux.Handle("/graphql", a.Metrics.timeRoute("graphql", gql))
 	mux.Handle("/export/", a.Metrics.timeRoute("export", a.Keys.middleware(http.HandlerFunc(a.export))))
