@@ -492,8 +492,12 @@ func TestBatchOfLargePages(t *testing.T) {
 		t.Fatalf("eight aliases alone: %d %+v", r.Status, r.Errors)
 	}
 	// The oracle of the bytes: one page alone, as the client counts it; four of them pass the bound.
-	if page := s.raw(t, "", aliases(1, sel), nil); page.status != http.StatusOK || 4*len(page.body) < cfg.MaxResponseBytes+4*100 {
+	page := s.raw(t, "", aliases(1, sel), nil)
+	if page.status != http.StatusOK || 4*len(page.body) < cfg.MaxResponseBytes+4*100 {
 		t.Fatalf("one page: %d, %d bytes; four must pass MAX_RESPONSE_BYTES", page.status, len(page.body))
+	}
+	if n := len(page.body); n < 1.1e6 || n > 1.3e6 { // README, MAX_RESPONSE_BYTES
+		t.Errorf("a full page with 1 KiB of metadata a row answers %d bytes; the README says about 1.2 MB", n)
 	}
 	got, total := s.batchOf(t, "", cfg.MaxBatch, aliases(4, sel), nil)
 	for i, e := range got {
