@@ -14,7 +14,7 @@ func TestPrefersEventStream(t *testing.T) {
 	}{
 		{nil, false},
 		{[]string{""}, false},
-		{[]string{"text/event-stream"}, true},              // EventSource, graphql-sse's client, curl -H
+		{[]string{"text/event-stream"}, true},                // EventSource, graphql-sse's client, curl -H
 		{[]string{"TEXT/Event-Stream; charset=utf-8"}, true}, // case and parameters do not matter
 		{[]string{"text/event-stream;q=0"}, false},
 		{[]string{"text/event-stream; q=0.0"}, false},

@@ -128,7 +128,6 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
 	a.ws.clientAddr = px.clientAddr
 	a.ws.log = log
-	a.ws.maxQueryTokens = cfg.MaxQueryTokens
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())
@@ -156,8 +155,8 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 		},
 	})
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.SSE{KeepAlivePingInterval: a.cfg.WSPingInterval}) // before GET and POST (sse.go)
-	srv.AddTransport(transport.GET{})
+	srv.AddTransport(sseTransport{streams: a.ws, pingInterval: a.cfg.WSPingInterval}) // before GET and POST (sse.go)
+	srv.AddTransport(getTransport{})                                                  // a mutation is a 405 (httpget.go)
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(newDocCache(a.cfg.QueryCacheSize, a.cfg.QueryCacheBytes))
 	if a.tracing != nil {

@@ -30,7 +30,7 @@ const (
 	bigQuery = `{ a: top(board: "big", first: 1000) { playerId metadata }
 	b: top(board: "big", first: 1000) { playerId metadata } c: top(board: "big", first: 1000) { playerId metadata }
 	d: top(board: "big", first: 1000) { playerId metadata } e: top(board: "big", first: 1000) { playerId metadata } }`
-	smallQuery = `{ a: top(board: "big", first: 200) { playerId metadata } b: top(board: "big", first: 200) { playerId metadata } }`
+	smallQuery = `{ top(board: "big", first: 100) { playerId metadata } }`
 )
 
 // bigBoard makes board "big" of players players, each with 1 KiB of metadata, through the API at s.URL.
@@ -50,7 +50,7 @@ func bigBoard(t testing.TB, s *testServer, players int) {
 }
 
 // tinySendBuffers gives the sockets a listener accepts a send buffer of 8 KiB (the kernel doubles it), which it
-// no longer grows: an answer of a few hundred KB then blocks a write to a peer that does not read.
+// no longer grows: an answer of 100 KB then blocks a write to a peer that does not read.
 func tinySendBuffers(ln net.Listener) net.Listener { return tinyBufListener{ln} }
 
 type tinyBufListener struct{ net.Listener }
@@ -80,11 +80,16 @@ func stuckStream(t testing.TB, addr, query string) net.Conn {
 	return conn
 }
 
-// tcpQueue sums what the kernel holds unsent (the send queue, /proc/net/tcp's tx_queue) on the sockets of the
-// local port, and counts them (listening sockets aside) and those holding 4 KiB or more unsent (full: the peer
-// does not read): the kernel's own view of a server's connections.
-func tcpQueue(t testing.TB, port int) (sockets, full int, unsent int64) {
+// tcpQueue sums what the kernel holds unsent (the send queue, /proc/net/tcp's tx_queue) on the server's sockets
+// (local port port) connected to the clients conns, counts them (TIME_WAIT aside: it holds no data), and names the
+// clients (their ports) whose sockets hold 4 KiB or more unsent (full: the client does not read). The kernel's own
+// view of the server's connections.
+func tcpQueue(t testing.TB, port int, conns []net.Conn) (sockets int, full map[int64]bool, unsent int64) {
 	t.Helper()
+	peers, full := map[int64]bool{}, map[int64]bool{}
+	for _, c := range conns {
+		peers[int64(c.LocalAddr().(*net.TCPAddr).Port)] = true
+	}
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -92,11 +97,14 @@ func tcpQueue(t testing.TB, port int) (sockets, full int, unsent int64) {
 		}
 		for _, line := range strings.Split(string(b), "\n")[1:] {
 			fields := strings.Fields(line)
-			if len(fields) < 5 || fields[3] == "0A" { // 0A: LISTEN
+			if len(fields) < 5 || fields[3] == "06" { // 06: TIME_WAIT
 				continue
 			}
 			_, lport, _ := strings.Cut(fields[1], ":")
-			if p, _ := strconv.ParseInt(lport, 16, 32); int(p) != port {
+			_, rport, _ := strings.Cut(fields[2], ":")
+			lp, _ := strconv.ParseInt(lport, 16, 32)
+			rp, _ := strconv.ParseInt(rport, 16, 32)
+			if int(lp) != port || !peers[rp] {
 				continue
 			}
 			tx, _, _ := strings.Cut(fields[4], ":")
@@ -104,7 +112,7 @@ func tcpQueue(t testing.TB, port int) (sockets, full int, unsent int64) {
 			sockets++
 			unsent += q
 			if q >= 4<<10 {
-				full++
+				full[rp] = true
 			}
 		}
 	}
@@ -209,8 +217,8 @@ func TestSSEStuckStreamThatLeaves(t *testing.T) {
 		conns = append(conns, stuckStream(t, strings.TrimPrefix(s.URL, "http://"), smallQuery))
 	}
 	waitUntil(t, 60*time.Second, "the answers filling the sockets", func() bool {
-		_, full, _ := tcpQueue(t, port)
-		return full >= len(conns)
+		_, full, _ := tcpQueue(t, port, conns)
+		return len(full) == len(conns)
 	})
 	time.Sleep(2 * ping) // the scenario of the issue: the client leaves after a ping interval or so
 	for _, c := range conns {
@@ -228,7 +236,7 @@ func TestSSEStuckStreamThatLeaves(t *testing.T) {
 	}
 	waitUntil(t, 30*time.Second, "the streams' sockets closed", func() bool {
 		alive("while its streams ended")
-		n, _, _ := tcpQueue(t, port)
+		n, _, _ := tcpQueue(t, port, conns)
 		return n == 0
 	})
 	for range 100 {
@@ -262,4 +270,112 @@ func goroutinesIn(fn string) int {
 		}
 	}
 	return count
+}
+
+// setStreamWriteTimeout sets the write timeout of the streams and websockets that s accepts from now on.
+func setStreamWriteTimeout(s *testServer, d time.Duration) {
+	s.App.ws.mu.Lock()
+	s.App.ws.writeTimeout = d
+	s.App.ws.mu.Unlock()
+}
+
+// streamsOpen is how many event streams s has registered (for closeAll), and the addresses holding a share of
+// MAX_CONNS_PER_ADDR.
+func streamsOpen(s *testServer) (streams, addrs int) {
+	s.App.ws.mu.Lock()
+	defer s.App.ws.mu.Unlock()
+	return len(s.App.ws.streams), len(s.App.ws.perAddr)
+}
+
+// Issue 43: event streams left open and never read. Each stays until one write has waited the write timeout, then
+// is closed, and its connection reset: the kernel holds nothing more for it (its send queue, /proc/net/tcp), its
+// goroutines end, its share of MAX_CONNS_PER_ADDR comes back, and the Go heap is back where it was; while they
+// are stuck, each holds at most about two answers of Go memory. gqlgen's transport kept every one of them (and
+// the few MB of its send queue) until its client left. Not parallel: it counts the process's goroutines.
+func TestSSEStuckStreamsReleased(t *testing.T) {
+	const streams = 30
+	s := startServerWrapped(t, testConfig(t), testLogger(t), tinySendBuffers)
+	timeout := 2 * time.Second
+	setStreamWriteTimeout(s, timeout)
+	bigBoard(t, s, 200)
+	port := portOf(t, s.URL)
+	answer := len(s.do(t, "", smallQuery, nil).Data) // about 100 KB
+	time.Sleep(300 * time.Millisecond) // the test client's connection goroutines settle
+	base := runtime.NumGoroutine()
+	var ms runtime.MemStats
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	heapBase := heap()
+
+	start := time.Now()
+	var conns []net.Conn
+	for range streams {
+		conns = append(conns, stuckStream(t, strings.TrimPrefix(s.URL, "http://"), smallQuery))
+	}
+	// Every stream gets stuck (its socket full) and is then released; the heap is measured when the most are stuck.
+	everFull, mostFull := map[int64]bool{}, 0
+	waitUntil(t, 30*time.Second, "the streams released", func() bool {
+		n, full, unsent := tcpQueue(t, port, conns)
+		for p := range full {
+			everFull[p] = true
+		}
+		if len(full) > mostFull {
+			mostFull = len(full)
+			if h := heap(); h > heapBase+uint64(len(full)*2*answer)+8<<20 {
+				t.Errorf("%d stuck streams of %d-byte answers hold %d KB of heap", len(full), answer, (h-heapBase)>>10)
+			} else if len(full) == streams {
+				t.Logf("%d streams stuck after %v: %d KB unsent in the kernel, %d KB more heap", streams,
+					time.Since(start).Round(time.Millisecond), unsent>>10, (h-heapBase)>>10)
+			}
+		}
+		open, addrs := streamsOpen(s)
+		return n == 0 && open == 0 && addrs == 0
+	})
+	t.Logf("released %v after they were opened (write timeout %v; at most %d stuck at once)",
+		time.Since(start).Round(time.Millisecond), timeout, mostFull)
+	if len(everFull) != streams {
+		t.Errorf("%d of the %d streams got stuck: the test tested the others only", len(everFull), streams)
+	}
+	waitUntil(t, 10*time.Second, "the streams' goroutines ended", func() bool {
+		return goroutinesIn("server.(*sseStream)") == 0 && runtime.NumGoroutine() <= base+2
+	})
+	if h := heap(); h > heapBase+8<<20 {
+		t.Errorf("heap %d KB after the streams were released, %d KB before", h>>10, heapBase>>10)
+	}
+	// The server goes on serving.
+	if r := s.do(t, "", `{ top(board: "big", first: 1) { playerId } }`, nil); len(r.Errors) > 0 {
+		t.Errorf("after the stuck streams: %+v", r.Errors)
+	}
+}
+
+// Issue 43: SIGTERM with an event stream whose client does not read ends at once, not after SHUTDOWN_TIMEOUT nor
+// the write timeout: the stream's write under way gets wsCloseLinger (1 s), and the stream ends. Not parallel: it
+// counts the process's goroutines.
+func TestSSEShutdownWithStuckStream(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.ShutdownTimeout = 12 * time.Second // the default write timeout (10 s) is shorter: neither may be waited for
+	s := startServerWrapped(t, cfg, testLogger(t), tinySendBuffers)
+	bigBoard(t, s, 200)
+	port := portOf(t, s.URL)
+	time.Sleep(300 * time.Millisecond) // the test client's connection goroutines settle
+	base := runtime.NumGoroutine()
+	conns := []net.Conn{stuckStream(t, strings.TrimPrefix(s.URL, "http://"), smallQuery)}
+	waitUntil(t, 30*time.Second, "the stream stuck", func() bool {
+		_, full, _ := tcpQueue(t, port, conns)
+		return len(full) == 1
+	})
+	start := time.Now()
+	s.Shutdown(t)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("shutdown took %v with a stuck event stream (SHUTDOWN_TIMEOUT %v)", d, cfg.ShutdownTimeout)
+	}
+	if n, _, _ := tcpQueue(t, port, conns); n != 0 {
+		t.Errorf("%d sockets of the server left after shutdown", n)
+	}
+	waitUntil(t, 10*time.Second, "the stream's goroutines ended", func() bool {
+		return goroutinesIn("server.(*sseStream)") == 0 && runtime.NumGoroutine() <= base+2
+	})
 }
