@@ -272,11 +272,14 @@ func goroutinesIn(fn string) int {
 	return count
 }
 
-// setStreamWriteTimeout sets the write timeout of the streams and websockets that s accepts from now on.
-func setStreamWriteTimeout(s *testServer, d time.Duration) {
+// setStreamWriteTimeout sets the write timeout of the streams and websockets that s accepts from now on, and
+// returns the one it had.
+func setStreamWriteTimeout(s *testServer, d time.Duration) time.Duration {
 	s.App.ws.mu.Lock()
+	defer s.App.ws.mu.Unlock()
+	old := s.App.ws.writeTimeout
 	s.App.ws.writeTimeout = d
-	s.App.ws.mu.Unlock()
+	return old
 }
 
 // streamsOpen is how many event streams s has registered (for closeAll), and the addresses holding a share of
@@ -287,8 +290,8 @@ func streamsOpen(s *testServer) (streams, addrs int) {
 	return len(s.App.ws.streams), len(s.App.ws.perAddr)
 }
 
-// Issue 43: event streams left open and never read. Each stays until one write has waited the write timeout, then
-// is closed, and its connection reset: the kernel holds nothing more for it (its send queue, /proc/net/tcp), its
+// Issue 43: event streams left open and never read. Each stays until one write has waited the write timeout (10 s,
+// 2 s here), then is closed, and its connection reset: the kernel holds nothing more for it (its send queue, /proc/net/tcp), its
 // goroutines end, its share of MAX_CONNS_PER_ADDR comes back, and the Go heap is back where it was; while they
 // are stuck, each holds at most about two answers of Go memory. gqlgen's transport kept every one of them (and
 // the few MB of its send queue) until its client left. Not parallel: it counts the process's goroutines.
@@ -296,7 +299,9 @@ func TestSSEStuckStreamsReleased(t *testing.T) {
 	const streams = 30
 	s := startServerWrapped(t, testConfig(t), testLogger(t), tinySendBuffers)
 	timeout := 2 * time.Second
-	setStreamWriteTimeout(s, timeout)
+	if d := setStreamWriteTimeout(s, timeout); d != 10*time.Second {
+		t.Errorf("the write timeout of streams is %v, the README says 10 s", d) // "disconnected 10 s after a write to it blocks"
+	}
 	bigBoard(t, s, 200)
 	port := portOf(t, s.URL)
 	answer := len(s.do(t, "", smallQuery, nil).Data) // about 100 KB
