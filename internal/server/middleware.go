@@ -229,7 +229,9 @@ func (s *statusWriter) Flush() {
 	}
 }
 
-func (s *statusWriter) FlushError() error { return http.NewResponseController(s.ResponseWriter).Flush() }
+func (s *statusWriter) FlushError() error {
+	return http.NewResponseController(s.ResponseWriter).Flush()
+}
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 

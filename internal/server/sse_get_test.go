@@ -178,9 +178,8 @@ func TestSSEAcceptNegotiation(t *testing.T) {
 	}
 }
 
-// An event stream is read as long as the client likes: READ_TIMEOUT, which bounds reading a request, does not end
-// it (net/http's background read of the connection kept the request's read deadline and, at it, cancelled the
-// request: the stream ended with complete).
+// README: an event stream is not cut by READ_TIMEOUT, which bounds reading a request (net/http clears the read
+// deadline for its background read of the connection, which ends the request when the client leaves).
 func TestSSEOutlivesReadTimeout(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
@@ -188,13 +187,20 @@ func TestSSEOutlivesReadTimeout(t *testing.T) {
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "readto"})
 	ctx := ctxT(t, 20*time.Second)
-	_, events := sseOpen(t, ctx, s, http.MethodGet, "", `subscription { topUpdates(board: "readto") { entries { playerId } } }`, nil)
-	if ev := nextEvent(t, events, 5*time.Second); ev.event != "next" {
-		t.Fatalf("first event: %+v", ev)
+	sub := `subscription { topUpdates(board: "readto") { entries { playerId } } }`
+	var streams []<-chan sseEvent
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		_, events := sseOpen(t, ctx, s, method, "", sub, nil)
+		if ev := nextEvent(t, events, 5*time.Second); ev.event != "next" {
+			t.Fatalf("%s: first event %+v", method, ev)
+		}
+		streams = append(streams, events)
 	}
-	time.Sleep(3 * cfg.ReadTimeout) // well past the read deadline the request had
+	time.Sleep(3 * cfg.ReadTimeout) // well past the read deadline the requests had
 	s.submit(t, map[string]any{"board": "readto", "playerId": "late", "score": 1})
-	if ev := nextEvent(t, events, 5*time.Second); ev.event != "next" || !strings.Contains(ev.data, `"late"`) {
-		t.Errorf("after READ_TIMEOUT: %+v", ev)
+	for i, events := range streams {
+		if ev := nextEvent(t, events, 5*time.Second); ev.event != "next" || !strings.Contains(ev.data, `"late"`) {
+			t.Errorf("stream %d after READ_TIMEOUT: %+v", i, ev)
+		}
 	}
 }

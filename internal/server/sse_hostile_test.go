@@ -305,7 +305,7 @@ func TestSSEStuckStreamsReleased(t *testing.T) {
 	bigBoard(t, s, 200)
 	port := portOf(t, s.URL)
 	answer := len(s.do(t, "", smallQuery, nil).Data) // about 100 KB
-	time.Sleep(300 * time.Millisecond) // the test client's connection goroutines settle
+	time.Sleep(300 * time.Millisecond)               // the test client's connection goroutines settle
 	base := runtime.NumGoroutine()
 	var ms runtime.MemStats
 	heap := func() uint64 {

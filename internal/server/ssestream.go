@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
 
 // sseStream writes one event stream. The handler's goroutine owns it: it alone writes (events, keep-alives and
@@ -72,13 +74,10 @@ func (s *sseStream) end() {
 // open sends the stream's headers and a first comment, so that the client knows at once that its stream is open.
 func (s *sseStream) open() bool {
 	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream")
+	h.Set("Content-Type", mediatype.EventStream)
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies that buffer answers (nginx) pass the events on as they come
 	s.w.WriteHeader(http.StatusOK)
-	// The client reads as long as it likes: READ_TIMEOUT, still set on the connection, would end net/http's
-	// background read of it, and with it the request's context.
-	_ = s.rc.SetReadDeadline(time.Time{})
 	s.abortiveClose(true)
 	return s.write(sseOpenComment)
 }
