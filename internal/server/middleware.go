@@ -229,6 +229,7 @@ func (s *statusWriter) Flush() {
 	}
 }
 
+// FlushError is Flush with the error of the write, as codingWriter's.
 func (s *statusWriter) FlushError() error {
 	return http.NewResponseController(s.ResponseWriter).Flush()
 }
