@@ -16,7 +16,7 @@ const EventStream = "text/event-stream"
 // stream is never chosen. urql's default, "application/graphql-response+json, …, text/event-stream", lists JSON
 // first: JSON. Every request asks this, so the common Accept headers without "event-stream" cost no parsing.
 func PrefersEventStream(h http.Header) bool {
-	values := h.Values("Accept")
+	values := h["Accept"] // canonical, as net/http keeps it: no CanonicalMIMEHeaderKey per request
 	named := false
 	for _, v := range values {
 		named = named || containsFold(v, "event-stream")
@@ -112,10 +112,11 @@ func parseRange(part string) (typ string, q float64, ok bool) {
 	return typ, q, true
 }
 
-// containsFold reports whether s contains sub (lower case ASCII), ignoring ASCII case, without allocating.
+// containsFold reports whether s contains sub (lower case ASCII letters first), ignoring ASCII case, without
+// allocating.
 func containsFold(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
+		if s[i]|0x20 == sub[0] && strings.EqualFold(s[i:i+len(sub)], sub) {
 			return true
 		}
 	}
