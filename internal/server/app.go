@@ -2,8 +2,9 @@
 // hub, the GraphQL handler (gqlgen with the server's limits) and the routes; Serve answers until its context ends
 // and shuts down gracefully. The files: app (wiring), routes, serve (listener, timeouts, shutdown), config
 // (LoadConfig), middleware (body limits, error coding, logging), websocket and wsprotocol (the websocket
-// transport and graphql-transport-ws rules), origin (websocket origins), connlimit (MAX_CONNS), metrics, auth
-// (API keys), redisopts (Redis clients), embedded (miniredis for `make run`), querycache (bounded gqlgen caches).
+// transport and graphql-transport-ws rules), sse and ssestream (the event-stream transport), httpget (GraphQL over
+// GET), origin (websocket origins), connlimit (MAX_CONNS), metrics, auth (API keys), redisopts (Redis clients),
+// embedded (miniredis for `make run`), querycache (bounded gqlgen caches).
 package server
 
 import (
