@@ -1,5 +1,6 @@
-// Package mediatype owns one rule the HTTP layers share: whether a request's Content-Type is JSON, as gqlgen's
-// POST transport decides it (mime.ParseMediaType, parameters ignored).
+// Package mediatype owns the rules on media types that the HTTP layers share: whether a request's Content-Type is
+// JSON, as gqlgen's POST transport decides it (mime.ParseMediaType, parameters ignored), and whether its Accept
+// header asks for an event stream (PrefersEventStream).
 package mediatype
 
 import "mime"

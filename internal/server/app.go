@@ -2,8 +2,9 @@
 // hub, the GraphQL handler (gqlgen with the server's limits) and the routes; Serve answers until its context ends
 // and shuts down gracefully. The files: app (wiring), routes, serve (listener, timeouts, shutdown), config
 // (LoadConfig), middleware (body limits, error coding, logging), websocket and wsprotocol (the websocket
-// transport and graphql-transport-ws rules), origin (websocket origins), connlimit (MAX_CONNS), metrics, auth
-// (API keys), redisopts (Redis clients), embedded (miniredis for `make run`), querycache (bounded gqlgen caches).
+// transport and graphql-transport-ws rules), sse and ssestream (the event-stream transport), httpget (GraphQL over
+// GET), origin (websocket origins), connlimit (MAX_CONNS), metrics, auth (API keys), redisopts (Redis clients),
+// embedded (miniredis for `make run`), querycache (bounded gqlgen caches).
 package server
 
 import (
@@ -129,7 +130,6 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
 	a.ws.clientAddr = px.limitAddr
 	a.ws.log = log
-	a.ws.maxQueryTokens = cfg.MaxQueryTokens
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())
@@ -157,8 +157,8 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 		},
 	})
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(transport.SSE{KeepAlivePingInterval: a.cfg.WSPingInterval}) // before GET and POST (sse.go)
-	srv.AddTransport(transport.GET{})
+	srv.AddTransport(sseTransport{streams: a.ws, pingInterval: a.cfg.WSPingInterval}) // before GET and POST (sse.go)
+	srv.AddTransport(getTransport{})                                                  // a mutation is a 405 (httpget.go)
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(newDocCache(a.cfg.QueryCacheSize, a.cfg.QueryCacheBytes))
 	if a.tracing != nil {

@@ -77,7 +77,7 @@ func plainJSON(b []byte) bool {
 // event stream; upgrades never get here, see upgradesTo) and whose document the fast path knows, as that transport
 // decodes it (decodeRequest).
 func fastParams(fp *graph.FastPath, r *http.Request) (*graphql.RawParams, bool) {
-	if r.Method != http.MethodPost || strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+	if r.Method != http.MethodPost || mediatype.PrefersEventStream(r.Header) {
 		return nil, false
 	}
 	if !mediatype.IsJSON(r.Header.Get("Content-Type")) {

@@ -159,6 +159,14 @@ func (c *codingWriter) Flush() {
 	}
 }
 
+// FlushError is Flush with the error of the write (http.ResponseController prefers it): event streams end on it.
+func (c *codingWriter) FlushError() error {
+	if c.buf != nil {
+		return nil
+	}
+	return http.NewResponseController(c.ResponseWriter).Flush()
+}
+
 func (c *codingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (c *codingWriter) finish() {
@@ -219,6 +227,11 @@ func (s *statusWriter) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// FlushError is Flush with the error of the write, as codingWriter's.
+func (s *statusWriter) FlushError() error {
+	return http.NewResponseController(s.ResponseWriter).Flush()
 }
 
 func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

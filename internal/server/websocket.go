@@ -43,8 +43,6 @@ type websockets struct {
 	clientAddr   func(*http.Request) string // the address MAX_CONNS_PER_ADDR counts (see proxies)
 	log          *slog.Logger
 
-	maxQueryTokens int // MAX_QUERY_TOKENS, for the mutation check of event streams over GET
-
 	writers streamWriters // write the connections' stream responses (wswrite.go)
 
 	pingOnce sync.Once     // starts pingAll with the first connection
@@ -255,15 +253,9 @@ func (s *websockets) release(addr string) {
 	s.mu.Unlock()
 }
 
-// stream runs a server-sent-events request (see sse.go) like a websocket: counted against its address, without
-// a write deadline, and ended by closeAll.
+// stream runs a server-sent-events request (see sse.go) like a websocket: counted against its address, and ended
+// by closeAll (its context is cancelled).
 func (s *websockets) stream(maxPerAddr int, w http.ResponseWriter, r *http.Request, next http.Handler) {
-	if r.Method == http.MethodGet {
-		var ok bool
-		if r, ok = sseGETAsPOST(w, r, s.maxQueryTokens); !ok {
-			return
-		}
-	}
 	addr := s.clientAddr(r)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -276,7 +268,6 @@ func (s *websockets) stream(maxPerAddr int, w http.ResponseWriter, r *http.Reque
 		s.mu.Unlock()
 		s.release(addr)
 	}()
-	sseStream(w)
 	next.ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler/transport"
 
 	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
@@ -56,8 +55,8 @@ func requestBytes(r *http.Request) (string, bool) {
 	}
 	switch r.Method {
 	case http.MethodPost:
-		if (transport.SSE{}).Supports(r) {
-			return "", false // an event stream: gqlgen's SSE transport answers it
+		if mediatype.PrefersEventStream(r.Header) {
+			return "", false // an event stream: the server's event-stream transport answers it
 		}
 		if !mediatype.IsJSON(r.Header.Get("Content-Type")) || r.Body == nil {
 			return "", false
@@ -79,8 +78,8 @@ func requestBytes(r *http.Request) (string, bool) {
 		}
 		return r.Method + "\x00" + string(body), true
 	case http.MethodGet:
-		if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
-			return "", false // an event stream (the server turns it into a POST for gqlgen's SSE transport)
+		if mediatype.PrefersEventStream(r.Header) {
+			return "", false // an event stream: the server's event-stream transport answers it
 		}
 		if len(r.URL.RawQuery) > 2*maxQuery || !strings.Contains(r.URL.RawQuery, "top") {
 			return "", false
