@@ -51,8 +51,8 @@ var (
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
 	seasonScript = newScript("season", seasonLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
-		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
-		purgeScript, watchScript)
+		createScript, rankAtScript, seasonScript, closeScript, fenceScript, groupScript, deadLetterScript,
+		deleteScript, purgeScript, watchScript)
 )
 
 // Publish commands for Config.PublishCommand.
@@ -197,7 +197,7 @@ func (s *Store) cacheBoard(id string, b *Board) *cachedBoard {
 	}
 	head := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
-		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0}
+		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0, b.Grace.Milliseconds()}
 	v := &cachedBoard{b: b, keys: keys, submitHead: head}
 	s.boards.Store(id, v)
 	return v

@@ -2,15 +2,19 @@
 -- ARGV: definition SHA-1, order ('a'|'d'), mode ('best'|'latest'|'sum'), exactTop (0: none), min, max ('' when
 -- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
 -- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
--- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), then per
--- item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
--- (unix s), and per window: period, expireAt (unix s, 0: never); period '' (SEASON) means the season running at
--- updatedAt (season_of), skipped when there is none.
+-- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), the board's
+-- grace (ms), then per item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
+-- (unix s), now (unix ms: the caller's clock when it took the item; the header's now is the same second, and
+-- merged calls share it), and per window: period, expireAt (unix s, 0: never); period '' (SEASON) means the season
+-- running at updatedAt (season_of), skipped when there is none.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
 -- updated, size, tieRank, window index (1-based), period[, event version, event epoch]} for the first window
 -- written ('ok' items carry the event the call published, if any), or {'err', code, message}.
 -- Checks in order: the eventId (a retry gets the first result back, and is not counted), the submission limit
 -- (RATE_LIMITED; only applied items count, in the minute of 'now'), then the item's own checks.
+-- Closed periods: a window period with a close fence (fence_key) is final. A calendar one refuses the item
+-- (PERIOD_CLOSED, nothing written), as Go refuses a late score past the grace; a season is skipped, as a season
+-- whose grace is over is (season_of), and the item counts for the board's other windows.
 --
 -- Each item is planned first (every read and every check, for every window) and written only after that; the
 -- writing part has no error path, so an item is either refused with nothing written or applied whole, and its
@@ -35,8 +39,9 @@ local maxPerMin = tonum(ARGV[14])
 -- which may ask for more.
 local fields = tonum(ARGV[15])
 local wantTie, wantMeta, wantPrev = has(fields, F_TIE), has(fields, F_META), has(fields, F_PREV)
-local FIRST = 16
-local stride = 9 + 2 * #wins
+local graceMs = tonum(ARGV[16])
+local FIRST = 17
+local stride = 10 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
@@ -178,11 +183,33 @@ end
 
 local function refuse(code, msg) return { 'err', code, msg } end
 
+-- fenced reports whether the window period of state st is closed (its close fence is set), asked once per call:
+-- nothing in a call closes a period.
+local function fenced(st)
+  if st.fenced == nil then st.fenced = rcall('EXISTS', fence_key(st.w, st.p)) == 1 end
+  return st.fenced
+end
+
+-- period_state returns the state of window w's period p, read once per call.
+local function period_state(w, p)
+  local byp = states[w]
+  if not byp then
+    byp = {}
+    states[w] = byp
+  end
+  local st = byp[p]
+  if not st then
+    st = load_state(w, p)
+    byp[p] = st
+  end
+  return st
+end
+
 -- plan reads and checks everything one item needs; it writes nothing. It returns the plan, or a refusal.
 local function plan(i0)
   local it = { player = ARGV[i0], score = tonum(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
     hasName = ARGV[i0 + 4] == '1', name = ARGV[i0 + 5], hasMeta = ARGV[i0 + 6] == '1', meta = ARGV[i0 + 7],
-    ts = ARGV[i0 + 8] + 0 } -- an integer the caller printed: + 0 converts once, tonumber twice
+    ts = ARGV[i0 + 8] + 0, nowms = ARGV[i0 + 9] + 0 } -- integers the caller printed: + 0 converts once, tonumber twice
   local player = it.player
 
   if it.eventId ~= '' then
@@ -214,10 +241,13 @@ local function plan(i0)
   -- A window without a period for this item (SEASON when no season takes it) is skipped; an item no window
   -- takes is refused after the loop, with nothing written (planning only reads).
   for wi, w in ipairs(wins) do
-    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], ARGV[i0 + 10 + 2 * (wi - 1)] + 0
+    local p, exp = ARGV[i0 + 10 + 2 * (wi - 1)], ARGV[i0 + 11 + 2 * (wi - 1)] + 0
     if p == '' then
       seasons = seasons or season_state()
-      p, exp = season_of(seasons, it.ts, now)
+      p, exp = season_of(seasons, it.ts, it.nowms, graceMs)
+      if p and fenced(period_state(w, p)) then p = nil end -- closed: skipped as when its grace is over
+    elseif exp > 0 and fenced(period_state(w, p)) then -- a calendar period (ALL_TIME never closes)
+      return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed')
     end
     if p then
       local ttl = 0
@@ -228,16 +258,7 @@ local function plan(i0)
       else
         it.namesTTL = nil
       end
-      local byp = states[w]
-      if not byp then
-        byp = {}
-        states[w] = byp
-      end
-      local st = byp[p]
-      if not st then
-        st = load_state(w, p)
-        byp[p] = st
-      end
+      local st = period_state(w, p)
       local h = phash(st, player)
       local rk, rec, ots, otok, ox, oexact, om = locate(st, player, h)
       local sx = it.score
@@ -280,7 +301,7 @@ local function plan(i0)
   end
   if #it.wins == 0 then
     return nil, refuse('PERIOD_CLOSED',
-      'no season takes this score: none ran when it was achieved, or its grace is over')
+      'no season takes this score: none ran when it was achieved, or it is closed')
   end
 
   it.metaOut = nil
