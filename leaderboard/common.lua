@@ -29,7 +29,8 @@
 --   season               the SEASON window's state (season.lua writes it, submit.lua reads it): cur, cs, ce, cx
 --                        (the latest season's id, start, end and key expiry, unix s; ce is the endsAt it was started
 --                        with until it is closed early, then the moment it closed), prev, ps, pe, px (the season
---                        before it, which late scores may still reach), grace (the board's grace, s)
+--                        before it, which late scores may still reach), grace (the board's grace, s: only for
+--                        servers of versions before the close fence; submit.lua takes the grace in ms from Go)
 --   seasons              the seasons whose keys have not expired: id -> "<start>,<end>,<key expiry>" (unix s, end
 --                        as ce above)
 --   seasons:used         the ids of the seasons that left 'seasons' (season.lua moves them at the next start): an
@@ -628,9 +629,9 @@ end
 
 -- season_state reads the SEASON window's state (key 'season' above); ids are nil while no season ever started.
 local function season_state()
-  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'grace')
+  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px')
   return { cur = v[1] or nil, cs = tonum(v[2]), ce = tonum(v[3]), cx = tonum(v[4]), prev = v[5] or nil,
-    ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]), grace = tonum(v[9]) or 0 }
+    ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]) }
 end
 
 -- season_of returns the season that a score achieved at ts (unix s) counts for at nowms (unix ms), and its keys'

@@ -10,9 +10,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	lb "github.com/leaderboard/leaderboard/leaderboard"
 )
+
+// eachFenceTarget is eachTarget and the embedded store (`make run`'s miniredis, where the scripts run with EVALSHA
+// in gopher-lua): the fence lives in the scripts, which each of them runs. Stores there publish nothing (miniredis
+// has no sharded pub/sub): make them with clockedStore.
+func eachFenceTarget(t *testing.T, f func(t *testing.T, s *lb.Store, tg redistest.Target)) {
+	t.Helper()
+	eachTarget(t, f)
+	t.Run("embedded", func(t *testing.T) {
+		m := miniredis.RunT(t)
+		c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+		t.Cleanup(func() { c.Close() })
+		f(t, lb.New(c, lb.Config{Prefix: redistest.Prefix(t), PublishCommand: lb.PublishNone}),
+			redistest.Target{Name: "embedded", Client: c})
+	})
+}
 
 // closeEventOf returns the one close event of a window period in the board's outbox.
 func closeEventOf(t *testing.T, s *lb.Store, board string, w lb.Window, period string) lb.CloseEvent {
@@ -59,7 +77,7 @@ func assertFinal(t *testing.T, s *lb.Store, ev lb.CloseEvent) {
 // when an admin removes its winner later.
 func TestClosedSeasonRefusesLateScoreInTheSameSecond(t *testing.T) {
 	t.Parallel()
-	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+	eachFenceTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		t0 := time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC)
 		s, clock := clockedStore(s, tg, t0)
@@ -97,11 +115,11 @@ func TestClosedSeasonRefusesLateScoreInTheSameSecond(t *testing.T) {
 // the player from the open windows. The day keeps what its close event announced.
 func TestClosedDayRefusesLateScoreFromALaggingClock(t *testing.T) {
 	t.Parallel()
-	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+	eachFenceTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		day := time.Date(2031, 7, 1, 10, 0, 0, 0, time.UTC)
 		s, clock := clockedStore(s, tg, day)
-		lagging := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(),
+		lagging := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), PublishCommand: s.PublishCommand(),
 			Clock: func() time.Time { return clock.Now().Add(-2 * time.Second) }})
 		b := mustBoard(t, s, lb.Board{ID: "fence-day", Windows: []lb.Window{lb.AllTime, lb.Daily}, Grace: time.Minute})
 		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "a", Score: 10})
@@ -142,7 +160,7 @@ func TestClosedDayRefusesLateScoreFromALaggingClock(t *testing.T) {
 func TestCloseMomentIsTheSameForChecksAndScores(t *testing.T) {
 	t.Parallel()
 	const grace = 1500 * time.Millisecond
-	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+	eachFenceTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		t0 := time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC)
 		for _, c := range []struct {
@@ -188,11 +206,11 @@ func TestCloseMomentIsTheSameForChecksAndScores(t *testing.T) {
 // closed all the same: a late score from a lagging clock does not open it again).
 func TestCloseFenceOutlivesThePeriod(t *testing.T) {
 	t.Parallel()
-	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+	eachFenceTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		t0 := time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC)
 		s, clock := clockedStore(s, tg, t0)
-		lagging := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(),
+		lagging := lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), PublishCommand: s.PublishCommand(),
 			Clock: func() time.Time { return clock.Now().Add(-2 * time.Second) }})
 		ttl := func(key string) time.Duration {
 			t.Helper()
@@ -383,7 +401,7 @@ func TestCloseFenceUnderConcurrentLateScores(t *testing.T) {
 // submission counts for the board's other windows).
 func TestRecordCloseClosesEarly(t *testing.T) {
 	t.Parallel()
-	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+	eachFenceTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		t0 := time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC)
 		s, _ = clockedStore(s, tg, t0)
@@ -410,5 +428,47 @@ func TestRecordCloseClosesEarly(t *testing.T) {
 			t.Fatalf("a score after the season closed early went to %s %s, want ALL_TIME only", r.Window, r.Period)
 		}
 		assertFinal(t, s, closeEventOf(t, s, league.ID, lb.Season, "s1"))
+	})
+}
+
+// Store.Fence reads the primitive the ledger will freeze standings at: nil while a period is open; once closed,
+// the outbox id of its close event (empty for a period closed without one) and a lifetime at least that of the
+// period's keys. Bad arguments are BAD_USER_INPUT, an unknown board NOT_FOUND.
+func TestFenceReadsTheClose(t *testing.T) {
+	t.Parallel()
+	eachFenceTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		s, clock := clockedStore(s, tg, time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC))
+		b := mustBoard(t, s, lb.Board{ID: "fence-read", Windows: []lb.Window{lb.Daily}, Grace: time.Minute})
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "p", Score: 1})
+		if f, err := s.Fence(ctx, b.ID, lb.Daily, "2031-07-01"); err != nil || f != nil {
+			t.Fatalf("the open day: %+v %v, want no fence", f, err)
+		}
+		clock.Set(time.Date(2031, 7, 3, 0, 1, 0, 0, time.UTC))
+		if _, _, err := s.RecordDueCloses(ctx, b.ID); err != nil {
+			t.Fatal(err)
+		}
+		ev := closeEventOf(t, s, b.ID, lb.Daily, "2031-07-01")
+		f, err := s.Fence(ctx, b.ID, lb.Daily, "2031-07-01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, err := tg.Client.PTTL(ctx, lb.PeriodKey(s, b.ID, "z", lb.Daily, "2031-07-01")).Result() // read after
+		if err != nil || f == nil || f.OutboxID != ev.OutboxID || f.ExpiresIn < keys {
+			t.Fatalf("the closed 1st: %+v %v, want event %s and at least %v", f, err, ev.OutboxID, keys)
+		}
+		if f, err := s.Fence(ctx, b.ID, lb.Daily, "2031-07-02"); err != nil || f == nil || f.OutboxID != "" ||
+			f.ExpiresIn <= 0 {
+			t.Fatalf("the closed unplayed 2nd: %+v %v, want a fence without event", f, err)
+		}
+		for _, c := range []struct {
+			board, period string
+			w             lb.Window
+			code          lb.Code
+		}{{b.ID, "", lb.Daily, lb.Invalid}, {b.ID, "x", "HOURLY", lb.Invalid}, {"nope", "2031-07-01", lb.Daily, lb.NotFound}} {
+			if _, err := s.Fence(ctx, c.board, c.w, c.period); lb.ErrorCode(err) != c.code {
+				t.Errorf("Fence(%q, %s, %q): %v, want %s", c.board, c.w, c.period, err, c.code)
+			}
+		}
 	})
 }
