@@ -29,8 +29,8 @@
 --   season               the SEASON window's state (season.lua writes it, submit.lua reads it): cur, cs, ce, cx
 --                        (the latest season's id, start, end and key expiry, unix s; ce is the endsAt it was started
 --                        with until it is closed early, then the moment it closed), prev, ps, pe, px (the season
---                        before it, which late scores may still reach), grace (the board's grace, s: only for
---                        servers of versions before the close fence; submit.lua takes the grace in ms from Go)
+--                        before it, which late scores may still reach), gms (the board's grace, ms), grace (the
+--                        same in whole seconds, as servers before gms read it; gms falls back to it)
 --   seasons              the seasons whose keys have not expired: id -> "<start>,<end>,<key expiry>" (unix s, end
 --                        as ce above)
 --   seasons:used         the ids of the seasons that left 'seasons' (season.lua moves them at the next start): an
@@ -629,17 +629,17 @@ end
 
 -- season_state reads the SEASON window's state (key 'season' above); ids are nil while no season ever started.
 local function season_state()
-  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px')
+  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'gms', 'grace')
   return { cur = v[1] or nil, cs = tonum(v[2]), ce = tonum(v[3]), cx = tonum(v[4]), prev = v[5] or nil,
-    ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]) }
+    ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]), gms = tonum(v[9]) or (tonum(v[10]) or 0) * 1000 }
 end
 
 -- season_of returns the season that a score achieved at ts (unix s) counts for at nowms (unix ms), and its keys'
 -- expiry: the latest or the one before, if it ran at ts (start <= ts < end: whole seconds) and nowms is before its
--- end plus the board's grace (gracems). In milliseconds, as Go's close check compares (Board.closedAt): a season
--- closes at the same moment for both. nil: none (the SEASON window skips the score).
-local function season_of(ss, ts, nowms, gracems)
-  if ss.cur and ss.cs <= ts and ts < ss.ce and nowms < ss.ce * 1000 + gracems then return ss.cur, ss.cx end
-  if ss.prev and ss.ps <= ts and ts < ss.pe and nowms < ss.pe * 1000 + gracems then return ss.prev, ss.px end
+-- end plus the board's grace. In milliseconds, as Go's close check compares (Board.closedAt): a season closes at
+-- the same moment for both. nil: none (the SEASON window skips the score).
+local function season_of(ss, ts, nowms)
+  if ss.cur and ss.cs <= ts and ts < ss.ce and nowms < ss.ce * 1000 + ss.gms then return ss.cur, ss.cx end
+  if ss.prev and ss.ps <= ts and ts < ss.pe and nowms < ss.pe * 1000 + ss.gms then return ss.prev, ss.px end
   return nil
 end

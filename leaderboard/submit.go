@@ -55,11 +55,10 @@ type Outcome struct {
 	Err    error
 }
 
-// The submit script's header: 16 arguments (submit.lua), of which the 10th is the board's channel, the 12th the
-// caller's clock (unix s), the 13th the number of items, the 15th the parts of the entries to fill (Fields) and
-// the 16th the board's grace (ms).
+// The submit script's header: 15 arguments (submit.lua), of which the 10th is the board's channel, the 12th the
+// caller's clock (unix s), the 13th the number of items and the 15th the parts of the entries to fill (Fields).
 const (
-	submitHeaderArgs = 16
+	submitHeaderArgs = 15
 	submitChannelArg = 9
 	submitNowArg     = 11
 	submitCountArg   = 12
@@ -162,8 +161,6 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	now := s.cfg.Clock()
 	args := make([]any, submitHeaderArgs, submitHeaderArgs+len(idx)*(submitItemArgs+2*len(b.Windows)))
 	copy(args, v.submitHead)
-	// The header's clock is whole seconds, so that calls of one second may merge (batcher); each item carries
-	// the same reading in milliseconds for the close moment (Board.closedAt, season_of).
 	args[submitNowArg], args[submitFieldsArg] = now.Unix(), fields
 	// A single submission (the common case) keeps its bookkeeping on the stack.
 	var sentBuf [1]int
@@ -212,7 +209,7 @@ func (s *Store) publishArg() string {
 }
 
 // submitItemArgs is the number of a submission's script arguments before its windows' (two per window).
-const submitItemArgs = 10
+const submitItemArgs = 9
 
 // appendItem validates one submission and appends its script arguments to args; it returns them and the period
 // of the board's first window. On an error args is returned as it was.
@@ -266,14 +263,16 @@ func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time) 
 		return args[:n], "", errorf(Invalid, "achievedAt must not be after %s", MaxAchievedAt.Format(time.RFC3339))
 	}
 	score := strconv.FormatFloat(sub.Score, 'g', -1, 64)
-	args = append(args, sub.Player, score, sub.EventID, fingerprint(sub, score), hasName, name, hasMeta, meta, at.Unix(),
-		now.UnixMilli())
+	args = append(args, sub.Player, score, sub.EventID, fingerprint(sub, score), hasName, name, hasMeta, meta, at.Unix())
 	var first string
 	loc := b.Location()
 	for i, w := range b.Windows {
 		period, exp := AllPeriod, int64(0)
 		if w == Season {
-			period = "" // the script picks the season running at achievedAt (season_of in common.lua)
+			// The script picks the season running at achievedAt (season_of in common.lua) and checks its grace
+			// against the clock in milliseconds, closedAt's precision. (The header's clock is whole seconds, so
+			// that the calls of one second merge, see batcher.)
+			period, exp = "", now.UnixMilli()
 		} else if w != AllTime {
 			start := periodStart(w, at, loc)
 			if cur := periodStart(w, now, loc); !start.Equal(cur) {

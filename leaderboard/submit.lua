@@ -2,11 +2,11 @@
 -- ARGV: definition SHA-1, order ('a'|'d'), mode ('best'|'latest'|'sum'), exactTop (0: none), min, max ('' when
 -- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
 -- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
--- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), the board's
--- grace (ms), then per item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
--- (unix s), now (unix ms: the caller's clock when it took the item; the header's now is the same second, and
--- merged calls share it), and per window: period, expireAt (unix s, 0: never); period '' (SEASON) means the season
--- running at updatedAt (season_of), skipped when there is none.
+-- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), then per
+-- item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt (unix s), and per
+-- window: period, expireAt (unix s, 0: never); for SEASON '' and the caller's clock (unix ms, the same reading as
+-- now): the season running at updatedAt, if its grace has not passed (season_of), else none and the window is
+-- skipped.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
 -- updated, size, tieRank, window index (1-based), period[, event version, event epoch]} for the first window
 -- written ('ok' items carry the event the call published, if any), or {'err', code, message}.
@@ -39,9 +39,8 @@ local maxPerMin = tonum(ARGV[14])
 -- which may ask for more.
 local fields = tonum(ARGV[15])
 local wantTie, wantMeta, wantPrev = has(fields, F_TIE), has(fields, F_META), has(fields, F_PREV)
-local graceMs = tonum(ARGV[16])
-local FIRST = 17
-local stride = 10 + 2 * #wins
+local FIRST = 16
+local stride = 9 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
@@ -209,7 +208,7 @@ end
 local function plan(i0)
   local it = { player = ARGV[i0], score = tonum(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
     hasName = ARGV[i0 + 4] == '1', name = ARGV[i0 + 5], hasMeta = ARGV[i0 + 6] == '1', meta = ARGV[i0 + 7],
-    ts = ARGV[i0 + 8] + 0, nowms = ARGV[i0 + 9] + 0 } -- integers the caller printed: + 0 converts once, tonumber twice
+    ts = ARGV[i0 + 8] + 0 } -- an integer the caller printed: + 0 converts once, tonumber twice
   local player = it.player
 
   if it.eventId ~= '' then
@@ -241,10 +240,10 @@ local function plan(i0)
   -- A window without a period for this item (SEASON when no season takes it) is skipped; an item no window
   -- takes is refused after the loop, with nothing written (planning only reads).
   for wi, w in ipairs(wins) do
-    local p, exp = ARGV[i0 + 10 + 2 * (wi - 1)], ARGV[i0 + 11 + 2 * (wi - 1)] + 0
-    if p == '' then
+    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], ARGV[i0 + 10 + 2 * (wi - 1)] + 0
+    if p == '' then -- SEASON: exp is the caller's clock in ms
       seasons = seasons or season_state()
-      p, exp = season_of(seasons, it.ts, it.nowms, graceMs)
+      p, exp = season_of(seasons, it.ts, exp)
       if p and fenced(period_state(w, p)) then p = nil end -- closed: skipped as when its grace is over
     elseif exp > 0 and fenced(period_state(w, p)) then -- a calendar period (ALL_TIME never closes)
       return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed')
