@@ -35,9 +35,9 @@ const (
 	// closeCatchUp bounds how many closed periods of one window one check looks at (a process that was down
 	// records the ones it missed while their keys exist, up to this many).
 	closeCatchUp = 32
-	// closeMarkTTL is the least a close fence of a period outside the calendar windows (RecordClose) lives;
+	// minFenceTTL is the least a close fence of a period outside the calendar windows (RecordClose) lives;
 	// close.lua keeps it longer when the period's keys live longer.
-	closeMarkTTL = 400 * 24 * time.Hour
+	minFenceTTL = 400 * 24 * time.Hour
 )
 
 var (
@@ -227,7 +227,7 @@ func (s *Store) RecordClose(ctx context.Context, board string, w Window, period 
 		if !b.HasWindow(w) {
 			return errorf(Invalid, "board %q has no %s window", b.ID, w)
 		}
-		ttl := closeMarkTTL
+		ttl := minFenceTTL
 		switch w {
 		case AllTime:
 			return errorf(Invalid, "the ALL_TIME window never closes")

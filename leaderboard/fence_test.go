@@ -222,7 +222,7 @@ func TestCloseFenceOutlivesThePeriod(t *testing.T) {
 		}
 		outlives := func(b string, w lb.Window, p string) {
 			t.Helper()
-			fence := ttl(lb.CloseMarkKey(s, b, w, p))
+			fence := ttl(lb.FenceKey(s, b, w, p))
 			for _, k := range []string{lb.PeriodKey(s, b, "s", w, p), lb.PeriodKey(s, b, "z", w, p),
 				lb.RecordsKey(s, b, w, p, 0)} {
 				if keys := ttl(k); keys <= 0 || fence < keys {
@@ -249,7 +249,7 @@ func TestCloseFenceOutlivesThePeriod(t *testing.T) {
 			t.Fatalf("close check: %v %v, want the 1st's event", ids, err)
 		}
 		outlives(days.ID, lb.Daily, "2031-07-01")
-		if d := ttl(lb.CloseMarkKey(s, days.ID, lb.Daily, "2031-07-02")); d <= 0 {
+		if d := ttl(lb.FenceKey(s, days.ID, lb.Daily, "2031-07-02")); d <= 0 {
 			t.Fatalf("the unplayed 2nd has no fence (TTL %v)", d)
 		}
 		_, err := lagging.Submit(ctx, lb.Submission{Board: days.ID, Player: "q", Score: 1,
@@ -469,6 +469,34 @@ func TestFenceReadsTheClose(t *testing.T) {
 			if _, err := s.Fence(ctx, c.board, c.w, c.period); lb.ErrorCode(err) != c.code {
 				t.Errorf("Fence(%q, %s, %q): %v, want %s", c.board, c.w, c.period, err, c.code)
 			}
+		}
+	})
+}
+
+// A season started by a server of a version before the grace was kept in milliseconds (its state has the grace
+// in whole seconds only) closes at its end plus that grace, as the close check sees it: a late score a
+// millisecond before counts, one at that moment does not.
+func TestSeasonStartedWithGraceInSecondsOnly(t *testing.T) {
+	t.Parallel()
+	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
+		ctx := context.Background()
+		t0 := time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC)
+		s, clock := clockedStore(s, tg, t0)
+		b := mustBoard(t, s, lb.Board{ID: "old-season", Windows: []lb.Window{lb.Season, lb.AllTime}, Grace: time.Minute})
+		end := t0.Add(time.Hour)
+		if _, err := s.StartSeason(ctx, b.ID, "s1", end); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := tg.Client.HDel(ctx, lb.SeasonStateKey(s, b.ID), "gms").Result(); err != nil || n != 1 {
+			t.Fatalf("HDEL gms: %d %v", n, err)
+		}
+		clock.Set(end.Add(time.Minute - time.Millisecond))
+		if r := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "a", Score: 1, AchievedAt: end.Add(-time.Second)}); r.Window != lb.Season {
+			t.Fatalf("a late score in the last millisecond of the grace went to %s %s", r.Window, r.Period)
+		}
+		clock.Set(end.Add(time.Minute))
+		if r := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: "b", Score: 1, AchievedAt: end.Add(-time.Second)}); r.Window != lb.AllTime {
+			t.Fatalf("a late score at end + grace went to %s %s", r.Window, r.Period)
 		}
 	})
 }
