@@ -51,8 +51,8 @@ var (
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
 	seasonScript = newScript("season", seasonLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
-		createScript, rankAtScript, seasonScript, closeScript, fenceScript, groupScript, deadLetterScript,
-		deleteScript, purgeScript, watchScript)
+		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
+		purgeScript, watchScript, fenceScript)
 )
 
 // Publish commands for Config.PublishCommand.
