@@ -1185,7 +1185,7 @@ type Mutation {
   submitScores(inputs: [ScoreInput!]!): [ScoreResult]!
   "Requires the admin role. Creating an id that exists with a different definition is a CONFLICT; with the same definition it returns the board."
   createLeaderboard(input: LeaderboardInput!): Leaderboard!
-  "Requires the admin role. Removes the player from every window and period of the board; live screens see the change. False when the player had no score."
+  "Requires the admin role. Removes the player from every window and period of the board that is not closed; live screens see the change. False when the player had no score. Closed periods are final and keep the player: PERIOD_CLOSED, changing nothing, when they hold all its scores."
   removePlayer(board: ID!, playerId: ID!): Boolean!
   """
   Requires the admin role. Closes the running season of the board's SEASON window (late scores still reach it for

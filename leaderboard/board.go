@@ -197,6 +197,7 @@ func (b *Board) normalize() error {
 	if b.Grace > MaxGrace {
 		return errorf(Invalid, "grace must be between 0 and %s", MaxGrace)
 	}
+	b.Grace = b.Grace.Truncate(time.Millisecond) // as stored (graceMs), and as periods close (Board.closedAt)
 	if b.Retention == 0 {
 		b.Retention = DefaultRetention
 	}

@@ -16,11 +16,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Close events. A period closes when it has ended and the board's grace window after it has passed. Its close
-// event (board, window, period, size, endedAt and the final top CloseEventTop ranks) is recorded once, by
-// close.lua in the board's slot, in the board's outbox: a Redis stream that consumer groups (one per webhook, see
-// internal/server) read at least once each. A close mark per period makes recording it again a no-op, whichever
-// process tries and however often.
+// Close events. A period closes when it has ended and the board's grace window after it has passed
+// (Board.closedAt). Its close event (board, window, period, size, endedAt and the final top CloseEventTop ranks) is
+// recorded once, by close.lua in the board's slot, in the board's outbox: a Redis stream that consumer groups (one
+// per webhook, see internal/server) read at least once each.
+//
+// The close fence. In the same atomic step close.lua sets the period's close fence (common.lua's fence_key, read in
+// Go by Store.Fence): "period P of board B is closed; its standings are final". Every script that writes a period
+// (submit.lua for every window and season, bulk items alike, remove.lua) refuses a fenced one, so the standings the
+// event announced are what the period holds for as long as its keys exist, whatever clocks the servers have and
+// however late a request reaches Redis. Every closed period is fenced, also one nobody played (which records no
+// event); the fence lives at least as long as the period's keys, and makes recording the event again a no-op,
+// whichever process tries and however often.
 const (
 	DefaultCloseEventTop = 100  // top ranks a close event carries unless the board says otherwise
 	MaxCloseEventTop     = 1000 // most top ranks a close event may carry
@@ -28,8 +35,9 @@ const (
 	// closeCatchUp bounds how many closed periods of one window one check looks at (a process that was down
 	// records the ones it missed while their keys exist, up to this many).
 	closeCatchUp = 32
-	// closeMarkTTL is how long the close mark of a period outside the calendar windows (RecordClose) is kept.
-	closeMarkTTL = 400 * 24 * time.Hour
+	// minFenceTTL is the least a close fence of a period outside the calendar windows (RecordClose) lives;
+	// close.lua keeps it longer when the period's keys live longer.
+	minFenceTTL = 400 * 24 * time.Hour
 )
 
 var (
@@ -96,6 +104,13 @@ func (e *CloseEvent) ID() string {
 func (s *Store) outboxKey(board string) string     { return s.keyBase(board) + "o" }
 func (s *Store) deadLetterKey(board string) string { return s.keyBase(board) + "o:dead" }
 
+// closedAt reports whether a period that ended at end is closed at now: from its end plus the board's grace on.
+// In milliseconds, the precision submit.lua compares in (season_of), so that a period closes at the same moment for
+// the close check and for submissions. (Period bounds are whole seconds, and the grace whole milliseconds.)
+func (b *Board) closedAt(end, now time.Time) bool {
+	return now.UnixMilli() >= end.Add(b.Grace).UnixMilli()
+}
+
 // closedPeriod is a closed period of a calendar window.
 type closedPeriod struct {
 	w       Window
@@ -108,6 +123,7 @@ type closedPeriod struct {
 // closeCatchUp per window, oldest first), and when the next period of any of them closes.
 func (b *Board) closedPeriods(now time.Time) (out []closedPeriod, next time.Time) {
 	loc := b.Location()
+	now = now.Truncate(time.Millisecond) // closedAt's precision: the oldest open period below is the same
 	for _, w := range b.Windows {
 		switch w {
 		case Daily, Weekly, Monthly:
@@ -131,11 +147,11 @@ func (b *Board) closedPeriods(now time.Time) (out []closedPeriod, next time.Time
 	return out, next
 }
 
-// RecordDueCloses records the close event of every closed period of the board's calendar windows and of every
-// closed season (ended, by its endsAt or early, and its grace passed) that has none yet and received at least one
-// score (periods nobody played record none), and returns the outbox ids of the events it recorded and when the
-// board's next close check is due (zero: never). Any number of processes may call it
-// for the same board at once: each event is recorded once.
+// RecordDueCloses closes every closed period of the board's calendar windows and every closed season (ended, by
+// its endsAt or early, and its grace passed) that is not fenced yet: it sets its close fence and records its close
+// event if it received at least one score (periods nobody played record none). It returns the outbox ids of the
+// events it recorded and when the board's next close check is due (zero: never). Any number of processes may call
+// it for the same board at once: each event is recorded once.
 func (s *Store) RecordDueCloses(ctx context.Context, board string) (recorded []string, next time.Time, err error) {
 	err = s.fresh(board, func() error {
 		b, err := s.Board(ctx, board)
@@ -182,9 +198,8 @@ func (s *Store) closedSeasons(ctx context.Context, b *Board, now time.Time) ([]c
 	next := now.Add(seasonRecheck)
 	var out []closedPeriod
 	for _, si := range seasons {
-		closes := si.EndsAt.Add(b.Grace)
-		if now.Before(closes) {
-			if closes.Before(next) {
+		if !b.closedAt(si.EndsAt, now) {
+			if closes := si.EndsAt.Add(b.Grace); closes.Before(next) {
 				next = closes
 			}
 			continue
@@ -198,11 +213,11 @@ func (s *Store) closedSeasons(ctx context.Context, b *Board, now time.Time) ([]c
 	return out, next, nil
 }
 
-// RecordClose records the close event of one period of any window of the board that ended at endedAt, on demand
-// (tools, tests: calendar periods and seasons close by themselves, RecordDueCloses), unless that period has one
-// already; it records one even when the period received
-// no score. It returns the event's outbox id and whether this call recorded it. Calendar periods close by
-// themselves (RecordDueCloses); calling it for one that has not closed yet closes it early.
+// RecordClose closes one period of any window of the board that ended at endedAt, on demand (tools, tests:
+// calendar periods and seasons close by themselves, RecordDueCloses): it sets the period's close fence and records
+// its close event unless the period has one already, even when the period received no score. It returns the
+// event's outbox id and whether this call recorded it. Calling it for a period that has not closed yet closes it
+// early: from then on it takes no score (a calendar period refuses them, a season is skipped).
 func (s *Store) RecordClose(ctx context.Context, board string, w Window, period string, endedAt time.Time) (id string, recorded bool, err error) {
 	err = s.fresh(board, func() error {
 		b, err := s.Board(ctx, board)
@@ -212,7 +227,7 @@ func (s *Store) RecordClose(ctx context.Context, board string, w Window, period 
 		if !b.HasWindow(w) {
 			return errorf(Invalid, "board %q has no %s window", b.ID, w)
 		}
-		ttl := closeMarkTTL
+		ttl := minFenceTTL
 		switch w {
 		case AllTime:
 			return errorf(Invalid, "the ALL_TIME window never closes")

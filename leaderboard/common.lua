@@ -29,12 +29,17 @@
 --   season               the SEASON window's state (season.lua writes it, submit.lua reads it): cur, cs, ce, cx
 --                        (the latest season's id, start, end and key expiry, unix s; ce is the endsAt it was started
 --                        with until it is closed early, then the moment it closed), prev, ps, pe, px (the season
---                        before it, which late scores may still reach), grace (the board's grace, s)
+--                        before it, which late scores may still reach), gms (the board's grace, ms), grace (the
+--                        same in whole seconds, as servers before gms read it; gms falls back to it)
 --   seasons              the seasons whose keys have not expired: id -> "<start>,<end>,<key expiry>" (unix s, end
 --                        as ce above)
 --   seasons:used         the ids of the seasons that left 'seasons' (season.lua moves them at the next start): an
 --                        id is never used twice
---   x:<w>:<period>       close mark: the outbox id of the period's close event (close.lua), so it is recorded once
+--   x:<w>:<period>       close fence (fence_key): present once the period is closed, which makes its standings
+--                        final: every script that writes a period refuses a fenced one. close.lua sets it in the
+--                        step that reads the standings for the close event, so the event and the period agree for
+--                        ever; it holds the event's outbox id ('' when the period closed without one: nobody played)
+--                        and lives at least as long as the period's keys
 --   o                    outbox stream of close events (close.lua appends; owned by outboxKey in close.go)
 --   o:dead               close events whose webhook delivery gave up (deadLetterKey in close.go)
 --   del                  tombstone of a deletion still being purged (delete.lua, purge.lua): the token of that
@@ -84,6 +89,8 @@ end
 local LO = 4294967296 -- 2^32: the arrival counter is sqh * 2^32 + seq, both parts exact in doubles
 
 local function zkey(w, p) return base .. 'z:' .. w .. ':' .. p end
+-- fence_key is the close fence of a window period (x: above). Its one owner: Go reads it through fence.lua.
+local function fence_key(w, p) return base .. 'x:' .. w .. ':' .. p end
 local function skey(w, p) return base .. 's:' .. w .. ':' .. p end
 local function hkey(w, p) return base .. 'h:' .. w .. ':' .. p end
 local function vkey(w, p, k) return base .. 'v:' .. w .. ':' .. p .. ':' .. k end
@@ -622,16 +629,17 @@ end
 
 -- season_state reads the SEASON window's state (key 'season' above); ids are nil while no season ever started.
 local function season_state()
-  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'grace')
+  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'gms', 'grace')
   return { cur = v[1] or nil, cs = tonum(v[2]), ce = tonum(v[3]), cx = tonum(v[4]), prev = v[5] or nil,
-    ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]), grace = tonum(v[9]) or 0 }
+    ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]), gms = tonum(v[9]) or (tonum(v[10]) or 0) * 1000 }
 end
 
--- season_of returns the season that a score achieved at ts counts for at now (unix s), and its keys' expiry: the
--- latest or the one before, if it ran at ts (start <= ts < end) and now is at most its end plus the grace. nil:
--- none (the SEASON window skips the score).
-local function season_of(ss, ts, now)
-  if ss.cur and ss.cs <= ts and ts < ss.ce and now <= ss.ce + ss.grace then return ss.cur, ss.cx end
-  if ss.prev and ss.ps <= ts and ts < ss.pe and now <= ss.pe + ss.grace then return ss.prev, ss.px end
+-- season_of returns the season that a score achieved at ts (unix s) counts for at nowms (unix ms), and its keys'
+-- expiry: the latest or the one before, if it ran at ts (start <= ts < end: whole seconds) and nowms is before its
+-- end plus the board's grace. In milliseconds, as Go's close check compares (Board.closedAt): a season closes at
+-- the same moment for both. nil: none (the SEASON window skips the score).
+local function season_of(ss, ts, nowms)
+  if ss.cur and ss.cs <= ts and ts < ss.ce and nowms < ss.ce * 1000 + ss.gms then return ss.cur, ss.cx end
+  if ss.prev and ss.ps <= ts and ts < ss.pe and nowms < ss.pe * 1000 + ss.gms then return ss.prev, ss.px end
   return nil
 end

@@ -25,13 +25,16 @@ func RegistryKey(s *Store, board string) string { return s.registryKey(board) }
 // LibraryFunctions returns how many functions the store's function library registers (one per script).
 func LibraryFunctions() int { return len(library.fn) }
 
-// CloseMarkKey returns the close mark of a window period (close.lua).
-func CloseMarkKey(s *Store, board string, w Window, period string) string {
+// FenceKey returns the close fence of a window period (fence_key in common.lua; Go reads it through fence.lua).
+func FenceKey(s *Store, board string, w Window, period string) string {
 	return s.keyBase(board) + "x:" + windowCodes[w] + ":" + period
 }
 
 // SeasonRegistryKey returns the registry of a board's readable seasons (season.lua).
 func SeasonRegistryKey(s *Store, board string) string { return s.keyBase(board) + "seasons" }
+
+// SeasonStateKey returns the state of a board's SEASON window (season.lua, common.lua's season_state).
+func SeasonStateKey(s *Store, board string) string { return s.keyBase(board) + "season" }
 
 // PeriodKey returns the key of a window period's kind (common.lua's key map: "s" state, "z" ranking), and
 // RecordsKey its record hash number n.

@@ -40,10 +40,11 @@ func eachTarget(t *testing.T, f func(t *testing.T, s *lb.Store, tg redistest.Tar
 	}
 }
 
-// clockedStore returns a store with s's prefix on tg whose clock is the returned test clock, set to at.
+// clockedStore returns a store with s's prefix and publish command on tg whose clock is the returned test clock,
+// set to at.
 func clockedStore(s *lb.Store, tg redistest.Target, at time.Time) (*lb.Store, *testClock) {
 	clock := &testClock{t: at}
-	return lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now}), clock
+	return lb.New(tg.Client, lb.Config{Prefix: s.Prefix(), Clock: clock.Now, PublishCommand: s.PublishCommand()}), clock
 }
 
 func mustBoard(t *testing.T, s *lb.Store, b lb.Board) *lb.Board {

@@ -114,7 +114,7 @@ func (s *Store) StartSeason(ctx context.Context, board, id string, endsAt time.T
 		}
 		start := time.Unix(now.Unix(), 0)
 		out, err = s.seasonCall(ctx, b, "start", now, id, ends.Unix(), b.seasonExpiry(start, ends),
-			int64(b.Grace/time.Second))
+			b.Grace.Milliseconds())
 		return err
 	})
 	return out, err

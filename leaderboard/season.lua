@@ -1,7 +1,7 @@
 -- season opens or closes seasons of a board's SEASON window (key 'season' and 'seasons' in common.lua), in one
 -- step with respect to every submit (submit.lua reads the same state in its own call).
 -- ARGV: definition SHA-1, op ('start' | 'end'), now (unix s, the caller's clock), and for 'start': id, endsAt
--- (unix s, after now), key expiry of the new season (unix s), the board's grace (s).
+-- (unix s, after now), key expiry of the new season (unix s), the board's grace (ms).
 -- Reply: {status, id, start, end, key expiry, closed id | '', its start, its end, its key expiry}: the latest season
 -- after the call and the season this call closed (season_closed), if any ('' fields when none). status: 'started'; 'same' (start of the running season again with the
 -- same endsAt: nothing changed); 'ended'; 'none' (end while no season runs: nothing changed). Errors: LB_CONFLICT
@@ -28,7 +28,7 @@ local function reply(status)
 end
 
 if op == 'start' then
-  local id, endsAt, exp, grace = ARGV[4], tonum(ARGV[5]), tonum(ARGV[6]), tonum(ARGV[7])
+  local id, endsAt, exp, gms = ARGV[4], tonum(ARGV[5]), tonum(ARGV[6]), tonum(ARGV[7])
   if rcall('HEXISTS', rk, id) == 1 then
     if id == ss.cur and now < ss.ce and endsAt == ss.ce then
       return reply('same') -- a retry of the start that opened it
@@ -52,7 +52,7 @@ if op == 'start' then
   if ss.cur then
     rcall('HSET', sk, 'prev', ss.cur, 'ps', ss.cs, 'pe', ss.ce, 'px', ss.cx)
   end
-  rcall('HSET', sk, 'cur', id, 'cs', now, 'ce', endsAt, 'cx', exp, 'grace', grace)
+  rcall('HSET', sk, 'cur', id, 'cs', now, 'ce', endsAt, 'cx', exp, 'gms', gms, 'grace', floor(gms / 1000))
   rcall('HSET', rk, id, now .. ',' .. endsAt .. ',' .. exp)
   ss.cur, ss.cs, ss.ce, ss.cx = id, now, endsAt, exp
   return reply('started')

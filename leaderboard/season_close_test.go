@@ -171,7 +171,7 @@ func TestSeasonCloseLongRetention(t *testing.T) {
 		}
 		// The mark lives as long as the season stays readable (Redis's clock, not the store's: a mark that
 		// expired after a second let the next check record the event again).
-		ttl, err := tg.Client.TTL(ctx, lb.CloseMarkKey(s, b.ID, lb.Season, "long")).Result()
+		ttl, err := tg.Client.TTL(ctx, lb.FenceKey(s, b.ID, lb.Season, "long")).Result()
 		if err != nil || ttl < 300*24*time.Hour {
 			t.Fatalf("close mark TTL %v %v, want the season's readable life", ttl, err)
 		}

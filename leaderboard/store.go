@@ -52,7 +52,7 @@ var (
 	seasonScript = newScript("season", seasonLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
 		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
-		purgeScript, watchScript)
+		purgeScript, watchScript, fenceScript)
 )
 
 // Publish commands for Config.PublishCommand.

@@ -269,11 +269,14 @@ func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time) 
 	for i, w := range b.Windows {
 		period, exp := AllPeriod, int64(0)
 		if w == Season {
-			period = "" // the script picks the season running at achievedAt (season_of in common.lua)
+			// The script picks the season running at achievedAt (season_of in common.lua) and checks its grace
+			// against the clock in milliseconds, closedAt's precision. (The header's clock is whole seconds, so
+			// that the calls of one second merge, see batcher.)
+			period, exp = "", now.UnixMilli()
 		} else if w != AllTime {
 			start := periodStart(w, at, loc)
 			if cur := periodStart(w, now, loc); !start.Equal(cur) {
-				if now.Sub(nextStart(w, start, 1)) > b.Grace {
+				if b.closedAt(nextStart(w, start, 1), now) {
 					return args[:n], "", errorf(PeriodClosed, "the %s period %s is closed", w, periodKey(w, start))
 				}
 			}

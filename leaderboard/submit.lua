@@ -3,14 +3,18 @@
 -- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
 -- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
 -- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), then per
--- item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt
--- (unix s), and per window: period, expireAt (unix s, 0: never); period '' (SEASON) means the season running at
--- updatedAt (season_of), skipped when there is none.
+-- item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt (unix s), and per
+-- window: period, expireAt (unix s, 0: never); for SEASON '' and the caller's clock (unix ms, the same reading as
+-- now): the season running at updatedAt, if its grace has not passed (season_of), else none and the window is
+-- skipped.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
 -- updated, size, tieRank, window index (1-based), period[, event version, event epoch]} for the first window
 -- written ('ok' items carry the event the call published, if any), or {'err', code, message}.
 -- Checks in order: the eventId (a retry gets the first result back, and is not counted), the submission limit
 -- (RATE_LIMITED; only applied items count, in the minute of 'now'), then the item's own checks.
+-- Closed periods: a window period with a close fence (fence_key) is final. A calendar one refuses the item
+-- (PERIOD_CLOSED, nothing written), as Go refuses a late score past the grace; a season is skipped, as a season
+-- whose grace is over is (season_of), and the item counts for the board's other windows.
 --
 -- Each item is planned first (every read and every check, for every window) and written only after that; the
 -- writing part has no error path, so an item is either refused with nothing written or applied whole, and its
@@ -178,6 +182,28 @@ end
 
 local function refuse(code, msg) return { 'err', code, msg } end
 
+-- fenced reports whether the window period of state st is closed (its close fence is set), asked once per call:
+-- nothing in a call closes a period.
+local function fenced(st)
+  if st.fenced == nil then st.fenced = rcall('EXISTS', fence_key(st.w, st.p)) == 1 end
+  return st.fenced
+end
+
+-- period_state returns the state of window w's period p, read once per call.
+local function period_state(w, p)
+  local byp = states[w]
+  if not byp then
+    byp = {}
+    states[w] = byp
+  end
+  local st = byp[p]
+  if not st then
+    st = load_state(w, p)
+    byp[p] = st
+  end
+  return st
+end
+
 -- plan reads and checks everything one item needs; it writes nothing. It returns the plan, or a refusal.
 local function plan(i0)
   local it = { player = ARGV[i0], score = tonum(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
@@ -215,9 +241,12 @@ local function plan(i0)
   -- takes is refused after the loop, with nothing written (planning only reads).
   for wi, w in ipairs(wins) do
     local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], ARGV[i0 + 10 + 2 * (wi - 1)] + 0
-    if p == '' then
+    if p == '' then -- SEASON: exp is the caller's clock in ms
       seasons = seasons or season_state()
-      p, exp = season_of(seasons, it.ts, now)
+      p, exp = season_of(seasons, it.ts, exp)
+      if p and fenced(period_state(w, p)) then p = nil end -- closed: skipped as when its grace is over
+    elseif exp > 0 and fenced(period_state(w, p)) then -- a calendar period (ALL_TIME never closes)
+      return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed')
     end
     if p then
       local ttl = 0
@@ -228,16 +257,7 @@ local function plan(i0)
       else
         it.namesTTL = nil
       end
-      local byp = states[w]
-      if not byp then
-        byp = {}
-        states[w] = byp
-      end
-      local st = byp[p]
-      if not st then
-        st = load_state(w, p)
-        byp[p] = st
-      end
+      local st = period_state(w, p)
       local h = phash(st, player)
       local rk, rec, ots, otok, ox, oexact, om = locate(st, player, h)
       local sx = it.score
@@ -280,7 +300,7 @@ local function plan(i0)
   end
   if #it.wins == 0 then
     return nil, refuse('PERIOD_CLOSED',
-      'no season takes this score: none ran when it was achieved, or its grace is over')
+      'no season takes this score: none ran when it was achieved, or it is closed')
   end
 
   it.metaOut = nil

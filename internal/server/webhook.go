@@ -24,8 +24,8 @@ import (
 // Webhook request headers (README "Period-close events and webhooks").
 const (
 	HeaderEventID   = "X-Leaderboard-Event-Id"  // the event's idempotency id, the same on every attempt
-	HeaderSignature = "X-Leaderboard-Signature" // "sha256=" and the hex HMAC-SHA256 of the body with WEBHOOK_SECRET
-	HeaderTimestamp = "X-Leaderboard-Timestamp" // unix seconds when this attempt was sent
+	HeaderSignature = "X-Leaderboard-Signature" // "t=<unix s>,v1=<hex HMAC-SHA256 of "<t>.<body>">": see Signature
+	HeaderTimestamp = "X-Leaderboard-Timestamp" // unix seconds when this attempt was sent: the signature's t
 	HeaderAttempt   = "X-Leaderboard-Attempt"   // 1 for the first attempt, then 2, 3, ...
 )
 
@@ -108,11 +108,16 @@ func webhookBody(ev *leaderboard.CloseEvent) []byte {
 	return body
 }
 
-// Signature returns the value of HeaderSignature for body.
-func Signature(secret string, body []byte) string {
+// Signature returns the value of HeaderSignature for body sent at t (unix s): "t=<t>,v1=<hex>", the hex being the
+// HMAC-SHA256 with WEBHOOK_SECRET of t in decimal, ".", and the body (as Stripe signs). The timestamp is signed
+// with the body, so a receiver that rejects old timestamps rejects a replayed request, which it could not re-sign.
+func Signature(secret string, t int64, body []byte) string {
 	m := hmac.New(sha256.New, []byte(secret))
+	ts := strconv.FormatInt(t, 10)
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
 	m.Write(body)
-	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+	return "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
 // webhooks delivers the close events of every board's outbox to the WEBHOOK_URLS: each URL is a consumer group
@@ -372,8 +377,9 @@ func (w *webhooks) post(ctx context.Context, target, id string, body []byte, att
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "leaderboard-webhooks")
 	req.Header.Set(HeaderEventID, id)
-	req.Header.Set(HeaderSignature, Signature(w.cfg.WebhookSecret, body))
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	sent := w.store.Now().Unix()
+	req.Header.Set(HeaderSignature, Signature(w.cfg.WebhookSecret, sent, body))
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(sent, 10))
 	req.Header.Set(HeaderAttempt, strconv.FormatInt(attempt, 10))
 	resp, err := w.client.Do(req)
 	if err != nil {
