@@ -32,7 +32,8 @@ const DefaultSnapshotTTL = time.Minute
 // (snapshot.lua): what an export pages through, so that a board that moves while a client reads the file still
 // gives every player once, each row's name, score and updatedAt from the same moment as its rank. It lists what
 // Top lists (on exactTop boards, the exact tier). The copy costs Redis memory and time in proportion to the
-// period (figures in the README's export section): hold few at once, and Close each one.
+// period (about the memory of its keys, and seconds of Redis time for a million players): hold few at once, and
+// Close each one.
 //
 // Its keys expire SnapshotTTL after the last renewal; a goroutine renews them every third of that until Close,
 // so a process that dies mid-export leaves nothing behind for longer.
@@ -49,8 +50,9 @@ type Snapshot struct {
 	done chan struct{} // closed when they have
 }
 
-// Snapshot copies the standings of v as they are now (see Snapshot). The copy is one script that takes Redis
-// time in proportion to the period's size (about a second per million players); ctx should allow for that.
+// Snapshot copies the standings of v as they are now (see Snapshot). The copy is one script that holds Redis for
+// a time in proportion to the period's size (seconds for a million players); ctx, and the client's socket
+// timeout, must allow for that.
 func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
 	var snap *Snapshot
 	err := s.fresh(v.Board, func() error {

@@ -147,6 +147,11 @@ func TestSnapshotIsOneMoment(t *testing.T) {
 					names = tg.Client.HLen(ctx, k).Val()
 				}
 			}
+			for _, k := range keysMatching(t, tg, s.SnapshotKeys(c.board)) { // the default TTL: a minute
+				if d := tg.Client.PTTL(ctx, k).Val(); d <= 0 || d > lb.DefaultSnapshotTTL || lb.DefaultSnapshotTTL != time.Minute {
+					t.Fatalf("%s: TTL %v", k, d)
+				}
+			}
 			if recs != wantRecs || names != wantNames || wantNames == 0 {
 				t.Fatalf("%s: the snapshot holds %d records and %d names; want %d and %d", c.board, recs, names,
 					wantRecs, wantNames)

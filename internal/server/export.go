@@ -26,7 +26,7 @@ const ExportPage = leaderboard.MaxFirst
 
 const (
 	// exportSnapshotTimeout bounds the copy an export starts with (leaderboard.Snapshot): a script that holds
-	// Redis for about a second per million players of the period (see the README's export section).
+	// Redis for seconds for a million players of the period (see the README's export section).
 	exportSnapshotTimeout = 30 * time.Second
 	// exportRetryAfter is the Retry-After (seconds) of an export refused because too many run.
 	exportRetryAfter = 10 * time.Second
@@ -57,7 +57,7 @@ const (
 	// exportCopySpacing: copies hold Redis at most 1 / (1 + exportCopySpacing) of the time (a tenth).
 	exportCopySpacing = 9
 	// exportCopyWait is the longest an export waits for its copy's turn.
-	exportCopyWait = 2 * time.Second
+	exportCopyWait = 10 * time.Second
 )
 
 // newExports makes the exports of a server over Redis options o: max at once (0: none), a pool of two

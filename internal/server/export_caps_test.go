@@ -24,6 +24,7 @@ import (
 // negative score too). NDJSON keeps the exact text. The expected cells are written out by hand, and the file is
 // read back with encoding/csv.
 func TestExportCSVInjection(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, testConfig(t))
 	s.create(t, map[string]any{"id": "csv", "mode": "LATEST"})
 	for i, c := range []struct{ id, name string }{
@@ -99,6 +100,31 @@ func TestExportCSVInjection(t *testing.T) {
 	}
 }
 
+// loadWide fills a board with players p00000.. scoring their number, each with about 850 bytes of metadata, so
+// that an export of 10,000 of them (about 8 MB of NDJSON) is far more than the sockets between server and client
+// hold.
+func loadWide(t *testing.T, s *testServer, board string, players int) {
+	t.Helper()
+	pad := json.RawMessage(fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 800)))
+	var subs []leaderboard.Submission
+	for i := range players {
+		subs = append(subs, leaderboard.Submission{Board: board, Player: fmt.Sprintf("p%05d", i), Score: float64(i),
+			Metadata: pad})
+		if len(subs) == leaderboard.MaxBulk || i == players-1 {
+			outs, err := s.Store.SubmitMany(context.Background(), subs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range outs {
+				if o.Err != nil {
+					t.Fatal(o.Err)
+				}
+			}
+			subs = subs[:0]
+		}
+	}
+}
+
 // heldExport starts an export and reads only its headers: the export then blocks on its socket (the file is far
 // larger than the socket buffers), holding its slot and its address's share until closed.
 func heldExport(t *testing.T, s *testServer, board string) *http.Response {
@@ -165,25 +191,10 @@ func TestExportCaps(t *testing.T) {
 	still := time.Now()
 	s.App.exports.now = func() time.Time { return still }
 	s.create(t, map[string]any{"id": "wide"})
-	const players = 10_000 // about 8 MB of NDJSON: more than the sockets hold
-	var subs []leaderboard.Submission
-	pad := json.RawMessage(fmt.Sprintf(`{"pad":%q}`, strings.Repeat("x", 800)))
-	for i := range players {
-		subs = append(subs, leaderboard.Submission{Board: "wide", Player: fmt.Sprintf("p%05d", i),
-			Score: float64(i), Metadata: pad})
-		if len(subs) == leaderboard.MaxBulk {
-			outs, err := s.Store.SubmitMany(context.Background(), subs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, o := range outs {
-				if o.Err != nil {
-					t.Fatal(o.Err)
-				}
-			}
-			subs = subs[:0]
-		}
-	}
+	const players = 10_000
+	start := time.Now()
+	loadWide(t, s, "wide", players)
+	t.Logf("loaded in %v", time.Since(start))
 	off := testConfig(t)
 	off.ExportConcurrency = 0
 	s0 := startServer(t, off)
@@ -264,6 +275,7 @@ func TestExportCaps(t *testing.T) {
 // exportCopySpacing * d later: an export that would wait longer than exportCopyWait is 503 RATE_LIMITED with
 // Retry-After the rest of that wait (in whole seconds, rounded up); a shorter wait is waited out.
 func TestExportCopyTurns(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, testConfig(t))
 	s.create(t, map[string]any{"id": "turns"})
 	s.submit(t, map[string]any{"board": "turns", "playerId": "p", "score": 1})
@@ -289,5 +301,57 @@ func TestExportCopyTurns(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"playerId":"p"`) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+}
+
+// TestExportSlowReaderCut: a client that stops reading is cut off once a page has waited WRITE_TIMEOUT for its
+// socket: the export ends (its snapshot's keys go), and the client finds the file cut, never complete-looking.
+func TestExportSlowReaderCut(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.WriteTimeout = time.Second
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "slow"})
+	const players = 10_000
+	loadWide(t, s, "slow", players)
+	resp := heldExport(t, s, "slow")
+	defer resp.Body.Close()
+	waitSnapshots(t, s, "slow", 1)
+	waitSnapshots(t, s, "slow", 0) // the server gave up on the stalled client
+	rows := 0
+	r := bufio.NewReader(resp.Body)
+	var err error
+	for {
+		if _, err = r.ReadBytes('\n'); err != nil {
+			break
+		}
+		rows++
+	}
+	if err == io.EOF || rows >= players {
+		t.Fatalf("the stalled export ended cleanly after %d of %d rows (%v); want it cut off", rows, players, err)
+	}
+	t.Logf("cut off after %d rows: %v", rows, err)
+}
+
+// TestExportConcurrencySetting: EXPORT_CONCURRENCY is 2 unless set; 0 is allowed (no exports), a negative or
+// non-numeric value is refused.
+func TestExportConcurrencySetting(t *testing.T) {
+	t.Parallel()
+	for env, want := range map[string]int{"": 2, "5": 5, "0": 0, "-1": -1, "many": -1} {
+		cfg, err := LoadConfig(nil, func(k string) string {
+			if k == "EXPORT_CONCURRENCY" {
+				return env
+			}
+			return ""
+		})
+		if want < 0 {
+			if err == nil {
+				t.Errorf("EXPORT_CONCURRENCY=%q: no error", env)
+			}
+			continue
+		}
+		if err != nil || cfg.ExportConcurrency != want {
+			t.Errorf("EXPORT_CONCURRENCY=%q: %d, %v; want %d", env, cfg.ExportConcurrency, err, want)
+		}
 	}
 }
