@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -73,8 +74,9 @@ func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
 		}
 		if err != nil {
 			err = redisError(err)
-			if OutcomeUnknown(err) {
-				// The copy may have been made (or still be running: Redis runs this after it).
+			if code := ErrorCode(err); (code == Unavailable || code == Internal) && !errors.Is(err, errStaleDef) {
+				// Not a refusal of the script's: the copy may have been made (or still be running: Redis runs
+				// this after it). Deleting a copy that was never made changes nothing.
 				dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				_ = sn.drop(dropCtx)
 				cancel()

@@ -194,7 +194,8 @@ func TestSnapshotIsOneMoment(t *testing.T) {
 
 // TestSnapshotExpires: every key of a snapshot has a TTL of at most SnapshotTTL; the snapshot outlives that TTL
 // while it is open (renewed), and once its renewals stop without a Close (a process that died) its keys are gone
-// within the TTL. A snapshot of a board that is deleted is NOT_FOUND, and its keys go with the board's.
+// within the TTL. A snapshot of a board that is deleted is NOT_FOUND, and its keys go with the board's. A
+// Snapshot call that gives up before Redis answers (its deadline passed while the copy ran) leaves no copy.
 func TestSnapshotExpires(t *testing.T) {
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
@@ -248,6 +249,42 @@ func TestSnapshotExpires(t *testing.T) {
 		}
 		if left := keysMatching(t, tg, s.SnapshotKeys("brief")); len(left) > 0 {
 			t.Fatalf("keys left after the board's deletion: %v", left)
+		}
+
+		mustBoard(t, st, lb.Board{ID: "wide"})
+		scores := make([]float64, 30_000)
+		for i := range scores {
+			scores[i] = float64(i % 1000)
+		}
+		load(t, st, "wide", scores)
+		// A client whose calls end at their context's deadline, as the server's do.
+		var rdb redis.UniversalClient
+		if cc, ok := tg.Client.(*redis.ClusterClient); ok {
+			o := *cc.Options()
+			o.ContextTimeoutEnabled = true
+			rdb = redis.NewClusterClient(&o)
+		} else {
+			o := *tg.Client.(*redis.Client).Options()
+			o.ContextTimeoutEnabled = true
+			rdb = redis.NewClient(&o)
+		}
+		defer rdb.Close()
+		bounded := lb.New(rdb, lb.Config{Prefix: s.Prefix()})
+		if _, err := bounded.Top(ctx, lb.View{Board: "wide"}, 0, 1); err != nil { // connected, library loaded
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(ctx, 2*time.Millisecond)
+		defer cancel()
+		if sn, err := bounded.Snapshot(short, lb.View{Board: "wide"}); err == nil {
+			sn.Close(ctx)
+			t.Log("the copy of 30,000 players was made within 2 ms: the give-up path was not taken")
+		} else if lb.ErrorCode(err) != lb.Unavailable {
+			t.Fatalf("Snapshot past its deadline: %v, want UNAVAILABLE", err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); len(keysMatching(t, tg, s.SnapshotKeys("wide"))) > 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("a Snapshot that gave up left its copy")
+			}
 		}
 	})
 }
