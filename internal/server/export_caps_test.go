@@ -327,7 +327,6 @@ func TestExportCopyTurns(t *testing.T) {
 // TestExportSlowReaderCut: a client that stops reading is cut off once a page has waited WRITE_TIMEOUT for its
 // socket: the export ends (its snapshot's keys go), and the client finds the file cut, never complete-looking.
 func TestExportSlowReaderCut(t *testing.T) {
-	t.Parallel()
 	cfg := testConfig(t)
 	cfg.WriteTimeout = time.Second
 	s := startServer(t, cfg)
@@ -380,7 +379,6 @@ func TestExportConcurrencySetting(t *testing.T) {
 // export gives exactly the rows that paging `top` through GraphQL gives, on a board copied whole and on an
 // exactTop board whose tail records are left out of the copy; no snapshot key is left after.
 func TestExportStores(t *testing.T) {
-	t.Parallel()
 	for _, store := range []string{"cluster", "embedded"} {
 		t.Run(store, func(t *testing.T) {
 			cfg := testConfig(t)

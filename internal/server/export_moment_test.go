@@ -67,7 +67,6 @@ type momentRow struct {
 // model's row at that prefix: rank and order (score, then first arrival), tieRank, topPercent, score, name,
 // metadata and updatedAt of the same submission.
 func TestExportOneMoment(t *testing.T) {
-	t.Parallel()
 	clock := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
 	cfg := testConfig(t)
 	cfg.Clock = func() time.Time { return clock }
