@@ -201,7 +201,8 @@ func waitSnapshots(t *testing.T, s *testServer, board string, n int) {
 // HEAD still answers), an export counts against MAX_CONNS_PER_ADDR as a websocket does (with two exports and a
 // websocket from an address at 3, another export is 429 RATE_LIMITED with Retry-After, and so is another
 // websocket), a client that aborts its export frees its slot and its snapshot's keys, and when every export is
-// over no snapshot key and no goroutine is left. EXPORT_CONCURRENCY=0 refuses every export.
+// over no snapshot key and no goroutine is left. EXPORT_CONCURRENCY=0 refuses every export. A client that stops
+// reading is cut off after WRITE_TIMEOUT.
 func TestExportCaps(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.ExportConcurrency, cfg.MaxConnsPerAddr = 2, 3
@@ -289,6 +290,29 @@ func TestExportCaps(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines after the exports, %d before\n%s", n, base, buf[:runtime.Stack(buf, true)])
 	}
+
+	// A client that stops reading is cut off once a page has waited WRITE_TIMEOUT for its socket: the export
+	// ends (its snapshot goes), and the client finds the file cut, never complete-looking. (A server of its own
+	// with a short WRITE_TIMEOUT, on the same keys.)
+	slow := testConfig(t)
+	slow.KeyPrefix, slow.WriteTimeout = cfg.KeyPrefix, time.Second
+	s1 := startServer(t, slow)
+	resp := heldExport(t, s1, "wide")
+	defer resp.Body.Close()
+	waitSnapshots(t, s1, "wide", 1)
+	waitSnapshots(t, s1, "wide", 0) // the server gave up on the stalled client
+	rows := 0
+	r := bufio.NewReader(resp.Body)
+	for {
+		if _, err = r.ReadBytes('\n'); err != nil {
+			break
+		}
+		rows++
+	}
+	if err == io.EOF || rows >= players {
+		t.Fatalf("the stalled export ended cleanly after %d of %d rows (%v); want it cut off", rows, players, err)
+	}
+	t.Logf("the stalled export was cut off after %d rows: %v", rows, err)
 }
 
 // TestExportCopyTurns: copies take turns, and after a copy that took d the next starts no sooner than
@@ -322,34 +346,6 @@ func TestExportCopyTurns(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"playerId":"p"`) {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-}
-
-// TestExportSlowReaderCut: a client that stops reading is cut off once a page has waited WRITE_TIMEOUT for its
-// socket: the export ends (its snapshot's keys go), and the client finds the file cut, never complete-looking.
-func TestExportSlowReaderCut(t *testing.T) {
-	cfg := testConfig(t)
-	cfg.WriteTimeout = time.Second
-	s := startServer(t, cfg)
-	s.create(t, map[string]any{"id": "slow"})
-	const players = 10_000
-	loadWide(t, s, "slow", players)
-	resp := heldExport(t, s, "slow")
-	defer resp.Body.Close()
-	waitSnapshots(t, s, "slow", 1)
-	waitSnapshots(t, s, "slow", 0) // the server gave up on the stalled client
-	rows := 0
-	r := bufio.NewReader(resp.Body)
-	var err error
-	for {
-		if _, err = r.ReadBytes('\n'); err != nil {
-			break
-		}
-		rows++
-	}
-	if err == io.EOF || rows >= players {
-		t.Fatalf("the stalled export ended cleanly after %d of %d rows (%v); want it cut off", rows, players, err)
-	}
-	t.Logf("cut off after %d rows: %v", rows, err)
 }
 
 // TestExportConcurrencySetting: EXPORT_CONCURRENCY is 2 unless set; 0 is allowed (no exports), a negative or
