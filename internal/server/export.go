@@ -28,7 +28,8 @@ const (
 	// exportSnapshotTimeout bounds the copy an export starts with (leaderboard.Snapshot): a script that holds
 	// Redis for seconds for a million players of the period (see the README's export section).
 	exportSnapshotTimeout = 30 * time.Second
-	// exportRetryAfter is the Retry-After (seconds) of an export refused because too many run.
+	// exportRetryAfter is the Retry-After of an export refused because its address or the server has as many
+	// running as it may.
 	exportRetryAfter = 10 * time.Second
 )
 
@@ -127,7 +128,8 @@ func (e *exports) endCopy(start time.Time) {
 // meanwhile are still listed once each, as they stood. An export counts against MAX_CONNS_PER_ADDR like an event
 // stream, and at most EXPORT_CONCURRENCY run at once. Errors before the first row are a JSON body {"errors":
 // [{message, extensions.code}]}: 400 BAD_USER_INPUT, 401 UNAUTHENTICATED, 404 NOT_FOUND, 429 RATE_LIMITED (this
-// address's share, Retry-After), 503 RATE_LIMITED (every export slot taken, Retry-After), 503 UNAVAILABLE, 500
+// address's share, Retry-After), 503 RATE_LIMITED (every export slot taken, or the copy's turn too far off;
+// Retry-After), 503 UNAVAILABLE, 500
 // INTERNAL; a failure while streaming aborts the response (the client sees it cut, never a shorter valid file).
 func (a *App) export(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
