@@ -44,6 +44,9 @@
 --   o:dead               close events whose webhook delivery gave up (deadLetterKey in close.go)
 --   del                  tombstone of a deletion still being purged (delete.lua, purge.lua): the token of that
 --                        deletion; no def then, and create.lua refuses the id until the purge removes it
+--   snap:<id>:<kind>     an export's copy of one window period at one moment (snapshot.lua; snapshot.go owns
+--                        it): s (its state: cnt, lvl, sp, hv as the period's, rows, nb record hashes), z, m, and
+--                        r:<n> in the period's record layout. Every part has a TTL that the export renews.
 -- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
 -- never written already expired, whatever Redis's own clock says.
 local base -- KEYS[1], set at the start of every call (see script.go)
@@ -96,6 +99,7 @@ local function hkey(w, p) return base .. 'h:' .. w .. ':' .. p end
 local function vkey(w, p, k) return base .. 'v:' .. w .. ':' .. p .. ':' .. k end
 local VMAX = 128 -- distinct scores counted one by one per histogram bucket (a hash of this size stays a listpack)
 local function rkey(w, p, n) return base .. 'r:' .. w .. ':' .. p .. ':' .. n end
+local function snap_base(id) return base .. 'snap:' .. id .. ':' end
 local LIMIT_TTL = 120 -- s a submission counter outlives the start of its minute (a minute, and slack for skew)
 local function limit_key(now, player) return base .. 'l:' .. floor(now / 60) .. ':' .. player end
 
@@ -572,12 +576,12 @@ local function entries(st, players, first, fields, out)
 end
 
 -- metas returns the metadata of a list of players ('' for none), with one HMGET per 500 of them: one Redis call per
--- player would cost a page of 100 a quarter of its time.
-local function metas(players)
-  if #players == 1 then return { meta_of(players[1]) } end -- HGET: cheaper than HMGET for one
+-- player would cost a page of 100 a quarter of its time. mk: the names hash (nil: the board's; a snapshot's).
+local function metas(players, mk)
+  if #players == 1 and not mk then return { meta_of(players[1]) } end -- HGET: cheaper than HMGET for one
   local out = {}
   for i = 1, #players, 500 do
-    local v = rcall('HMGET', base .. 'm', unpack_(players, i, min(i + 499, #players)))
+    local v = rcall('HMGET', mk or base .. 'm', unpack_(players, i, min(i + 499, #players)))
     for j = 1, #v do out[#out + 1] = v[j] or '' end
   end
   return out
@@ -586,11 +590,12 @@ end
 -- append_rows adds entries for ZRANGE ... WITHSCORES rows whose first row has rank first. The rows are
 -- consecutive, so a row's tieRank is the previous row's when their scores are equal and its own rank otherwise;
 -- only the first row's takes a ZCOUNT (none at rank 1). fields: see F_ALL (updatedAt costs a record lookup a row).
+-- st.mk, when set, is the names hash to read (a snapshot's).
 local function append_rows(st, rows, first, out, fields)
   local players = {}
   for i = 1, #rows, 2 do players[#players + 1] = member_player(rows[i]) end
   local m = {}
-  if has(fields, F_META) then m = metas(players) end
+  if has(fields, F_META) then m = metas(players, st.mk) end
   local updated, ties = has(fields, F_UPDATED), has(fields, F_TIE)
   local tie, prev = 1, nil
   for k, p in ipairs(players) do

@@ -54,3 +54,11 @@ func RecordBucket(hv, lvl, sp int, id string) uint64 {
 
 // PlainReads returns how many Ranks reads the store answered without a script (ranksplain.go).
 func PlainReads(s *Store) int64 { return s.plainReads.Load() }
+
+// AbandonSnapshot stops a snapshot's renewals and leaves its keys, as a process that died mid-export would.
+func AbandonSnapshot(sn *Snapshot) {
+	sn.once.Do(func() {
+		close(sn.stop)
+		<-sn.done
+	})
+}

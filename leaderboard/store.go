@@ -52,7 +52,7 @@ var (
 	seasonScript = newScript("season", seasonLua, false)
 	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
 		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
-		purgeScript, watchScript, fenceScript)
+		purgeScript, watchScript, fenceScript, snapshotScript, snapPageScript, snapKeysScript)
 )
 
 // Publish commands for Config.PublishCommand.
@@ -85,6 +85,9 @@ type Config struct {
 	// of up to 64 calls on BatchLanes connections at once (see batcher); each call stays its own atomic script.
 	// 0 (the default): every call goes on its own.
 	BatchLanes int
+	// SnapshotTTL is how long an export's snapshot (Snapshot) outlives its last renewal, so that the copy of a
+	// process that died mid-export frees itself. Default DefaultSnapshotTTL.
+	SnapshotTTL time.Duration
 }
 
 // Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for

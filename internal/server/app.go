@@ -47,6 +47,7 @@ type App struct {
 	GeneratedKey string
 	Metrics      *Metrics
 	ws           *websockets
+	exports      *exports // EXPORT_CONCURRENCY slots and their Redis client (export.go)
 	gql          *handler.Server
 	schema       *ast.Schema
 	tracing      *sdktrace.TracerProvider // nil: tracing off
@@ -116,6 +117,8 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		Clock: cfg.Clock})
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
+	a.exports = newExports(opts, cfg.ExportConcurrency, leaderboard.Config{Prefix: cfg.KeyPrefix,
+		PublishCommand: publish, Clock: cfg.Clock})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
 		PreparedResults: cfg.PreparedResults,
@@ -126,6 +129,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	resolver.OnSubscription = a.Metrics.OnSubscription
 	a.Metrics.WatchHub(a.Hub, a.rdb)
 	a.rdb.AddHook(redisHook{a.Metrics, log})
+	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
 	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
 		cfg.MaxSubscriptionsPerConn, a.Metrics)
 	a.ws.clientAddr = px.limitAddr
@@ -267,6 +271,7 @@ func (a *App) Close() {
 	a.stopHub()
 	a.rdb.Close()
 	a.probe.Close()
+	a.exports.rdb.Close()
 	if a.embedded != nil {
 		a.embedded.Close()
 	}

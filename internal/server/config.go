@@ -40,7 +40,8 @@ type Config struct {
 	MaxQueryComplexity      int           // MAX_QUERY_COMPLEXITY: default 50000 (one list field counts per row)
 	MaxWSMessageBytes       int64         // MAX_WS_MESSAGE_BYTES: one websocket message from a client; default 64 KiB
 	MaxSubscriptionsPerConn int           // MAX_SUBSCRIPTIONS_PER_CONN: default 100
-	MaxConnsPerAddr         int           // MAX_CONNS_PER_ADDR: websocket connections per client IP; default 200
+	MaxConnsPerAddr         int           // MAX_CONNS_PER_ADDR: websockets, event streams and exports per client IP; default 200
+	ExportConcurrency       int           // EXPORT_CONCURRENCY: exports running at once in this process; default 2, 0: none
 	WSPingInterval          time.Duration // WS_PING_INTERVAL: websocket ping period; a peer that answers none for two is dropped; default 20s
 	WSProtocolPings         bool          // WS_PROTOCOL_PINGS: also send graphql-transport-ws ping messages (never required); default false
 	RequestTimeout          time.Duration // REQUEST_TIMEOUT: per HTTP GraphQL request; default 10s
@@ -138,6 +139,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		MaxWSMessageBytes:       envInt("MAX_WS_MESSAGE_BYTES", 64<<10),
 		MaxSubscriptionsPerConn: int(envInt("MAX_SUBSCRIPTIONS_PER_CONN", 100)),
 		MaxConnsPerAddr:         int(envInt("MAX_CONNS_PER_ADDR", 200)),
+		ExportConcurrency:       int(envInt("EXPORT_CONCURRENCY", 2)),
 		WSPingInterval:          envDur("WS_PING_INTERVAL", 20*time.Second),
 		WSProtocolPings:         envBool("WS_PROTOCOL_PINGS", false),
 		RequestTimeout:          envDur("REQUEST_TIMEOUT", 10*time.Second),

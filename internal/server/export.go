@@ -3,34 +3,134 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/graph/model"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// ExportPage is how many rows an export reads from Redis at a time (one top read of ranks offset+1 ..
-// offset+ExportPage, leaderboard.MaxFirst); only one page is held in memory, whatever the size of the period.
+// ExportPage is how many rows an export reads from Redis at a time (one read of ranks offset+1 ..
+// offset+ExportPage of its snapshot, leaderboard.MaxFirst); only one page is held in memory, whatever the size of
+// the period.
 const ExportPage = leaderboard.MaxFirst
+
+const (
+	// exportSnapshotTimeout bounds the copy an export starts with (leaderboard.Snapshot): a script that holds
+	// Redis for seconds for a million players of the period (see the README's export section).
+	exportSnapshotTimeout = 30 * time.Second
+	// exportRetryAfter is the Retry-After of an export refused because its address or the server has as many
+	// running as it may.
+	exportRetryAfter = 10 * time.Second
+)
 
 // exportColumns are the fields of an exported row, the fields of a GraphQL Entry, in this order (the CSV header).
 var exportColumns = []string{"playerId", "displayName", "rank", "tieRank", "approximate", "score", "topPercent",
 	"updatedAt", "metadata"}
 
+// exports are the exports a server runs at once: EXPORT_CONCURRENCY of them, each on the store and Redis client
+// of exports (newExports), whose timeout lets the snapshot script run for seconds without the API's pool or
+// socket timeout being the one that allows it. The copies exports start with are the part that holds Redis
+// (every other client waits meanwhile): one at a time, and after one that took d the next starts no sooner than
+// exportCopySpacing * d later, so that exports aborted and started again and again cannot keep Redis busy. An
+// export waits up to exportCopyWait for its turn; beyond that it is refused.
+type exports struct {
+	store *leaderboard.Store
+	rdb   redis.UniversalClient
+	slots chan struct{}
+	turn  chan struct{}    // the copy's turn: one holder
+	now   func() time.Time // time.Now; tests set it
+
+	mu       sync.Mutex
+	nextCopy time.Time // no copy starts before
+}
+
+const (
+	// exportCopySpacing: copies hold Redis at most 1 / (1 + exportCopySpacing) of the time (a tenth).
+	exportCopySpacing = 9
+	// exportCopyWait is the longest an export waits for its copy's turn.
+	exportCopyWait = 10 * time.Second
+)
+
+// newExports makes the exports of a server over Redis options o: max at once (0: none), a pool of two
+// connections each (the pages, and the renewal of the snapshot's TTL).
+func newExports(o *redis.UniversalOptions, max int, sc leaderboard.Config) *exports {
+	rdb := newRedisClient(o, 2*max+1, exportSnapshotTimeout)
+	return &exports{store: leaderboard.New(rdb, sc), rdb: rdb, slots: make(chan struct{}, max),
+		turn: make(chan struct{}, 1), now: time.Now}
+}
+
+// acquire takes one of the slots without waiting, or reports that all are taken.
+func (e *exports) acquire() bool {
+	select {
+	case e.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (e *exports) release() { <-e.slots }
+
+// beginCopy waits for a copy's turn, at most exportCopyWait. When it gets it, the copy ends with endCopy(start);
+// otherwise retry says when to ask again.
+func (e *exports) beginCopy(ctx context.Context) (start time.Time, retry time.Duration) {
+	t := time.NewTimer(exportCopyWait)
+	defer t.Stop()
+	select {
+	case e.turn <- struct{}{}:
+	case <-t.C:
+		return time.Time{}, exportCopyWait
+	case <-ctx.Done():
+		return time.Time{}, exportCopyWait
+	}
+	e.mu.Lock()
+	wait := e.nextCopy.Sub(e.now())
+	e.mu.Unlock()
+	if wait > exportCopyWait {
+		<-e.turn
+		return time.Time{}, wait
+	}
+	if wait > 0 {
+		t.Reset(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			<-e.turn
+			return time.Time{}, exportCopyWait
+		}
+	}
+	return e.now(), 0
+}
+
+func (e *exports) endCopy(start time.Time) {
+	e.mu.Lock()
+	end := e.now()
+	e.nextCopy = end.Add(exportCopySpacing * end.Sub(start))
+	e.mu.Unlock()
+	<-e.turn
+}
+
 // export serves GET /export/<board>?window=&period=&format=csv|ndjson: every row that paging `top` returns for the
-// window period (defaults as in GraphQL: the board's first window, its current period), in rank order, each field
-// rendered as GraphQL renders it. CSV (the default) has a header row; NDJSON is one JSON object per line. The rows
-// are streamed page by page. Errors before the first row are a JSON body {"errors": [{message, extensions.code}]}:
-// 400 BAD_USER_INPUT, 401 UNAUTHENTICATED, 404 NOT_FOUND, 429 RATE_LIMITED, 503 UNAVAILABLE, 500 INTERNAL; a
-// failure while streaming aborts the response (the client sees it cut, never a shorter valid file).
+// window period (defaults as in GraphQL: the board's first window, its current period) at one moment, in rank
+// order, each field rendered as GraphQL renders it. CSV (the default) has a header row and neutralises text
+// cells that a spreadsheet would run as formulas (csvText); NDJSON is one JSON object per line. The export copies
+// the period's standings first (leaderboard.Snapshot) and streams the copy page by page, so players who move
+// meanwhile are still listed once each, as they stood. An export counts against MAX_CONNS_PER_ADDR like an event
+// stream, and at most EXPORT_CONCURRENCY run at once. Errors before the first row are a JSON body {"errors":
+// [{message, extensions.code}]}: 400 BAD_USER_INPUT, 401 UNAUTHENTICATED, 404 NOT_FOUND, 429 RATE_LIMITED (this
+// address's share, Retry-After), 503 RATE_LIMITED (every export slot taken, or the copy's turn too far off;
+// Retry-After), 503 UNAVAILABLE, 500
+// INTERNAL; a failure while streaming aborts the response (the client sees it cut, never a shorter valid file).
 func (a *App) export(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -73,23 +173,121 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 		exportError(w, http.StatusNotFound, leaderboard.NotFound, "no leaderboard id in the path: /export/<board>")
 		return
 	}
-	ctx := r.Context()
-	res, err := a.Store.Resolve(ctx, v)
-	var page *leaderboard.Page
-	if err == nil {
-		v = leaderboard.View{Board: res.Board.ID, Window: res.Window, Period: res.Period} // a rollover does not move it
-		page, err = a.exportPage(ctx, v, 0)
-	}
+	res, err := a.Store.Resolve(r.Context(), v)
 	if err != nil {
 		exportError(w, exportStatus(leaderboard.ErrorCode(err)), leaderboard.ErrorCode(err), leaderboard.ErrorMessage(err))
 		return
 	}
+	v = leaderboard.View{Board: res.Board.ID, Window: res.Window, Period: res.Period} // a rollover does not move it
 	name := strings.Map(func(c rune) rune {
 		if c < 0x20 || c >= 0x7f || strings.ContainsRune(`"\/;`, c) {
 			return '_'
 		}
 		return c
 	}, v.Board+"-"+string(v.Window)+"-"+v.Period)
+	if r.Method == http.MethodHead { // the headers a GET would get, without its copy
+		exportHeaders(w, format, name)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+
+	// An export is a long-lived stream: it takes a share of its address (MAX_CONNS_PER_ADDR, as websockets and
+	// event streams do; shutdown ends it), then one of the server's export slots.
+	addr := a.proxies.clientAddr(r)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	retryAfter(w, exportRetryAfter) // for reserve's refusals; an export that starts drops it
+	if !a.ws.reserve(w, addr, a.cfg.MaxConnsPerAddr, &cancel) {
+		return
+	}
+	defer a.ws.releaseStream(addr, &cancel)
+	if !a.exports.acquire() {
+		exportError(w, http.StatusServiceUnavailable, leaderboard.RateLimited,
+			"too many exports are running on this server; retry later")
+		return
+	}
+	defer a.exports.release()
+	start, wait := a.exports.beginCopy(ctx)
+	if wait > 0 {
+		retryAfter(w, wait)
+		exportError(w, http.StatusServiceUnavailable, leaderboard.RateLimited,
+			"this server is copying standings for another export, or has just done so; retry later")
+		return
+	}
+	w.Header().Del("Retry-After")
+	snapCtx, snapCancel := context.WithTimeout(ctx, exportSnapshotTimeout)
+	snap, err := a.exports.store.Snapshot(snapCtx, v)
+	snapCancel()
+	a.exports.endCopy(start)
+	if err != nil {
+		if ctx.Err() == nil && leaderboard.ErrorCode(err) == leaderboard.Internal {
+			a.log.Error("export: copying the standings failed", "board", v.Board, "err", err)
+		}
+		exportError(w, exportStatus(leaderboard.ErrorCode(err)), leaderboard.ErrorCode(err), leaderboard.ErrorMessage(err))
+		return
+	}
+	defer func() { // also when the client went away, or a page failed (panic)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := snap.Close(closeCtx); err != nil {
+			a.log.Warn("export: deleting its snapshot failed; its keys expire by themselves", "board", v.Board,
+				"err", err)
+		}
+	}()
+	exportHeaders(w, format, name)
+	w.WriteHeader(http.StatusOK)
+	// The server's write timeout bounds each page, not the whole export (which may take minutes): a reader that
+	// stalls for WRITE_TIMEOUT is cut off, and never holds more than a page of the server's memory.
+	rc := http.NewResponseController(w)
+	var buf bytes.Buffer
+	if format == "csv" {
+		buf.WriteString(strings.Join(exportColumns, ",") + "\n")
+	}
+	for offset := int64(0); ; {
+		if offset >= snap.Rows {
+			if buf.Len() > 0 { // an empty period: the header alone
+				_, _ = w.Write(buf.Bytes())
+			}
+			return
+		}
+		n := int(min(ExportPage, snap.Rows-offset))
+		page, err := a.exportPage(ctx, snap, int(offset), n)
+		if err == nil && len(page.Entries) != n {
+			err = fmt.Errorf("page at offset %d has %d rows of %d", offset, len(page.Entries), n)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("export: reading a page failed; response aborted", "board", v.Board, "offset", offset,
+					"err", err)
+			}
+			panic(http.ErrAbortHandler) // a cut response, never one that looks complete
+		}
+		for i := range page.Entries {
+			if format == "csv" {
+				writeCSV(&buf, &page.Entries[i])
+			} else {
+				writeNDJSON(&buf, &page.Entries[i])
+			}
+		}
+		if a.cfg.WriteTimeout > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WriteTimeout))
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return // the client went away
+		}
+		buf.Reset()
+		_ = rc.Flush()
+		offset += int64(n)
+	}
+}
+
+// retryAfter sets the Retry-After header to d, in whole seconds rounded up.
+func retryAfter(w http.ResponseWriter, d time.Duration) {
+	w.Header().Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+}
+
+// exportHeaders sets the headers of an export's 200 answer: its type and file name.
+func exportHeaders(w http.ResponseWriter, format, name string) {
 	if format == "csv" {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 		name += ".csv"
@@ -99,60 +297,16 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-	// The server's write timeout bounds each page, not the whole export (which may take minutes): a reader that
-	// stalls for WRITE_TIMEOUT is still cut off.
-	rc := http.NewResponseController(w)
-	var buf bytes.Buffer
-	cw := csv.NewWriter(&buf)
-	if format == "csv" {
-		_ = cw.Write(exportColumns)
-	}
-	row := make([]string, len(exportColumns))
-	for offset := 0; ; {
-		for i := range page.Entries {
-			e := &page.Entries[i]
-			if format == "csv" {
-				exportRow(e, row)
-				_ = cw.Write(row)
-			} else {
-				writeNDJSON(&buf, e)
-			}
-		}
-		cw.Flush()
-		if a.cfg.WriteTimeout > 0 {
-			_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WriteTimeout))
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return // the client went away
-		}
-		buf.Reset()
-		_ = rc.Flush()
-		offset += len(page.Entries)
-		if len(page.Entries) < ExportPage || offset >= int(page.Size) {
-			return
-		}
-		if page, err = a.exportPage(ctx, v, offset); err != nil {
-			if ctx.Err() == nil {
-				a.log.Warn("export: reading a page failed; response aborted", "board", v.Board, "offset", offset,
-					"err", err)
-			}
-			panic(http.ErrAbortHandler) // a cut response, never one that looks complete
-		}
-	}
 }
 
-// exportPage reads ranks offset+1 .. offset+ExportPage of v, within REQUEST_TIMEOUT.
-func (a *App) exportPage(ctx context.Context, v leaderboard.View, offset int) (*leaderboard.Page, error) {
+// exportPage reads ranks offset+1 .. offset+n of a snapshot, within REQUEST_TIMEOUT.
+func (a *App) exportPage(ctx context.Context, snap *leaderboard.Snapshot, offset, n int) (*leaderboard.Page, error) {
 	if a.cfg.RequestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
 		defer cancel()
 	}
-	return a.Store.Top(ctx, v, offset, ExportPage)
+	return snap.Page(ctx, offset, n)
 }
 
 // gqlText renders a value with gqlgen's marshaler, as a GraphQL response shows it.
@@ -162,23 +316,50 @@ func gqlText(m graphql.Marshaler) string {
 	return b.String()
 }
 
-// exportRow fills row with the CSV fields of e: GraphQL's renderings, an empty field for null, metadata as JSON.
-func exportRow(e *leaderboard.Entry, row []string) {
-	row[0] = e.PlayerID
-	row[1] = ""
+// writeCSV writes e as one CSV record: GraphQL's renderings, an empty field for null, metadata as JSON. The text
+// columns (playerId, displayName, metadata) go through csvText; the others are numbers, booleans and times as
+// GraphQL renders them, which need no quotes (a negative score stays a number).
+func writeCSV(b *bytes.Buffer, e *leaderboard.Entry) {
+	csvText(b, e.PlayerID)
+	b.WriteByte(',')
 	if e.DisplayName != nil {
-		row[1] = *e.DisplayName
+		csvText(b, *e.DisplayName)
 	}
-	row[2] = strconv.FormatInt(e.Rank, 10)
-	row[3] = strconv.FormatInt(e.TieRank, 10)
-	row[4] = strconv.FormatBool(e.Approximate)
-	row[5] = gqlText(model.MarshalFloat(e.Score))
-	row[6] = gqlText(model.MarshalFloat(e.TopPercent))
-	row[7], _ = strconv.Unquote(gqlText(graphql.MarshalTime(e.UpdatedAt)))
-	row[8] = ""
+	b.WriteByte(',')
+	b.WriteString(strconv.FormatInt(e.Rank, 10))
+	b.WriteByte(',')
+	b.WriteString(strconv.FormatInt(e.TieRank, 10))
+	b.WriteByte(',')
+	b.WriteString(strconv.FormatBool(e.Approximate))
+	b.WriteByte(',')
+	model.MarshalFloat(e.Score).MarshalGQL(b)
+	b.WriteByte(',')
+	model.MarshalFloat(e.TopPercent).MarshalGQL(b)
+	b.WriteByte(',')
+	t, _ := strconv.Unquote(gqlText(graphql.MarshalTime(e.UpdatedAt)))
+	b.WriteString(t)
+	b.WriteByte(',')
 	if e.Metadata != nil {
-		row[8] = gqlText(model.MarshalJSON(e.Metadata))
+		csvText(b, gqlText(model.MarshalJSON(e.Metadata)))
 	}
+	b.WriteByte('\n')
+}
+
+// csvFormulaStart are the first characters that make a spreadsheet read a cell as a formula (OWASP, CSV
+// injection): = + - @, tab and carriage return.
+const csvFormulaStart = "=+-@\t\r"
+
+// csvText writes a text cell always quoted (quotes doubled), and, when it starts with one of csvFormulaStart,
+// with a single quote before the text, so that a spreadsheet shows it as text instead of running it
+// (=HYPERLINK(...), +SUM(...), @cmd). The file then differs from the stored text by that quote; NDJSON keeps the
+// text exactly.
+func csvText(b *bytes.Buffer, s string) {
+	b.WriteByte('"')
+	if s != "" && strings.IndexByte(csvFormulaStart, s[0]) >= 0 {
+		b.WriteByte('\'')
+	}
+	b.WriteString(strings.ReplaceAll(s, `"`, `""`))
+	b.WriteByte('"')
 }
 
 // writeNDJSON writes e as one JSON object and a newline, each field as in a GraphQL response.

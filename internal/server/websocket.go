@@ -239,7 +239,7 @@ func (s *websockets) reserve(w http.ResponseWriter, addr string, maxPerAddr int,
 	case full:
 		s.metrics.wsRejected.WithLabelValues("per_address_limit").Inc()
 		writeError(w, http.StatusTooManyRequests, codeRateLimited,
-			"too many websocket connections and event streams from this address")
+			"too many websocket connections, event streams and exports from this address")
 	}
 	return !closing && !full
 }
@@ -251,6 +251,14 @@ func (s *websockets) release(addr string) {
 		delete(s.perAddr, addr)
 	}
 	s.mu.Unlock()
+}
+
+// releaseStream gives back the share of a stream that reserve registered (an export; see export.go).
+func (s *websockets) releaseStream(addr string, stream *context.CancelFunc) {
+	s.mu.Lock()
+	delete(s.streams, stream)
+	s.mu.Unlock()
+	s.release(addr)
 }
 
 // stream runs a server-sent-events request (see sse.go) like a websocket: counted against its address, and ended
