@@ -176,7 +176,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newAPQCache(a.cfg.APQCacheSize, a.cfg.QueryCacheBytes)})
 	srv.Use(complexity)
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
-	srv.Use(graph.FloatLiterals{})
+	srv.Use(graph.ExactFloats{})
 	srv.Use(graph.TextCheck{})
 	srv.Use(metrics)
 	srv.AroundRootFields(readGuard)
