@@ -98,7 +98,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	// hub's reads and subscriptions, the demo and the metrics hook. /readyz pings on two connections of its own.
 	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, redisTimeout)
 	a.probe = newRedisClient(opts, 2, readyTimeout)
-	if a.tracing, err = startTracing(context.Background(), cfg); err != nil {
+	if a.tracing, err = startTracing(context.Background(), cfg, log); err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	if a.tracing != nil {
