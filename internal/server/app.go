@@ -96,7 +96,11 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	}
 	// The pool has a connection for every read and write the API may have in flight, and room for the live
 	// hub's reads and subscriptions, the demo and the metrics hook. /readyz pings on two connections of its own.
-	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, redisTimeout)
+	timeout := redisTimeout
+	if a.embedded != nil {
+		timeout = embeddedTimeout
+	}
+	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, timeout)
 	a.probe = newRedisClient(opts, 2, readyTimeout)
 	if a.tracing, err = startTracing(context.Background(), cfg, log); err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
