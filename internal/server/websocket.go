@@ -42,6 +42,7 @@ type websockets struct {
 	metrics      *Metrics
 	clientAddr   func(*http.Request) string // the address MAX_CONNS_PER_ADDR counts (see proxies)
 	log          *slog.Logger
+	refused      refusedOrigins // the log of refused origins
 
 	maxQueryTokens int // MAX_QUERY_TOKENS, for the mutation check of event streams over GET
 
@@ -151,7 +152,8 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		}
 		if !s.origins.allowWebsocket(r) {
 			s.metrics.wsRejected.WithLabelValues("origin").Inc()
-			writeError(w, http.StatusForbidden, codeForbidden, "origin not allowed")
+			s.refused.log(s.log, r.Header.Get("Origin"))
+			writeError(w, http.StatusForbidden, codeForbidden, originRefusal(r.Header.Get("Origin")))
 			return
 		}
 		addr := s.clientAddr(r)
