@@ -1,10 +1,14 @@
 package server
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +86,7 @@ func TestTopLevelFloatVariablesAreExact(t *testing.T) {
 		checks["submitScore over a websocket (ws-"+strconv.Itoa(i)+")"] = overWS(strconv.Itoa(i),
 			map[string]any{"p": "ws-" + strconv.Itoa(i), "s": n})
 		checks["rankForScore"] = s.do(t, "", estimate, map[string]any{"s": n}).Errors
+		checks["rankForScore over an event stream (GET)"] = streamGETErrors(t, s, estimate, map[string]any{"s": n})
 		checks["createLeaderboard maxScore"] = s.do(t, testAdminKey, create,
 			map[string]any{"id": fmt.Sprint("bound-", i), "m": n}).Errors
 		for what, errs := range checks {
@@ -178,4 +183,31 @@ func countWithin(t *testing.T, texts []string) int {
 		}
 	}
 	return n
+}
+
+// streamGETErrors runs a query as an EventSource sends it (GET, the request in the URL, Accept: text/event-stream)
+// and returns the errors of its result.
+func streamGETErrors(t *testing.T, s *testServer, query string, vars map[string]any) []gqlError {
+	t.Helper()
+	b, _ := json.Marshal(vars)
+	u := s.URL + "/graphql?" + url.Values{"query": {query}, "variables": {string(b)}}.Encode()
+	req, _ := http.NewRequestWithContext(ctxT(t, 30*time.Second), http.MethodGet, u, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var r gqlResponse
+			if err := json.Unmarshal([]byte(data), &r); err != nil {
+				t.Fatalf("event data %q: %v", data, err)
+			}
+			return r.Errors
+		}
+	}
+	t.Fatalf("GET event stream: status %d, no result", resp.StatusCode)
+	return nil
 }

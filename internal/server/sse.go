@@ -41,7 +41,9 @@ func sseGETAsPOST(w http.ResponseWriter, r *http.Request, maxTokens int) (*http.
 	}
 	if v := q.Get("variables"); v != "" {
 		var vars map[string]any
-		if err := json.Unmarshal([]byte(v), &vars); err != nil {
+		dec := json.NewDecoder(strings.NewReader(v))
+		dec.UseNumber() // numbers keep their text, as in a POST body: a score is judged on what the client wrote
+		if err := dec.Decode(&vars); err != nil || strings.TrimSpace(v[dec.InputOffset():]) != "" {
 			writeError(w, http.StatusBadRequest, codeInvalid, "variables must be a JSON object")
 			return nil, false
 		}
