@@ -87,6 +87,10 @@ func TestTopLevelFloatVariablesAreExact(t *testing.T) {
 			map[string]any{"p": "ws-" + strconv.Itoa(i), "s": n})
 		checks["rankForScore"] = s.do(t, "", estimate, map[string]any{"s": n}).Errors
 		checks["rankForScore over an event stream (GET)"] = streamGETErrors(t, s, estimate, map[string]any{"s": n})
+		vars, _ := json.Marshal(map[string]any{"s": n})
+		get, _ := http.NewRequest(http.MethodGet, s.URL+"/graphql?"+url.Values{"query": {estimate},
+			"variables": {string(vars)}}.Encode(), nil)
+		checks["rankForScore over GET"] = doRequest(t, get).Errors
 		checks["createLeaderboard maxScore"] = s.do(t, testAdminKey, create,
 			map[string]any{"id": fmt.Sprint("bound-", i), "m": n}).Errors
 		for what, errs := range checks {
