@@ -24,6 +24,9 @@ type batcher struct {
 	queue    chan *scriptCall
 	maxBatch int
 	timeout  time.Duration
+	// pending counts the calls queued or in a lane's hands, until the lane is done with them: a caller that
+	// gave up (its context ended) leaves its call running, and Drain waits for it before Redis is closed.
+	pending atomic.Int64
 }
 
 type scriptCall struct {
@@ -89,12 +92,14 @@ func (b *batcher) run(ctx context.Context, script *script, keys []string, args .
 		}
 	}
 	c := &scriptCall{script: script, keys: keys, args: args, done: make(chan struct{}), deadline: deadline}
+	b.pending.Add(1)
 	select {
 	case b.queue <- c:
 	default: // every lane is busy and the queue full: wait for room
 		select {
 		case b.queue <- c:
 		case <-ctx.Done():
+			b.pending.Add(-1)
 			return failedCmd(ctx, ctx.Err())
 		}
 	}
@@ -157,6 +162,7 @@ func (b *batcher) lane() {
 			live = append(live, c)
 		}
 		if len(live) == 0 {
+			b.pending.Add(-int64(len(batch)))
 			continue
 		}
 		if untimed || until.After(limit) {
@@ -188,6 +194,21 @@ func (b *batcher) lane() {
 		}
 		cancel()
 		timer.stop()
+		b.pending.Add(-int64(len(batch)))
+	}
+}
+
+// drain waits until every call handed to the batcher is done (answered, or ended by its round trip's deadline),
+// or ctx ends.
+func (b *batcher) drain(ctx context.Context) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for b.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

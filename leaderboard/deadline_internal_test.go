@@ -149,3 +149,44 @@ func TestBusyGateIsRateLimited(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A caller without a deadline that gives up (its context canceled: the demo stopping) leaves its call running on a
+// stalled Redis; Drain waits for that call to end, so closing Redis after it fails nothing (the server logged
+// "redis command failed ... use of closed network connection" when `make run` stopped).
+func TestDrainWaitsForCallsWhoseCallersLeft(t *testing.T) {
+	t.Parallel()
+	s, stall := stalledRedis(t, Config{BatchLanes: 1})
+	ctx := context.Background()
+	if _, err := s.CreateBoard(ctx, Board{ID: "drain"}); err != nil {
+		t.Fatal(err)
+	}
+	const pause = 800 * time.Millisecond
+	stall(pause)
+	paused := time.Now()
+	cctx, cancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, err := s.Submit(cctx, Submission{Board: "drain", Player: "p", Score: 1})
+		left <- err
+	}()
+	for s.batch.pending.Load() == 0 {
+		time.Sleep(time.Millisecond) // until the call is handed to the batcher
+	}
+	cancel()
+	if err := <-left; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that gave up: %v, want context.Canceled", err)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
+	s.Drain(dctx)
+	if dctx.Err() != nil || s.batch.pending.Load() != 0 {
+		t.Fatalf("Drain gave up: %d calls pending", s.batch.pending.Load())
+	}
+	if time.Since(paused) < pause {
+		t.Errorf("Drain returned %v into a %v stall, before Redis answered the call", time.Since(paused), pause)
+	}
+	e, err := s.Rank(ctx, View{Board: "drain"}, "p")
+	if err != nil || e == nil || e.Score != 1 {
+		t.Errorf("the call whose caller left: %+v %v, want it applied", e, err)
+	}
+}

@@ -266,6 +266,9 @@ func (a *App) runDemo(ctx context.Context) (stop func()) {
 // Close stops the hub and closes Redis (and the embedded Redis). Safe after Serve.
 func (a *App) Close() {
 	a.stopHub()
+	drain, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	a.Store.Drain(drain) // calls whose callers left (the demo when it stops) end before Redis closes under them
+	cancel()
 	a.rdb.Close()
 	a.probe.Close()
 	if a.embedded != nil {
