@@ -449,7 +449,7 @@ func TestDashboardSaysWhyItsOriginIsRefused(t *testing.T) {
 	srv.Shutdown(t)
 	srv.App.Close()
 	cfg.PublicOrigins = []string{origin}
-	srv = dashServer{startServer(t, cfg)}     // same address, same Redis and key prefix
+	startServer(t, cfg)                       // same address, same Redis and key prefix
 	p.waitRows(30*time.Second, []string{"a"}) // the page's back-off is 15 s at most
 	p.waitFor(5*time.Second, "Live, and the notice gone", func() bool {
 		var hidden bool
