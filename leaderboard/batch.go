@@ -217,14 +217,14 @@ func (b *batcher) drain(ctx context.Context) {
 // differ, so a lone call or a batch of equal deadlines starts none.
 type deadlineTimer struct {
 	mu    sync.Mutex
-	calls []*scriptCall // a copy: the lane reuses its batch
+	calls []*scriptCall // the lane's batch, reused only after stop, after which fire never reads it
 	until time.Time     // the round trip's end: calls due later are answered by it
 	t     *time.Timer
 	over  bool // the round trip ended
 }
 
 func startDeadlineTimer(calls []*scriptCall, first, until time.Time) *deadlineTimer {
-	d := &deadlineTimer{calls: append([]*scriptCall(nil), calls...), until: until}
+	d := &deadlineTimer{calls: calls, until: until}
 	d.mu.Lock()
 	d.t = time.AfterFunc(time.Until(first), d.fire)
 	d.mu.Unlock()
