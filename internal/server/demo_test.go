@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // `make run`: the demo seeds its world board on the embedded store while the server's own clients use it too
@@ -50,4 +52,20 @@ func warnings(log string) []string {
 		}
 	}
 	return out
+}
+
+// README's figures: a command on the embedded store may take 15 s before it counts as failed, on a real Redis 3 s.
+func TestEmbeddedStoreCommandTimeout(t *testing.T) {
+	t.Parallel()
+	for embedded, want := range map[bool]time.Duration{true: 15 * time.Second, false: 3 * time.Second} {
+		cfg := testConfig(t)
+		if embedded {
+			cfg.RedisURL = ""
+		}
+		s := startServer(t, cfg)
+		c, ok := s.App.rdb.(*redis.Client)
+		if !ok || c.Options().ReadTimeout != want || c.Options().WriteTimeout != want {
+			t.Errorf("embedded %v: the client's timeouts are not %v (%T)", embedded, want, s.App.rdb)
+		}
+	}
 }
