@@ -2,7 +2,7 @@
 #   docker build -t leaderboard --build-arg VERSION=v1.2.3 --build-arg REVISION=$(git rev-parse HEAD) .
 #   docker run -p 8080:8080 -e REDIS_URL=redis://redis:6379 -e API_KEYS=admin:... leaderboard
 # The build line below is also what TestDockerfileBuild (server_test.go) runs, so the binary it makes is tested.
-FROM golang:1.26 AS build
+FROM golang:1.26.8 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -60,11 +60,13 @@ func run(ctx context.Context, cfg server.Config, log *slog.Logger) error {
 	return app.Serve(ctx, ln)
 }
 
-// healthcheck is `leaderboard healthcheck [-ready]`: exit status 0 when the server on LISTEN_ADDR answers
-// /healthz (with -ready: /readyz, which needs Redis) with 200, 1 otherwise.
+// healthcheck is `leaderboard healthcheck [-ready] [-listen ADDR]`: exit status 0 when the server listening on ADDR
+// (default: LISTEN_ADDR, as the server's own -listen) answers /healthz (with -ready: /readyz, which needs Redis)
+// with 200, 1 otherwise.
 func healthcheck(args []string) int {
 	fs := flag.NewFlagSet("healthcheck", flag.ContinueOnError)
 	ready := fs.Bool("ready", false, "ask /readyz (Redis reachable) instead of /healthz (the process answers)")
+	listen := fs.String("listen", "", "the address the server listens on (default LISTEN_ADDR, else :8080)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -73,7 +75,11 @@ func healthcheck(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if err := server.Healthcheck(context.Background(), cfg.ListenAddr, *ready, os.Stdout); err != nil {
+	addr := cfg.ListenAddr
+	if *listen != "" {
+		addr = *listen
+	}
+	if err := server.Healthcheck(context.Background(), addr, *ready, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "unhealthy:", err)
 		return 1
 	}

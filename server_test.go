@@ -78,13 +78,40 @@ func TestDockerfileBuild(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	ln.Close()
-	for addr, want := range map[string]int{strings.TrimPrefix(live.URL, "http://"): 0, closed: 1} {
-		hc := exec.Command(bin, "healthcheck")
-		hc.Env = append(os.Environ(), "LISTEN_ADDR="+addr)
+	up := strings.TrimPrefix(live.URL, "http://")
+	for _, c := range []struct {
+		env  string   // LISTEN_ADDR
+		args []string // after healthcheck
+		want int
+	}{
+		{up, nil, 0},
+		{closed, nil, 1},
+		{closed, []string{"-listen", up}, 0}, // -listen wins over LISTEN_ADDR, as the server's own flag does
+		{up, []string{"-listen", closed}, 1},
+	} {
+		hc := exec.Command(bin, append([]string{"healthcheck"}, c.args...)...)
+		hc.Env = append(os.Environ(), "LISTEN_ADDR="+c.env)
 		err := hc.Run()
-		if code := hc.ProcessState.ExitCode(); code != want {
-			t.Errorf("healthcheck of %s: exit %d (%v), want %d", addr, code, err, want)
+		if code := hc.ProcessState.ExitCode(); code != c.want {
+			t.Errorf("healthcheck %v with LISTEN_ADDR=%s: exit %d (%v), want %d", c.args, c.env, code, err, c.want)
 		}
+	}
+	// The build stage's Go is the one go.mod names, to the patch release.
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goLine string
+	for _, l := range strings.Split(string(mod), "\n") {
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			goLine = strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "toolchain go"); ok {
+			goLine = strings.TrimSpace(v) // a toolchain line, when there is one, is what builds
+		}
+	}
+	if want := "FROM golang:" + goLine + " AS build"; goLine == "" || !strings.Contains(text, want+"\n") {
+		t.Errorf("the Dockerfile's build stage is not %q (go.mod's Go)", want)
 	}
 
 	final := text[strings.LastIndex(text, "\nFROM "):]

@@ -34,10 +34,12 @@ const (
 	DefaultTick         = 100 * time.Millisecond
 	DefaultExactTop     = 1000
 	DefaultBoardCheck   = 10 * time.Second
-	// seedBatch is how many WorldBoard players get their first rating per tick while the board fills up: the
-	// simulation runs from the first tick and the big board grows over a few seconds (about 15 s on the
-	// embedded store), without starving readers.
-	seedBatch = 500
+	// seedBatch is how many WorldBoard players get their first rating in one call while the board fills up: the
+	// simulation runs from the first tick and the big board grows over a few seconds. Between two seed calls
+	// the store gets at least as long as the last one took for everything else (see Run): the embedded store
+	// runs one command at a time, and back-to-back seed calls of 500 kept its other clients (the close check's
+	// board listing, a pipeline of 16384 commands) waiting past their 3 s socket timeout.
+	seedBatch = 100
 )
 
 // Config configures Run. Every field has a usable zero value.
@@ -112,7 +114,7 @@ func Boards(cfg Config) []leaderboard.Board {
 
 // Run creates the demo boards (an existing board with the same definition is reused) and submits simulated
 // scores at cfg.Rate until ctx is done; meanwhile WorldBoard receives its cfg.Players players, seedBatch per
-// tick. It returns nil when ctx ends, or an
+// call, in at most half of the store's time (it logs "demo: world board seeded" when they are all there). It returns nil when ctx ends, or an
 // error when the boards cannot be created. Failed submissions (Redis away for a moment) are logged and the
 // simulator carries on, backing off for a second.
 func Run(ctx context.Context, store *leaderboard.Store, cfg Config) error {
@@ -136,6 +138,7 @@ func Run(ctx context.Context, store *leaderboard.Store, cfg Config) error {
 		"boards", []string{ArenaBoard, LapsBoard, WorldBoard}, "rate_per_s", cfg.Rate, "players", cfg.Players,
 		"seed", cfg.Seed)
 
+	started := time.Now()
 	ticker := time.NewTicker(cfg.Tick)
 	defer ticker.Stop()
 	// The number of scores due is computed from the time that passed, not from ticks: a tick that took long
@@ -144,16 +147,32 @@ func Run(ctx context.Context, store *leaderboard.Store, cfg Config) error {
 	carry := 0.0
 	// Creating a board that exists is a no-op, so the check is simply creating them again.
 	lastCheck := time.Now()
+	// Seeding leaves the store at least half of its time: the next seed call waits as long as the last one took
+	// (see seedBatch). It runs on this goroutine, between the simulator's ticks.
+	seed := time.NewTimer(0)
+	defer seed.Stop()
+	if sim.seeded >= cfg.Players {
+		seed.Stop()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
-		}
-		if sim.seeded < cfg.Players {
+		case <-seed.C:
+			start := time.Now()
 			if err := sim.submit(ctx, store, sim.seedBatch()); err == nil {
 				sim.seeded = min(sim.seeded+seedBatch, cfg.Players)
+			} else if ctx.Err() != nil {
+				return nil
 			}
+			if sim.seeded < cfg.Players {
+				seed.Reset(time.Since(start))
+			} else {
+				cfg.Logger.Info("demo: world board seeded", "board", WorldBoard, "players", cfg.Players,
+					"took", time.Since(started).Round(time.Millisecond))
+			}
+			continue
+		case <-ticker.C:
 		}
 		now := time.Now()
 		carry += cfg.Rate * min(now.Sub(last), time.Second).Seconds()

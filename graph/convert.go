@@ -38,7 +38,7 @@ func boardWindow(b *leaderboard.Board, window *model.Window) (leaderboard.Window
 }
 
 func submission(in model.ScoreInput) leaderboard.Submission {
-	s := leaderboard.Submission{Board: in.Board, Player: in.PlayerID, Score: in.Score,
+	s := leaderboard.Submission{Board: in.Board, Player: in.PlayerID, Score: in.Score.Value,
 		DisplayName: in.DisplayName, Metadata: in.Metadata}
 	if in.EventID != nil {
 		s.EventID = *in.EventID

@@ -79,6 +79,7 @@ func (f *FastPath) Execute(ctx context.Context, params *graphql.RawParams) (*gra
 			return nil, false
 		}
 	}
+	exactFloatVariables(req.op, params.Variables, vars) // as gqlgen's run of ExactFloats
 	opCtx := &graphql.OperationContext{
 		RawQuery:               params.Query,
 		Variables:              vars,

@@ -5893,7 +5893,7 @@ func (ec *executionContext) unmarshalInputScoreInput(ctx context.Context, obj an
 			it.PlayerID = data
 		case "score":
 			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("score"))
-			data, err := ec.unmarshalNFloat2float64(ctx, v)
+			data, err := ec.unmarshalNFloat2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScore(ctx, v)
 			if err != nil {
 				return it, err
 			}
@@ -7188,6 +7188,20 @@ func (ec *executionContext) unmarshalNFloat2float64(ctx context.Context, v any) 
 func (ec *executionContext) marshalNFloat2float64(ctx context.Context, sel ast.SelectionSet, v float64) graphql.Marshaler {
 	_ = sel
 	res := model.MarshalFloat(v)
+	if res == graphql.Null {
+		graphql.AddInvalidNullFromMarshaler(ctx, "Float!")
+	}
+	return res
+}
+
+func (ec *executionContext) unmarshalNFloat2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScore(ctx context.Context, v any) (model.Score, error) {
+	res, err := model.UnmarshalScore(v)
+	return res, graphql.ErrorOnPath(ctx, err)
+}
+
+func (ec *executionContext) marshalNFloat2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScore(ctx context.Context, sel ast.SelectionSet, v model.Score) graphql.Marshaler {
+	_ = sel
+	res := model.MarshalScore(v)
 	if res == graphql.Null {
 		graphql.AddInvalidNullFromMarshaler(ctx, "Float!")
 	}

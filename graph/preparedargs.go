@@ -128,7 +128,7 @@ func plainScoreInput(ctx context.Context, ec *executionContext, v any) (model.Sc
 		case "playerId":
 			it.PlayerID, err = ec.unmarshalNID2string(ctx, v)
 		case "score":
-			it.Score, err = ec.unmarshalNFloat2float64(ctx, v)
+			it.Score, err = ec.unmarshalNFloat2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScore(ctx, v)
 		case "eventId":
 			it.EventID, err = ec.unmarshalOID2ᚖstring(ctx, v)
 		case "displayName":

@@ -99,8 +99,9 @@ func TestPreparedArgsMatchGenerated(t *testing.T) {
 		{0, `{"in":{"board":"b","playerId":"p","score":1.5}}`, true},
 		{0, `{"in":{"board":"b","playerId":"p","score":42,"eventId":"e","displayName":"Ada"}}`, true},
 		{0, `{"in":{"board":"b","playerId":"p","score":-2,"eventId":null,"displayName":null}}`, true},
-		{0, `{"in":{"board":"b","playerId":"p","score":1e300}}`, false},            // beyond 2^53: refused
-		{0, `{"in":{"board":"b","playerId":"p","score":9007199254740993}}`, false}, // beyond 2^53: refused
+		{0, `{"in":{"board":"b","playerId":"p","score":1e300}}`, true},            // beyond 2^53: the Score holds the refusal
+		{0, `{"in":{"board":"b","playerId":"p","score":9007199254740993}}`, true}, // beyond 2^53: the Score holds the refusal
+		{0, `{"in":{"board":"b","playerId":"p","score":"1"}}`, false},             // not a number: refused
 		{0, `{"in":{"board":"b","playerId":"p","score":1,"metadata":{"k":[1,"<&>"]}}}`, true},
 		{0, `{"in":{"board":"b","playerId":"p","score":1,"achievedAt":"2030-01-01T00:00:00.5+02:00"}}`, true},
 		{0, `{"in":{"board":"b","playerId":"p","score":1,"metadata":{"k":"` + strings.Repeat("m", 2000) + `"}}}`, false}, // too large: refused

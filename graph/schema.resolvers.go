@@ -137,6 +137,9 @@ func (r *mutationResolver) SubmitScore(ctx context.Context, input model.ScoreInp
 	if err := require(ctx, RoleSubmit); err != nil {
 		return nil, err
 	}
+	if input.Score.Err != nil {
+		return nil, input.Score.Err
+	}
 	res, err := r.Store.Submit(ctx, submission(input), resultFields(ctx))
 	if err == nil {
 		r.changed(input.Board, res)
@@ -152,13 +155,28 @@ func (r *mutationResolver) SubmitScores(ctx context.Context, inputs []model.Scor
 	if len(inputs) > leaderboard.MaxBulk {
 		return nil, newError(leaderboard.Invalid, "at most 1000 inputs per submitScores")
 	}
-	subs := make([]leaderboard.Submission, len(inputs))
-	for i, in := range inputs {
-		subs[i] = submission(in)
+	// An item whose score the score rule refused in coercion is not sent; it fails alone, as a refusal of the store.
+	subs := make([]leaderboard.Submission, 0, len(inputs))
+	for _, in := range inputs {
+		if in.Score.Err == nil {
+			subs = append(subs, submission(in))
+		}
 	}
-	outs, err := r.Store.SubmitMany(ctx, subs, resultFields(ctx))
+	sent, err := r.Store.SubmitMany(ctx, subs, resultFields(ctx))
 	if err != nil {
 		return nil, internal(err)
+	}
+	outs := sent
+	if len(sent) < len(inputs) {
+		outs = make([]leaderboard.Outcome, len(inputs))
+		for i, j := 0, 0; i < len(inputs); i++ {
+			if inputs[i].Score.Err != nil {
+				outs[i].Err = inputs[i].Score.Err
+				continue
+			}
+			outs[i] = sent[j]
+			j++
+		}
 	}
 	// A failed item is null, with its error at its own path (submitScores.<i>); the others stand.
 	path := graphql.GetPath(ctx)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -22,6 +24,9 @@ type batcher struct {
 	queue    chan *scriptCall
 	maxBatch int
 	timeout  time.Duration
+	// pending counts the calls queued or in a lane's hands, until the lane is done with them: a caller that
+	// gave up (its context ended) leaves its call running, and Drain waits for it before Redis is closed.
+	pending atomic.Int64
 }
 
 type scriptCall struct {
@@ -32,10 +37,20 @@ type scriptCall struct {
 	done   chan struct{}
 	// deadline is the caller's context's (zero: none). The lane holds the call to it (see run).
 	deadline time.Time
+	// answered: cmd is set and done closed, by the round trip or, at the deadline, by the pipeline's timer.
+	answered atomic.Bool
+}
+
+// answer hands cmd to the caller, unless the call was answered already (its deadline passed first).
+func (c *scriptCall) answer(cmd *redis.Cmd) {
+	if c.answered.CompareAndSwap(false, true) {
+		c.cmd = cmd
+		close(c.done)
+	}
 }
 
 // maxBatch bounds the calls of one pipeline; batchTimeout bounds one pipeline's round trip, and so does the
-// earliest deadline of its calls (go-redis's read and write timeouts apply within it).
+// latest deadline of its calls (go-redis's read and write timeouts apply within it).
 const (
 	maxBatch     = 64
 	batchTimeout = 10 * time.Second
@@ -57,8 +72,9 @@ func newBatcher(fns *functions, lanes int) *batcher {
 // HTTP request has REQUEST_TIMEOUT's) is held to it by the lane, not by waiting on ctx.Done, which would start
 // the request's timer (the server's requestContext starts one only when asked; starting and stopping it were
 // 2.3% of the server's CPU for a rank read, the start 1.2% for a submission): a call whose deadline passed
-// before a lane took it is answered DeadlineExceeded and not sent, and a pipeline's round trip is cut at its
-// calls' earliest deadline. Such a caller is not
+// before a lane took it is answered DeadlineExceeded and not sent, and a call whose deadline passes during its
+// pipeline's round trip is answered DeadlineExceeded then (its outcome unknown) while the round trip goes on for
+// the calls with later deadlines: a call fails by its own deadline only, never by another's. Such a caller is not
 // abandoned when its context is canceled before the deadline (a client that went away): its call is in flight
 // or about to be, and ends by the deadline. One bound is looser than ctx.Done's: a call that waits in the queue
 // while every lane waits on a stalled Redis for calls with later deadlines (or none) is answered when a lane
@@ -76,12 +92,14 @@ func (b *batcher) run(ctx context.Context, script *script, keys []string, args .
 		}
 	}
 	c := &scriptCall{script: script, keys: keys, args: args, done: make(chan struct{}), deadline: deadline}
+	b.pending.Add(1)
 	select {
 	case b.queue <- c:
 	default: // every lane is busy and the queue full: wait for room
 		select {
 		case b.queue <- c:
 		case <-ctx.Done():
+			b.pending.Add(-1)
 			return failedCmd(ctx, ctx.Err())
 		}
 	}
@@ -118,50 +136,134 @@ func (b *batcher) lane() {
 				break fill
 			}
 		}
-		// The round trip ends by the earliest deadline of the calls sent; a call already past its deadline is
-		// answered without being sent.
+		// The round trip lasts until the latest deadline of the calls sent (batchTimeout at most); a call already
+		// past its deadline is answered without being sent, and one whose deadline comes before the round trip
+		// ends is answered at it by the pipeline's timer.
 		now := time.Now()
-		until := now.Add(b.timeout)
+		limit := now.Add(b.timeout)
+		var until, earliest time.Time
+		untimed := false
 		live := batch[:0]
 		for _, c := range batch {
-			if !c.deadline.IsZero() {
-				if !now.Before(c.deadline) {
-					c.cmd = failedCmd(context.Background(), context.DeadlineExceeded)
-					close(c.done)
-					continue
-				}
-				if c.deadline.Before(until) {
+			switch {
+			case c.deadline.IsZero():
+				untimed = true
+			case !now.Before(c.deadline):
+				c.answer(failedCmd(context.Background(), context.DeadlineExceeded))
+				continue
+			default:
+				if c.deadline.After(until) {
 					until = c.deadline
+				}
+				if earliest.IsZero() || c.deadline.Before(earliest) {
+					earliest = c.deadline
 				}
 			}
 			live = append(live, c)
 		}
 		if len(live) == 0 {
+			b.pending.Add(-int64(len(batch)))
 			continue
+		}
+		if untimed || until.After(limit) {
+			until = limit
+		}
+		var timer *deadlineTimer
+		if !earliest.IsZero() && earliest.Before(until) {
+			timer = startDeadlineTimer(live, earliest, until)
 		}
 		sends := m.merge(live)
 		ctx, cancel := context.WithDeadline(context.Background(), until)
 		if len(sends) == 1 {
 			s := sends[0]
 			s.finish(b.fns.run(ctx, s.call.script, s.call.keys, s.call.args...))
-			cancel()
-			continue
-		}
-		pipe := b.fns.rdb.Pipeline()
-		cmds = cmds[:0]
-		for _, s := range sends {
-			cmds = append(cmds, b.fns.queue(ctx, pipe, s.call.script, s.call.keys, s.call.args...))
-		}
-		_, _ = pipe.Exec(ctx)
-		for i, s := range sends {
-			cmd := cmds[i]
-			if ScriptMissing(cmd.Err()) {
-				cmd = b.fns.run(ctx, s.call.script, s.call.keys, s.call.args...) // the first use after a Redis restart
+		} else {
+			pipe := b.fns.rdb.Pipeline()
+			cmds = cmds[:0]
+			for _, s := range sends {
+				cmds = append(cmds, b.fns.queue(ctx, pipe, s.call.script, s.call.keys, s.call.args...))
 			}
-			s.finish(cmd)
+			_, _ = pipe.Exec(ctx)
+			for i, s := range sends {
+				cmd := cmds[i]
+				if ScriptMissing(cmd.Err()) {
+					cmd = b.fns.run(ctx, s.call.script, s.call.keys, s.call.args...) // the first use after a Redis restart
+				}
+				s.finish(cmd)
+			}
 		}
 		cancel()
+		timer.stop()
+		b.pending.Add(-int64(len(batch)))
 	}
+}
+
+// drain waits until every call handed to the batcher is done (answered, or ended by its round trip's deadline),
+// or ctx ends.
+func (b *batcher) drain(ctx context.Context) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for b.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// deadlineTimer answers the calls of a pipeline in flight whose deadlines pass before its round trip ends
+// (DeadlineExceeded: sent, outcome unknown), one timer for the whole pipeline, set only when their deadlines
+// differ, so a lone call or a batch of equal deadlines starts none.
+type deadlineTimer struct {
+	mu    sync.Mutex
+	calls []*scriptCall // the lane's batch, reused only after stop, after which fire never reads it
+	until time.Time     // the round trip's end: calls due later are answered by it
+	t     *time.Timer
+	over  bool // the round trip ended
+}
+
+func startDeadlineTimer(calls []*scriptCall, first, until time.Time) *deadlineTimer {
+	d := &deadlineTimer{calls: calls, until: until}
+	d.mu.Lock()
+	d.t = time.AfterFunc(time.Until(first), d.fire)
+	d.mu.Unlock()
+	return d
+}
+
+// fire answers the calls past their deadline and waits for the next deadline due before the round trip ends.
+func (d *deadlineTimer) fire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.over {
+		return
+	}
+	now := time.Now()
+	var next time.Time
+	for _, c := range d.calls {
+		if c.deadline.IsZero() || c.answered.Load() {
+			continue
+		}
+		if !now.Before(c.deadline) {
+			c.answer(failedCmd(context.Background(), context.DeadlineExceeded))
+		} else if next.IsZero() || c.deadline.Before(next) {
+			next = c.deadline
+		}
+	}
+	if !next.IsZero() && next.Before(d.until) {
+		d.t.Reset(next.Sub(now))
+	}
+}
+
+// stop ends the timer once the round trip is over (every call answered); nil is a no-op.
+func (d *deadlineTimer) stop() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.over = true
+	d.t.Stop()
+	d.mu.Unlock()
 }
 
 // send is a script call to make: one of the batch's calls, or a merged call that carries the items of several
@@ -177,8 +279,7 @@ type send struct {
 // error goes to all of them.
 func (s *send) finish(cmd *redis.Cmd) {
 	if s.parts == nil {
-		s.call.cmd = cmd
-		close(s.call.done)
+		s.call.answer(cmd)
 		return
 	}
 	reply, err := cmd.Slice()
@@ -187,14 +288,14 @@ func (s *send) finish(cmd *redis.Cmd) {
 	}
 	off := 0
 	for i, c := range s.parts {
-		c.cmd = redis.NewCmd(context.Background())
+		part := redis.NewCmd(context.Background())
 		if err != nil {
-			c.cmd.SetErr(err)
+			part.SetErr(err)
 		} else {
-			c.cmd.SetVal(reply[off : off+s.sizes[i]])
+			part.SetVal(reply[off : off+s.sizes[i]])
 		}
 		off += s.sizes[i]
-		close(c.done)
+		c.answer(part)
 	}
 }
 

@@ -106,7 +106,7 @@ func OutcomeUnknown(err error) bool {
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return false
 	}
-	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) {
+	if errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) || errors.Is(err, errNotSent) {
 		return false
 	}
 	return !containsAny(err.Error(), refusedBeforeRun)

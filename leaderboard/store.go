@@ -154,6 +154,14 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any)
 	return s.fns.run(ctx, sc, keys, args...)
 }
 
+// Drain waits until the script calls the store sent through its batcher are done, or ctx ends: a caller that
+// gave up leaves its call running, and closing Redis under it would make a failure of it. A no-op without one.
+func (s *Store) Drain(ctx context.Context) {
+	if s.batch != nil {
+		s.batch.drain(ctx)
+	}
+}
+
 // Redis returns the client the store uses.
 func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 

@@ -4,11 +4,9 @@ package model
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
-	"time"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -46,23 +44,6 @@ type Mutation struct {
 // to the window's current period; a closed period stays readable for the board's retention. An unknown board is
 // NOT_FOUND; a window the board does not keep or a malformed period is BAD_USER_INPUT.
 type Query struct {
-}
-
-// One score for one player on one board.
-type ScoreInput struct {
-	Board string `json:"board"`
-	// 1 to 128 bytes of UTF-8.
-	PlayerID string `json:"playerId"`
-	// Finite, and at most 2^53 in magnitude. On SUM boards a delta (may be negative).
-	Score float64 `json:"score"`
-	// Idempotency key: the same eventId on the same board is applied once; a retry gets the first result back.
-	EventID *string `json:"eventId,omitempty"`
-	// At most 128 bytes; stored with the player and shown in every entry.
-	DisplayName *string `json:"displayName,omitempty"`
-	// A JSON object of at most 1 KiB; stored with the player and shown in every entry.
-	Metadata json.RawMessage `json:"metadata,omitempty"`
-	// When the score was achieved. Inside the board's grace window a late score still counts for the period it was achieved in.
-	AchievedAt *time.Time `json:"achievedAt,omitempty"`
 }
 
 // Live updates over a websocket on /graphql (subprotocols graphql-transport-ws and legacy graphql-ws). Public unless

@@ -99,9 +99,13 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	}
 	// The pool has a connection for every read and write the API may have in flight, and room for the live
 	// hub's reads and subscriptions, the demo and the metrics hook. /readyz pings on two connections of its own.
-	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, redisTimeout)
+	timeout := redisTimeout
+	if a.embedded != nil {
+		timeout = embeddedTimeout
+	}
+	a.rdb = newRedisClient(opts, cfg.MaxConcurrentReads+cfg.MaxConcurrentWrites+16, timeout)
 	a.probe = newRedisClient(opts, 2, readyTimeout)
-	if a.tracing, err = startTracing(context.Background(), cfg); err != nil {
+	if a.tracing, err = startTracing(context.Background(), cfg, log); err != nil {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
 	if a.tracing != nil {
@@ -183,7 +187,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.Use(extension.AutomaticPersistedQuery{Cache: newAPQCache(a.cfg.APQCacheSize, a.cfg.QueryCacheBytes)})
 	srv.Use(complexity) // the innermost response interceptor: the answer bound acts before metrics count it
 	srv.Use(graph.DepthLimit{Max: a.cfg.MaxQueryDepth})
-	srv.Use(graph.FloatLiterals{})
+	srv.Use(graph.ExactFloats{})
 	srv.Use(graph.TextCheck{})
 	srv.Use(metrics)
 	srv.AroundRootFields(readGuard)
@@ -269,6 +273,9 @@ func (a *App) runDemo(ctx context.Context) (stop func()) {
 // Close stops the hub and closes Redis (and the embedded Redis). Safe after Serve.
 func (a *App) Close() {
 	a.stopHub()
+	drain, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	a.Store.Drain(drain) // calls whose callers left (the demo when it stops) end before Redis closes under them
+	cancel()
 	a.rdb.Close()
 	a.probe.Close()
 	a.exports.rdb.Close()

@@ -11,6 +11,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -41,8 +42,8 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// newBrowser starts a fresh headless Chromium for the test and returns a tab's context.
-func newBrowser(t *testing.T) context.Context {
+// newBrowser starts a fresh headless Chromium for the test, with the extra options, and returns a tab's context.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromiumPath(t)),
@@ -55,6 +56,7 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1400, 1000),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	t.Cleanup(func() { cancelTab(); cancelAlloc() })
@@ -406,5 +408,52 @@ func TestDashboard(t *testing.T) {
 			t.Error("the page scrolls sideways on a 390px phone")
 		}
 		p.screenshot("dashboard-phone.png")
+	})
+}
+
+// The dashboard opened under another name than localhost (a wall screen on the LAN, here wallscreen.test, which
+// Chromium resolves to 127.0.0.1) gets no websocket while PUBLIC_ORIGIN does not name it: the page says so and
+// what to set, and so does the server's log (once, however often the page retries). With PUBLIC_ORIGIN set (the
+// server restarted on the same port) the page recovers by itself: live list, the notice gone. (It used to show an
+// empty board and "Reconnecting in 1 s…" for ever, with nothing in the log.)
+func TestDashboardSaysWhyItsOriginIsRefused(t *testing.T) {
+	const host = "wallscreen.test"
+	ctx := newBrowser(t, chromedp.Flag("host-resolver-rules", "MAP "+host+" 127.0.0.1"))
+	cfg := testConfig(t)
+	cfg.ListenAddr = freeAddr(t)
+	var logged syncBuffer
+	warnLog := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	srv := dashServer{startServerLog(t, cfg, warnLog)}
+	srv.mustDo(t, testAdminKey, `mutation { createLeaderboard(input: {id: "wall"}) { id } }`, nil)
+	srv.submit(t, "wall", "a", 50)
+	_, port, _ := net.SplitHostPort(cfg.ListenAddr)
+	origin := "http://" + host + ":" + port
+
+	p := page{t, ctx}
+	p.run(chromedp.Navigate(origin + "/?board=wall"))
+	p.waitFor(20*time.Second, "the page says why its websocket is refused", func() bool {
+		var shown bool
+		p.eval(`!document.getElementById("error").hidden`, &shown)
+		return shown && strings.Contains(p.text("#error"), "PUBLIC_ORIGIN="+origin)
+	})
+	p.waitFor(5*time.Second, "the connection state names the refusal", func() bool {
+		return strings.HasPrefix(p.text("#conn-text"), "Origin refused")
+	})
+	p.screenshot("dashboard-refused-origin.png")
+	if lines := strings.Count(logged.String(), "websocket refused"); lines != 1 ||
+		!strings.Contains(logged.String(), "PUBLIC_ORIGIN="+origin) {
+		t.Errorf("the server's log has %d lines about the refused websocket, want 1 naming PUBLIC_ORIGIN=%s:\n%s",
+			lines, origin, logged.String())
+	}
+
+	srv.Shutdown(t)
+	srv.App.Close()
+	cfg.PublicOrigins = []string{origin}
+	startServer(t, cfg)                       // same address, same Redis and key prefix
+	p.waitRows(30*time.Second, []string{"a"}) // the page's back-off is 15 s at most
+	p.waitFor(5*time.Second, "Live, and the notice gone", func() bool {
+		var hidden bool
+		p.eval(`document.getElementById("error").hidden`, &hidden)
+		return hidden && p.text("#conn-text") == "Live"
 	})
 }

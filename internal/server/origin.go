@@ -1,12 +1,15 @@
 package server
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // originPolicy decides which browser origins may open websockets: the CORS allow-list (CORS_ORIGINS), the
@@ -71,4 +74,53 @@ func (p *originPolicy) allowWebsocket(r *http.Request) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// maxOriginShown bounds how much of a refused Origin header a message or the log repeats (client input).
+const maxOriginShown = 200
+
+// originRefusal says why a browser page at origin gets no websocket, and what to set: the text of the 403, of
+// the dashboard's notice (POST /websocket-origin) and of the log line. A page opened under another name than
+// localhost (a wall screen on the LAN) otherwise sees a websocket that never opens, for ever.
+func originRefusal(origin string) string {
+	if len(origin) > maxOriginShown {
+		origin = origin[:maxOriginShown] + "…"
+	}
+	return "origin not allowed: this server accepts websockets from the origins in PUBLIC_ORIGIN and CORS_ORIGINS " +
+		"(unset: its port on localhost), not from " + origin + "; to open the dashboard there, set PUBLIC_ORIGIN=" + origin
+}
+
+// originLogEvery bounds the log lines of refused websocket origins: a page retrying every second, or a client
+// sending many, fills no log.
+const originLogEvery = 10 * time.Second
+
+// refusedOrigins logs refused websocket origins, at most one line every originLogEvery.
+type refusedOrigins struct{ last atomic.Int64 } // unix nanoseconds of the last line
+
+func (l *refusedOrigins) log(log *slog.Logger, origin string) {
+	if log == nil {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := l.last.Load()
+	if now-last < int64(originLogEvery) || !l.last.CompareAndSwap(last, now) {
+		return
+	}
+	log.Warn("websocket refused", "err", originRefusal(origin))
+}
+
+// checkOrigin answers a page's question whether its origin may open websockets (POST /websocket-origin; a
+// browser sends its Origin with every POST): 204, or 403 FORBIDDEN with originRefusal. The dashboard asks when its
+// websocket closed before it opened, since a browser shows no page why an upgrade failed.
+func (s *websockets) checkOrigin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, codeInvalid, "POST only: the browser sends its Origin with it")
+		return
+	}
+	if !s.origins.allowWebsocket(r) {
+		writeError(w, http.StatusForbidden, codeForbidden, originRefusal(r.Header.Get("Origin")))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

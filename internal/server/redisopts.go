@@ -12,6 +12,10 @@ import (
 const (
 	redisTimeout = 3 * time.Second // one command's socket reads and writes
 	readyTimeout = time.Second     // /readyz's PING, socket reads included
+	// embeddedTimeout replaces redisTimeout on the embedded store (`make run`): it runs in the process, one
+	// command at a time, so a slow answer there is load (the demo seeding, the board listing's 16384 commands),
+	// never a lost Redis. Requests are still bounded by REQUEST_TIMEOUT.
+	embeddedTimeout = 15 * time.Second
 )
 
 // redisOptions returns the options of the server's Redis: a cluster (REDIS_CLUSTER_ADDRS), a standalone server

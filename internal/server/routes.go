@@ -50,6 +50,7 @@ func (a *App) routes() *http.ServeMux {
 	mux.Handle("/graphiql", gi)
 	mux.Handle("/graphiql/", gi)
 	mux.Handle("/", web.Handler())
+	mux.HandleFunc("/websocket-origin", a.ws.checkOrigin) // the dashboard asks why its websocket never opens
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/readyz", a.Metrics.timeRoute("readyz", http.HandlerFunc(a.ready)))
 	if a.cfg.MetricsAddr == "" {

@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"os"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -27,8 +29,10 @@ import (
 // tracerName is the instrumentation scope of the server's own spans.
 const tracerName = "github.com/leaderboard/leaderboard/internal/server"
 
-// startTracing returns the provider the server traces with, or nil when tracing is off.
-func startTracing(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, error) {
+// startTracing returns the provider the server traces with, or nil when tracing is off. OpenTelemetry's errors
+// (an export that failed: the collector is down) go to log, not to the standard log package's stderr, which is
+// OpenTelemetry's default. The handler is process-wide: the last server started with tracing owns it.
+func startTracing(ctx context.Context, cfg Config, log *slog.Logger) (*sdktrace.TracerProvider, error) {
 	exp := cfg.TraceExporter
 	if exp == nil {
 		if os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
@@ -39,6 +43,9 @@ func startTracing(ctx context.Context, cfg Config) (*sdktrace.TracerProvider, er
 			return nil, err
 		}
 	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn("tracing: spans not exported", "err", err)
+	}))
 	b := Build()
 	res, err := resource.Merge(resource.NewSchemaless(
 		attribute.String("service.name", "leaderboard"), attribute.String("service.version", b.Version)),

@@ -2,10 +2,15 @@ package server
 
 import (
 	"context"
+	"errors"
+	"log"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/leaderboard/leaderboard/internal/wstest"
@@ -89,5 +94,42 @@ func TestTracing(t *testing.T) {
 	t.Logf("spans: %v", byName)
 	if redisSpans == 0 {
 		t.Errorf("no Redis spans: %v", byName)
+	}
+}
+
+// failingExporter refuses every batch of spans, as an exporter whose collector is down does.
+type failingExporter struct{}
+
+func (failingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
+	return errors.New("collector unreachable (test)")
+}
+
+func (failingExporter) Shutdown(context.Context) error { return nil }
+
+// An export that fails is logged by the server's structured logger (level WARN), not written by OpenTelemetry's
+// default handler to the standard log package. Not parallel: it sets the batch delay of the environment and reads
+// the standard logger, both process-wide.
+func TestTracingExportErrorsAreLogged(t *testing.T) {
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: the batch goes out (and fails) at once
+	var std syncBuffer
+	log.SetOutput(&std)
+	defer log.SetOutput(os.Stderr)
+	var logged syncBuffer
+	cfg := testConfig(t)
+	cfg.TraceExporter = failingExporter{}
+	s := startServerLog(t, cfg, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	s.do(t, "", `{ leaderboards { id } }`, nil) // a span to export
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(logged.String(), "collector unreachable (test)") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no export error in the server's log after 20 s; the standard logger got %q", std.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(logged.String(), "level=WARN") {
+		t.Errorf("the export error is not a warning: %q", logged.String())
+	}
+	if strings.Contains(std.String(), "collector unreachable") {
+		t.Errorf("the export error also went to the standard logger: %q", std.String())
 	}
 }

@@ -42,6 +42,7 @@ type websockets struct {
 	metrics      *Metrics
 	clientAddr   func(*http.Request) string // the address MAX_CONNS_PER_ADDR counts (see proxies)
 	log          *slog.Logger
+	refused      refusedOrigins // the log of refused origins
 
 	writers streamWriters // write the connections' stream responses (wswrite.go)
 
@@ -149,7 +150,8 @@ func (s *websockets) guard(maxPerAddr int, next http.Handler) http.Handler {
 		}
 		if !s.origins.allowWebsocket(r) {
 			s.metrics.wsRejected.WithLabelValues("origin").Inc()
-			writeError(w, http.StatusForbidden, codeForbidden, "origin not allowed")
+			s.refused.log(s.log, r.Header.Get("Origin"))
+			writeError(w, http.StatusForbidden, codeForbidden, originRefusal(r.Header.Get("Origin")))
 			return
 		}
 		addr := s.clientAddr(r)

@@ -50,7 +50,7 @@ const state = {
   leader: null,
 };
 
-const live = new LiveClient(WS_URL, showConnection);
+const live = new LiveClient(WS_URL, showConnection, explainRefusal);
 
 function clampFirst(v) {
   const n = parseInt(v, 10);
@@ -296,14 +296,39 @@ function renderFacts() {
   $("fact-last").textContent = state.lastUpdate ? `${formatDuration((Date.now() - state.lastUpdate) / 1000)} ago` : "–";
 }
 
+// explainRefusal asks the server why the websocket closed before it opened, since the browser does not say: the
+// page's origin may be one the server does not accept (a wall screen opened under the machine's name, not
+// localhost: PUBLIC_ORIGIN). The answer stays on screen until live updates work; asked once per failing streak.
+let refusal = "";
+async function explainRefusal() {
+  if (refusal) return;
+  let res;
+  try {
+    res = await fetch("/websocket-origin", { method: "POST" }); // a POST carries the page's Origin
+  } catch {
+    return; // the server is away: "Reconnecting" says enough
+  }
+  if (res.status !== 403) return;
+  const body = await res.json().catch(() => ({}));
+  refusal = "Live updates are refused by the server: " +
+    (body.errors?.[0]?.message || `it does not accept websockets from ${location.origin}; set PUBLIC_ORIGIN`);
+  showError(refusal);
+  $("conn").dataset.refused = "true";
+}
+
 function showConnection(s, seconds) {
   const el = $("conn");
+  if (s === "connected" && refusal) {
+    refusal = "";
+    delete el.dataset.refused;
+    hideError();
+  }
   const was = el.dataset.state;
   el.dataset.state = s === "idle" ? "connecting" : s;
   const text = {
     connecting: "Connecting…",
     connected: "Live",
-    reconnecting: `Reconnecting in ${seconds} s…`,
+    reconnecting: el.dataset.refused ? `Origin refused; retrying in ${seconds} s…` : `Reconnecting in ${seconds} s…`,
     offline: "Offline",
     idle: "Idle",
   }[s];
@@ -559,6 +584,10 @@ function showError(text) {
 }
 
 function hideError() {
+  if (refusal) {
+    showError(refusal); // it stays until live updates work
+    return;
+  }
   $("error").hidden = true;
 }
 

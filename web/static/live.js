@@ -41,12 +41,14 @@ export async function query(endpoint, document, variables = {}, signal) {
 /**
  * LiveClient keeps one graphql-transport-ws connection open while it has subscriptions.
  * onState(state, detail) is told "connecting", "connected", "reconnecting" (detail: seconds until the next
- * attempt) and "offline" (the browser has no network).
+ * attempt) and "offline" (the browser has no network). onNeverOpened() is told when a websocket closed before it
+ * opened: a browser does not tell a page why (a 403 for the page's origin looks like a network error).
  */
 export class LiveClient {
-  constructor(url, onState = () => {}) {
+  constructor(url, onState = () => {}, onNeverOpened = () => {}) {
     this.url = url;
     this.onState = onState;
+    this.onNeverOpened = onNeverOpened;
     this.subs = new Map(); // id -> {payload, sink}
     this.nextId = 1;
     this.ws = null;
@@ -96,7 +98,9 @@ export class LiveClient {
     }
     this.ws = ws;
     this.acked = false;
+    let opened = false;
     ws.onopen = () => {
+      opened = true;
       const key = localStorage.getItem("lb.readKey");
       this.send({ type: "connection_init", payload: key ? { authorization: "Bearer " + key } : {} });
     };
@@ -107,6 +111,7 @@ export class LiveClient {
       this.acked = false;
       clearInterval(this.pingTimer);
       this.scheduleRetry();
+      if (!opened) this.onNeverOpened();
     };
   }
 
