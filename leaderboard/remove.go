@@ -9,6 +9,9 @@ func (s *Store) RemovePlayer(ctx context.Context, board, player string) (bool, e
 	if err := checkID("player id", player); err != nil {
 		return false, err
 	}
+	if s.seq != nil {
+		return s.removeLedgered(ctx, board, player)
+	}
 	var n int64
 	err := s.fresh(board, func() error {
 		b, err := s.Board(ctx, board)
