@@ -2,6 +2,7 @@ package leaderboard
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -16,7 +17,14 @@ const (
 	EventDelete      EventKind = 4 // DeleteBoard
 	EventSeasonStart EventKind = 5 // StartSeason: Args is {"id": ..., "endsAt": ms}
 	EventSeasonEnd   EventKind = 6 // EndSeason
+	EventVoid        EventKind = 7 // VoidScoreEvents: Args is VoidArgs; the submissions it names stop counting
 )
+
+// VoidArgs are an EventVoid's arguments.
+type VoidArgs struct {
+	EventIDs []string `json:"eventIds"` // client eventIds, or '#<seq>' for a submission recorded without one
+	Reason   string   `json:"reason"`
+}
 
 // LedgerEvent is one write as the durable record keeps it: everything the index needs to apply it again exactly
 // as it was applied the first time, in the order of Seq.
@@ -39,6 +47,9 @@ type LedgerEvent struct {
 	// RecordedAt is the clock the index applied the event with (periods, grace, submission limits): applying it
 	// again uses the same. Set by the ledger when it reads events (AppendBatch.RecordedAt when it records them).
 	RecordedAt time.Time
+	// Voided is set on a submission an EventVoid voided (VoidReason says why): it no longer counts.
+	Voided     bool
+	VoidReason string
 }
 
 // Appended is what the ledger says of an event it was asked to record.
@@ -47,6 +58,8 @@ type Appended struct {
 	// Duplicate: an event with the same EventID is already recorded (with Seq and Fingerprint); nothing was added.
 	Duplicate   bool
 	Fingerprint string
+	// Voided is how many submissions an EventVoid voided (those it names that counted until then).
+	Voided int
 }
 
 // LedgerBoard is a board as the ledger knows it.
@@ -67,6 +80,11 @@ type Ledger interface {
 	Board(ctx context.Context, id string) (b LedgerBoard, ok bool, err error)
 	// Events returns up to limit events of the board with ledger key key after seq after, in order.
 	Events(ctx context.Context, key, after int64, limit int) ([]LedgerEvent, error)
+	// Boards returns every live board.
+	Boards(ctx context.Context) ([]LedgerBoard, error)
+	// PlayerEvents returns up to limit submissions of a player on the board with ledger key key after seq after,
+	// oldest first.
+	PlayerEvents(ctx context.Context, key int64, player string, after int64, limit int) ([]LedgerEvent, error)
 }
 
 // AppendBatch is the events of one board for Ledger.Append, in the order they are to apply.
@@ -75,4 +93,21 @@ type AppendBatch struct {
 	Events []LedgerEvent
 	// RecordedAt is the clock the index applies these events with (LedgerEvent.RecordedAt).
 	RecordedAt time.Time
+}
+
+// AssignedSeq reads an eventId the ledger assigned ('#<seq>', for a submission recorded without one).
+func AssignedSeq(id string) (int64, bool) {
+	if len(id) < 2 || id[0] != '#' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(id[1:], 10, 64)
+	return n, err == nil && n > 0
+}
+
+// EventName is the eventId of a recorded submission as clients see it: the client's, or '#<seq>'.
+func (e *LedgerEvent) EventName() string {
+	if e.EventID != "" {
+		return e.EventID
+	}
+	return "#" + strconv.FormatInt(e.Seq, 10)
 }

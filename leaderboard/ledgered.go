@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -365,6 +366,10 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 			var period string
 			var err error
 			args, period, err = s.appendItem(args, b, e.submission(board), now, e.Fingerprint)
+			if err == nil && e.Voided {
+				args = args[:len(args)-submitItemArgs-2*len(b.Windows)]
+				err = errorf(Invalid, "voided: %s", e.VoidReason)
+			}
 			if err != nil {
 				// Refused here, and again by any restore: not sent, but its seq is in the call's range.
 				out[i].Err = err
@@ -482,6 +487,12 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 	switch e.Kind {
 	case EventDelete:
 		return nil, nil // DeleteBoard deletes the keys once the ledger has the deletion
+	case EventVoid:
+		v, err := s.boardFor(ctx, board, restore)
+		if err != nil {
+			return nil, err
+		}
+		return reply, call(markLedgerScript, []string{v.keys}, v.b.sum)
 	case EventCreate:
 		if dup && !restore {
 			// The ledger has the board: Redis has it too, or lost it (then it is restored, never created empty).
@@ -670,11 +681,102 @@ const knownTTL = time.Second
 
 // removeLedgered, seasonLedgered, createLedgered and deleteLedgered record a write of one event, then apply it.
 func (s *Store) writeOne(ctx context.Context, board string, e LedgerEvent) (any, error) {
+	w, err := s.writeEvent(ctx, board, e)
+	if err != nil {
+		return nil, err
+	}
+	return w.reply, nil
+}
+
+func (s *Store) writeEvent(ctx context.Context, board string, e LedgerEvent) (*ledgerWrite, error) {
 	w := &ledgerWrite{board: board, kind: e.Kind, events: []LedgerEvent{e}}
 	if err := s.seq.do(ctx, w); err != nil {
 		return nil, s.ledgerError(ctx, board, err)
 	}
-	return w.reply, nil
+	return w, nil
+}
+
+// Limits of the ledger's reads and voids.
+const (
+	MaxScoreEvents = 1000 // ScoreEvents: largest page
+	MaxVoidIDs     = 1000 // VoidScoreEvents: most eventIds in one call
+	MaxVoidReason  = 1024 // VoidScoreEvents: bytes of the reason
+)
+
+// ScoreEvents returns up to first of a player's submissions on a board as the ledger keeps them, oldest first,
+// after the cursor after ("": from the first); next is the cursor of the page after ("": none).
+func (s *Store) ScoreEvents(ctx context.Context, board, player string, first int, after string) (
+	evs []LedgerEvent, next string, err error) {
+	if s.seq == nil {
+		return nil, "", errorf(Invalid, "scoreEvents needs the ledger (DATABASE_URL)")
+	}
+	if err := checkID("board id", board); err != nil {
+		return nil, "", err
+	}
+	if err := checkID("player id", player); err != nil {
+		return nil, "", err
+	}
+	if first < 1 || first > MaxScoreEvents {
+		return nil, "", errorf(Invalid, "first must be 1 to %d", MaxScoreEvents)
+	}
+	var from int64
+	if after != "" {
+		if from, err = strconv.ParseInt(after, 10, 64); err != nil || from < 0 {
+			return nil, "", errorf(Invalid, "after must be a cursor from an earlier page")
+		}
+	}
+	lb, ok, err := s.seq.ledger.Board(ctx, board)
+	if err != nil {
+		return nil, "", err
+	}
+	if !ok {
+		return nil, "", errorf(NotFound, "no leaderboard with id %q", board)
+	}
+	evs, err = s.seq.ledger.PlayerEvents(ctx, lb.Key, player, from, first+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(evs) > first {
+		evs = evs[:first]
+		next = strconv.FormatInt(evs[first-1].Seq, 10)
+	}
+	return evs, next, nil
+}
+
+// VoidScoreEvents voids submissions of a board (their eventIds, or '#<seq>' for one recorded without) for a
+// reason: the void is an event of the ledger, the submissions stop counting, and the board is rebuilt from the
+// events that still count (every window and period, SUM totals included); live screens see the change. It
+// returns how many submissions it voided: voiding again is a no-op (0).
+func (s *Store) VoidScoreEvents(ctx context.Context, board string, ids []string, reason string) (int, error) {
+	if s.seq == nil {
+		return 0, errorf(Invalid, "voidScoreEvents needs the ledger (DATABASE_URL)")
+	}
+	if len(ids) == 0 || len(ids) > MaxVoidIDs {
+		return 0, errorf(Invalid, "eventIds must hold 1 to %d ids", MaxVoidIDs)
+	}
+	for _, id := range ids {
+		if err := checkID("eventId", id); err != nil {
+			return 0, err
+		}
+	}
+	if reason == "" || len(reason) > MaxVoidReason || !utf8.ValidString(reason) {
+		return 0, errorf(Invalid, "reason must be 1 to %d bytes of UTF-8", MaxVoidReason)
+	}
+	if _, err := s.loadBoard(ctx, board); err != nil {
+		return 0, err
+	}
+	args, _ := json.Marshal(VoidArgs{EventIDs: ids, Reason: reason})
+	w, err := s.writeEvent(ctx, board, LedgerEvent{Kind: EventVoid, Args: args})
+	if err != nil {
+		return 0, err
+	}
+	n := w.appended[0].Voided
+	if n > 0 && !w.appended[0].Duplicate {
+		if err := s.Rebuild(ctx, board); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // createLedgered records a board's creation, then applies it. A board Redis holds without a high-water mark

@@ -327,3 +327,42 @@ func IsRefusal(err error) bool {
 	}
 	return false
 }
+
+// CheckLedger compares every board the ledger holds with Redis: a board Redis lacks is restored, a board whose
+// high-water mark is behind the ledger's head gets its missing events (a failover to a replica that had not copied
+// them, writes whose apply failed). It starts those restores and returns how many; they run in the background.
+func (s *Store) CheckLedger(ctx context.Context) (int, error) {
+	if s.seq == nil {
+		return 0, nil
+	}
+	boards, err := s.seq.ledger.Boards(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for start := 0; start < len(boards); start += 1000 {
+		part := boards[start:min(start+1000, len(boards))]
+		pipe := s.rdb.Pipeline()
+		defs := make([]*redis.IntCmd, len(part))
+		hwms := make([]*redis.StringCmd, len(part))
+		for i, b := range part {
+			base := s.makeKeyBase(b.ID)
+			defs[i] = pipe.Exists(ctx, base+"def")
+			hwms[i] = pipe.HGet(ctx, base+"c", "lsq")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return n, redisError(err)
+		}
+		for i, b := range part {
+			hwm, _ := hwms[i].Int64()
+			if defs[i].Val() == 1 && hwm >= b.Head {
+				continue
+			}
+			// A board written right now is behind for a moment; its writer applies its own events. What stays
+			// behind is caught up by the restore (which takes the events the gate has not seen).
+			s.seq.restore.start(s.seq, b.ID)
+			n++
+		}
+	}
+	return n, nil
+}

@@ -40,6 +40,8 @@ var (
 	seasonLua string
 	//go:embed restore_done.lua
 	restoreDoneLua string
+	//go:embed mark.lua
+	markLua string
 
 	// The score bound is the Go constant's, so the script and the validation in Go cannot disagree.
 	submitScript = newScript("submit", fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore)+submitLua, false).
@@ -58,10 +60,11 @@ var (
 	createLedgerScript = createScript.ledgered()
 	seasonLedgerScript = seasonScript.ledgered()
 	restoreDoneScript  = newScript("restore_done", restoreDoneLua, false)
+	markLedgerScript   = newScript("mark", markLua, false).ledgered()
 	library            = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
 		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
 		purgeScript, watchScript, submitLedgerScript, removeLedgerScript, createLedgerScript, seasonLedgerScript,
-		restoreDoneScript)
+		restoreDoneScript, markLedgerScript)
 )
 
 // Publish commands for Config.PublishCommand.

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -195,6 +196,19 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 			return nil, err
 		}
 	}
+	// Voids: the submissions they name stop counting (each once: voiding twice is a no-op).
+	for _, i := range order {
+		for k, e := range batches[i].Events {
+			if e.Kind != leaderboard.EventVoid {
+				continue
+			}
+			n, err := voidEvents(ctx, tx, keys[i], recorded[i], e.Args)
+			if err != nil {
+				return nil, err
+			}
+			out[i][k].Voided = n
+		}
+	}
 	pb = pgx.Batch{}
 	deleted := false
 	for _, i := range order {
@@ -280,7 +294,10 @@ var eventCopyColumns = []string{"board_key", "seq", "kind", "player", "score", "
 func eventRow(key, seq, recorded int64, e *leaderboard.LedgerEvent) []any {
 	var score, achieved, name, meta, args any
 	if e.Kind == leaderboard.EventSubmit {
-		score, achieved = e.Score, e.AchievedAt.UnixMilli()
+		score = e.Score
+		if !e.AchievedAt.IsZero() {
+			achieved = e.AchievedAt.UnixMilli()
+		}
 	}
 	if e.Name != nil {
 		name = []byte(*e.Name)
@@ -307,4 +324,29 @@ func optText(s string) any {
 		return nil
 	}
 	return s
+}
+
+// voidEvents marks the submissions a void's arguments name (client eventIds, or '#<seq>' for one recorded
+// without) as voided, unless they are already, and returns how many it marked.
+func voidEvents(ctx context.Context, tx pgx.Tx, key, recorded int64, args []byte) (int, error) {
+	var a leaderboard.VoidArgs
+	if err := json.Unmarshal(args, &a); err != nil {
+		return 0, fmt.Errorf("ledger: void arguments: %w", err)
+	}
+	ids := make([][]byte, 0, len(a.EventIDs))
+	var seqs []int64
+	for _, id := range a.EventIDs {
+		ids = append(ids, []byte(id))
+		if n, ok := leaderboard.AssignedSeq(id); ok {
+			seqs = append(seqs, n)
+		}
+	}
+	tag, err := tx.Exec(ctx, `UPDATE events SET voided_ms = $2, void_reason = $3
+		WHERE board_key = $1 AND kind = $4 AND voided_ms IS NULL
+		AND (event_id = ANY($5) OR (event_id IS NULL AND seq = ANY($6)))`,
+		key, recorded, a.Reason, int16(leaderboard.EventSubmit), ids, seqs)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -48,7 +48,8 @@ func (l *Ledger) Boards(ctx context.Context) ([]leaderboard.LedgerBoard, error) 
 }
 
 const eventColumns = `seq, kind, coalesce(player, ''), coalesce(score, 0), coalesce(event_id, ''),
-	coalesce(fingerprint, ''), coalesce(achieved_ms, 0), recorded_ms, name, meta, args`
+	coalesce(fingerprint, ''), coalesce(achieved_ms, 0), recorded_ms, name, meta, args, voided_ms IS NOT NULL,
+	coalesce(void_reason, '')`
 
 func scanEvent(r pgx.CollectableRow) (leaderboard.LedgerEvent, error) {
 	var e leaderboard.LedgerEvent
@@ -57,7 +58,7 @@ func scanEvent(r pgx.CollectableRow) (leaderboard.LedgerEvent, error) {
 	var player, eventID, name []byte
 	var args *string
 	if err := r.Scan(&e.Seq, &kind, &player, &e.Score, &eventID, &e.Fingerprint, &achieved, &recorded,
-		&name, &e.Meta, &args); err != nil {
+		&name, &e.Meta, &args, &e.Voided, &e.VoidReason); err != nil {
 		return e, err
 	}
 	e.Player, e.EventID = string(player), string(eventID)

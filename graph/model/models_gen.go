@@ -48,6 +48,22 @@ type Mutation struct {
 type Query struct {
 }
 
+// Oldest first. eventId is the client's eventId, or one the ledger assigned.
+type ScoreEvent struct {
+	EventID    string    `json:"eventId"`
+	PlayerID   string    `json:"playerId"`
+	Score      float64   `json:"score"`
+	AchievedAt time.Time `json:"achievedAt"`
+	RecordedAt time.Time `json:"recordedAt"`
+	Voided     bool      `json:"voided"`
+	VoidReason *string   `json:"voidReason,omitempty"`
+}
+
+type ScoreEventPage struct {
+	Events []ScoreEvent `json:"events"`
+	Next   *string      `json:"next,omitempty"`
+}
+
 // One score for one player on one board.
 type ScoreInput struct {
 	Board string `json:"board"`

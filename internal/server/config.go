@@ -19,6 +19,10 @@ type Config struct {
 	RedisURL          string      // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
 	RedisClusterAddrs []string    // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
 	RedisPassword     string      // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
+	DatabaseURL       string      // DATABASE_URL, -database-url: PostgreSQL URL of the ledger; empty: no ledger
+	// LedgerCheckInterval (LEDGER_CHECK_INTERVAL): how often every board the ledger holds is compared with Redis
+	// (lost boards restored, lagging ones caught up); default 5s.
+	LedgerCheckInterval time.Duration
 	KeyPrefix         string      // KEY_PREFIX: default "lb"; starts every Redis key
 	APIKeys           string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
 	CORSOrigins       []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
@@ -167,11 +171,13 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		WebhookRetryFor:         envDur("WEBHOOK_RETRY_FOR", 24*time.Hour),
 		WebhookClaimIdle:        envDur("WEBHOOK_CLAIM_IDLE", time.Minute),
 		WebhookPollInterval:     envDur("WEBHOOK_POLL_INTERVAL", time.Second),
+		LedgerCheckInterval:     envDur("LEDGER_CHECK_INTERVAL", 5*time.Second),
 	}
 
 	fs := flag.NewFlagSet("leaderboard", flag.ContinueOnError)
 	fs.StringVar(&c.ListenAddr, "listen", env("LISTEN_ADDR", ":8080"), "address to listen on (LISTEN_ADDR)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "redis:// or rediss:// URL of a standalone Redis (REDIS_URL)")
+	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL of the ledger, the durable record of every write (DATABASE_URL)")
 	cluster := fs.String("redis-cluster-addrs", env("REDIS_CLUSTER_ADDRS", ""), "comma-separated host:port seeds of a Redis Cluster (REDIS_CLUSTER_ADDRS)")
 	cors := fs.String("cors-origins", env("CORS_ORIGINS", ""), "comma-separated origins allowed cross-origin, or * (CORS_ORIGINS)")
 	fs.BoolVar(&c.Demo, "demo", envBool("DEMO", false), "run the demo: a simulated game feeding a demo board (DEMO)")

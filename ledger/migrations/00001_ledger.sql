@@ -27,6 +27,8 @@ CREATE TABLE events (
 	name        bytea,             -- NULL: the event set no display name
 	meta        text,              -- NULL: the event set no metadata (a compact JSON object)
 	args        text,              -- the other kinds' arguments (JSON)
+	voided_ms   bigint,            -- unix ms when a voidScoreEvents voided this submission (NULL: it counts)
+	void_reason text,
 	PRIMARY KEY (board_key, seq)
 );
 -- eventIds are unique per board, for ever (the index's dedupe records expire; these do not).
