@@ -110,9 +110,9 @@ local def_shas, def_sha_bytes, DEF_SHA_BYTES = {}, 0, 1048576
 -- LG is the current call's gate; every prologue sets it (nil: the call is not ledgered).
 local LG
 
-local function ledger_args()
-  local a = ARGV[#ARGV]
-  ARGV[#ARGV] = nil
+local function ledger_args(argv)
+  local a = argv[#argv]
+  argv[#argv] = nil
   local g, i = { seqs = {} }, 0
   for f in string.gmatch(a, '[^,]+') do
     i = i + 1

@@ -39,7 +39,7 @@ type itemArgs struct {
 // ledgerPrologue starts a ledgered call: the gate's arguments, taken off the end of ARGV (ledger_args).
 const (
 	prologue       = "base = KEYS[1]\nif not rcall then bind() end\nLG = nil\n"
-	ledgerPrologue = "base = KEYS[1]\nif not rcall then bind() end\nLG = ledger_args()\n"
+	ledgerPrologue = "base = KEYS[1]\nif not rcall then bind() end\nLG = ledger_args(ARGV)\n"
 )
 
 func newScript(role, body string, readOnly bool) *script {

@@ -105,7 +105,11 @@ func (l *Ledger) Pool() *pgxpool.Pool { return l.pool }
 func unavailable(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return &leaderboard.Error{Code: leaderboard.Internal, Message: "internal error", Err: err}
+		switch pe.Code[:2] {
+		case "08", "53", "57", "58": // connection, resources, operator intervention (a shutdown), system errors
+		default:
+			return &leaderboard.Error{Code: leaderboard.Internal, Message: "internal error", Err: err}
+		}
 	}
 	if errors.Is(err, context.Canceled) {
 		return err
