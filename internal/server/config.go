@@ -15,25 +15,25 @@ import (
 // Config is the server's configuration: environment variables, overridden by flags for the common ones. Every
 // setting is listed with its default in README.md ("Configuration").
 type Config struct {
-	ListenAddr        string      // LISTEN_ADDR, -listen: default ":8080"
-	RedisURL          string      // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
-	RedisClusterAddrs []string    // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
-	RedisPassword     string      // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
-	DatabaseURL       string      // DATABASE_URL, -database-url: PostgreSQL URL of the ledger; empty: no ledger
+	ListenAddr        string   // LISTEN_ADDR, -listen: default ":8080"
+	RedisURL          string   // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
+	RedisClusterAddrs []string // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
+	RedisPassword     string   // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
+	DatabaseURL       string   // DATABASE_URL, -database-url: PostgreSQL URL of the ledger; empty: no ledger
 	// LedgerCheckInterval (LEDGER_CHECK_INTERVAL): how often every board the ledger holds is compared with Redis
 	// (lost boards restored, lagging ones caught up); default 5s.
 	LedgerCheckInterval time.Duration
-	KeyPrefix         string      // KEY_PREFIX: default "lb"; starts every Redis key
-	APIKeys           string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
-	CORSOrigins       []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
-	PublicOrigins     []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
-	TrustedProxies    []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose Forwarded/X-Forwarded-For count; default none
-	Demo              bool        // DEMO, -demo: run the demo simulator and dashboard board
-	DemoSettings      demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
-	Introspection     bool        // INTROSPECTION, -introspection: default true
-	LogLevel          slog.Level
-	ShowVersion       bool   // -version: print the build (see Build) and exit
-	LogFormat         string // LOG_FORMAT: "text" (default) or "json"
+	KeyPrefix           string      // KEY_PREFIX: default "lb"; starts every Redis key
+	APIKeys             string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
+	CORSOrigins         []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
+	PublicOrigins       []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
+	TrustedProxies      []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose Forwarded/X-Forwarded-For count; default none
+	Demo                bool        // DEMO, -demo: run the demo simulator and dashboard board
+	DemoSettings        demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
+	Introspection       bool        // INTROSPECTION, -introspection: default true
+	LogLevel            slog.Level
+	ShowVersion         bool   // -version: print the build (see Build) and exit
+	LogFormat           string // LOG_FORMAT: "text" (default) or "json"
 
 	MaxBodyBytes            int64         // MAX_BODY_BYTES: request body size; default 1 MiB
 	MaxBatch                int           // MAX_BATCH: requests in one batched POST (a JSON array); default 10, 0: refused
