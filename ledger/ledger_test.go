@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -407,3 +408,127 @@ func TestVoidRecomputes(t *testing.T) {
 }
 
 func getenv(k string) string { return os.Getenv(k) }
+
+// TestLaggingReplica: Redis fails over to a replica that had not copied the last writes. The board is still
+// there, behind the ledger: the check finds it behind and applies what it lacks, and it ends up as the primary
+// had it (the oracle: the primary's own reads).
+func TestLaggingReplica(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 2*time.Minute)
+	primary := redistest.Standalone(t)
+	replica := redistest.Standalone(t)
+	prdb, rrdb := primary.Client(t), replica.Client(t)
+	host, port, _ := strings.Cut(primary.Addr, ":")
+	if err := rrdb.SlaveOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	s := newStore(prdb, l, c)
+	for _, b := range boardSpecs("lag") {
+		if _, err := s.CreateBoard(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		feed(ctx, t, s, b.ID, 200, 40)
+	}
+	// The replica has copied everything so far; then it stops copying (it is promoted early, as a failover
+	// to a lagging replica leaves it).
+	if n, err := prdb.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d %v", n, err)
+	}
+	if err := rrdb.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var all []leaderboard.View
+	for _, b := range boardSpecs("lag") {
+		feed(ctx, t, s, b.ID, 200, 60) // only the old primary has these
+		all = append(all, views(ctx, t, s, b.ID)...)
+	}
+	want := snap(ctx, t, s, all)
+
+	var mu sync.Mutex
+	var reports []leaderboard.RestoreReport
+	s2 := leaderboard.New(rrdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, Ledger: l,
+		PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) {
+			mu.Lock()
+			reports = append(reports, r)
+			mu.Unlock()
+		}})
+	if d := want.diff(snap(ctx, t, s2, all)); d == "" {
+		t.Fatal("the replica has every write: the test lost its lag")
+	}
+	if n, err := s2.CheckLedger(ctx); err != nil || n != len(boardSpecs("lag")) {
+		t.Fatalf("CheckLedger: %d boards behind, %v; want %d", n, err, len(boardSpecs("lag")))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := s2.CheckLedger(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d boards still behind after a minute", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := want.diff(snap(ctx, t, s2, all)); d != "" {
+		t.Fatalf("caught-up replica differs from the primary: %s", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range reports {
+		if !r.CatchUp || r.Err != nil {
+			t.Fatalf("a lagging board is caught up where it stands, not restored: %+v", r)
+		}
+	}
+}
+
+// TestRestoredOnce: several processes that find the same board lost restore it once between them.
+func TestRestoredOnce(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 2*time.Minute)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	s := newStore(rdb, l, c)
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "once"}); err != nil {
+		t.Fatal(err)
+	}
+	feed(ctx, t, s, "once", 3000, 1000)
+	vs := views(ctx, t, s, "once")
+	want := snap(ctx, t, s, vs)
+	flushAll(ctx, t, rdb)
+	var mu sync.Mutex
+	restored := 0
+	stores := make([]*leaderboard.Store, 4)
+	for i := range stores {
+		stores[i] = leaderboard.New(rdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, Ledger: l,
+			PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) {
+				if r.Restored {
+					mu.Lock()
+					restored++
+					mu.Unlock()
+				}
+			}})
+	}
+	var wg sync.WaitGroup
+	for _, st := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			waitRestored(ctx, t, st, vs)
+		}()
+	}
+	wg.Wait()
+	if d := want.diff(snap(ctx, t, stores[0], vs)); d != "" {
+		t.Fatal(d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if restored != 1 {
+		t.Fatalf("%d restores of one board by 4 processes, want 1", restored)
+	}
+}
