@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -530,5 +531,146 @@ func TestRestoredOnce(t *testing.T) {
 	defer mu.Unlock()
 	if restored != 1 {
 		t.Fatalf("%d restores of one board by 4 processes, want 1", restored)
+	}
+}
+
+// TestRedisLostUnderWrites: Redis (no persistence) dies while 8 writers submit about 500 deltas a second to a SUM
+// board, each retrying a failed write with its eventId until it is acknowledged. After the restore every
+// acknowledged delta counts exactly once (the model: per player, the sum of its acknowledged deltas), the tie
+// order is the ledger's (equal totals rank by the seq of the event that last changed them, read from the
+// ledger's own table), and every read meanwhile was exact or UNAVAILABLE.
+func TestRedisLostUnderWrites(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 3*time.Minute)
+	srv := redistest.Standalone(t)
+	rdb := srv.Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	var restores atomic.Int64
+	s := leaderboard.New(rdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, Ledger: l,
+		PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) {
+			if r.Restored {
+				restores.Add(1)
+			}
+		}})
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "kill", Mode: leaderboard.Sum}); err != nil {
+		t.Fatal(err)
+	}
+	const writers, perWriter, players = 8, 250, 40
+	var mu sync.Mutex
+	model := map[string]float64{}
+	var readErrs []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(16 * time.Millisecond) // 8 writers: ~500 writes/s
+			defer tick.Stop()
+			for i := range perWriter {
+				<-tick.C
+				p := fmt.Sprintf("p%02d", (g*perWriter+i)%players)
+				sub := leaderboard.Submission{Board: "kill", Player: p, Score: float64(1 + (i % 3)),
+					EventID: fmt.Sprintf("w%d-%d", g, i)}
+				for attempt := 0; ; attempt++ {
+					outs, err := s.SubmitMany(ctx, []leaderboard.Submission{sub})
+					if err == nil {
+						err = outs[0].Err
+					}
+					if err == nil {
+						mu.Lock()
+						model[p] += sub.Score
+						mu.Unlock()
+						break
+					}
+					if leaderboard.ErrorCode(err) != leaderboard.Unavailable || attempt > 400 {
+						mu.Lock()
+						readErrs = append(readErrs, fmt.Errorf("write %s: %w", sub.EventID, err))
+						mu.Unlock()
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	// A reader: every answer is a whole board or UNAVAILABLE.
+	var rwg sync.WaitGroup
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p, err := s.Top(ctx, leaderboard.View{Board: "kill"}, 0, 100)
+			if err != nil && leaderboard.ErrorCode(err) != leaderboard.Unavailable {
+				mu.Lock()
+				readErrs = append(readErrs, fmt.Errorf("read: %w", err))
+				mu.Unlock()
+			}
+			if err == nil && int64(len(p.Entries)) != min(p.Size, 100) {
+				mu.Lock()
+				readErrs = append(readErrs, fmt.Errorf("read: %d entries of %d", len(p.Entries), p.Size))
+				mu.Unlock()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	srv.Stop() // no persistence: everything Redis held is gone, as after kill -9
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(stop)
+	rwg.Wait()
+	if len(readErrs) > 0 {
+		t.Fatalf("%d errors, the first: %v", len(readErrs), readErrs[0])
+	}
+	if restores.Load() != 1 {
+		t.Fatalf("%d restores of the lost board, want 1", restores.Load())
+	}
+	// The model: every acknowledged delta once.
+	v := leaderboard.View{Board: "kill"}
+	waitRestored(ctx, t, s, []leaderboard.View{v})
+	entries, size, err := standings(ctx, t, s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != int64(len(model)) {
+		t.Fatalf("%d players, the model has %d", size, len(model))
+	}
+	for _, e := range entries {
+		if e.Score != model[e.PlayerID] {
+			t.Fatalf("%s has %g, the acknowledged deltas sum to %g", e.PlayerID, e.Score, model[e.PlayerID])
+		}
+	}
+	// Tie order: equal totals rank by the seq of the event that last changed them.
+	last := map[string]int64{}
+	rows, err := l.Pool().Query(ctx, `SELECT convert_from(player, 'UTF8'), max(seq) FROM events e
+		JOIN boards b USING (board_key) WHERE b.id = $1 AND e.kind = 1 GROUP BY player`, []byte("kill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		var seq int64
+		if err := rows.Scan(&p, &seq); err != nil {
+			t.Fatal(err)
+		}
+		last[p] = seq
+	}
+	rows.Close()
+	for i := 1; i < len(entries); i++ {
+		a, b := entries[i-1], entries[i]
+		if a.Score == b.Score && last[a.PlayerID] > last[b.PlayerID] {
+			t.Fatalf("tie order: %s (last change seq %d) ranks before %s (seq %d) at %g", a.PlayerID,
+				last[a.PlayerID], b.PlayerID, last[b.PlayerID], a.Score)
+		}
 	}
 }
