@@ -106,10 +106,17 @@ func ctxError(ctx context.Context) error {
 	return &Error{Code: Unavailable, Message: "the write's outcome is unknown: the request ended first", Err: ctx.Err()}
 }
 
+// work runs one worker: it records a round of writes (whatever is waiting, up to maxCommitEvents) while its
+// applier applies the round before, in order: a round's commit and the apply of the one before overlap.
 func (q *sequencer) work(ch chan *ledgerWrite) {
-	var round []*ledgerWrite
+	applies := make(chan func(), 1)
+	go func() {
+		for apply := range applies {
+			apply()
+		}
+	}()
 	for w := range ch {
-		round = append(round[:0], w)
+		round := []*ledgerWrite{w}
 		n := len(w.events)
 	fill:
 		for n < maxCommitEvents {
@@ -121,15 +128,18 @@ func (q *sequencer) work(ch chan *ledgerWrite) {
 				break fill
 			}
 		}
-		q.commit(round)
+		if apply := q.commit(round); apply != nil {
+			applies <- apply
+		}
 	}
+	close(applies)
 }
 
-// commit records a round of writes in one ledger commit, then applies each board's writes in order.
-func (q *sequencer) commit(round []*ledgerWrite) {
+// commit records a round of writes in one ledger commit and returns what applies each board's writes in order
+// (nil when the commit failed: the writes have their error).
+func (q *sequencer) commit(round []*ledgerWrite) func() {
 	now := time.UnixMilli(q.s.cfg.Clock().UnixMilli()) // the clock the events are recorded and applied with
 	ctx, cancel := context.WithTimeout(context.Background(), ledgerApplyTimeout)
-	defer cancel()
 	byBoard := map[string]int{}
 	var batches []AppendBatch
 	var writes [][]*ledgerWrite
@@ -147,14 +157,14 @@ func (q *sequencer) commit(round []*ledgerWrite) {
 		writes[i] = append(writes[i], w)
 	}
 	res, err := q.ledger.Append(ctx, batches)
+	cancel()
 	if err != nil {
 		for _, w := range round {
 			w.err = err
 			close(w.done)
 		}
-		return
+		return nil
 	}
-	var wg sync.WaitGroup
 	for i := range batches {
 		off := 0
 		for _, w := range writes[i] {
@@ -165,16 +175,23 @@ func (q *sequencer) commit(round []*ledgerWrite) {
 			}
 			off += len(w.events)
 		}
-		wg.Add(1)
-		go func(ws []*ledgerWrite) {
-			defer wg.Done()
-			q.apply(ctx, ws, now)
-			for _, w := range ws {
-				close(w.done)
-			}
-		}(writes[i])
 	}
-	wg.Wait()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ledgerApplyTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range batches {
+			wg.Add(1)
+			go func(ws []*ledgerWrite) {
+				defer wg.Done()
+				q.apply(ctx, ws, now)
+				for _, w := range ws {
+					close(w.done)
+				}
+			}(writes[i])
+		}
+		wg.Wait()
+	}
 }
 
 // apply applies the recorded writes of one board, in order; consecutive submissions go in shared calls.
@@ -462,7 +479,6 @@ func (s *Store) ledgerError(ctx context.Context, board string, err error) error 
 	return errorf(NotFound, "no leaderboard with id %q", board)
 }
 
-var errNoLedger = errors.New("no ledger")
 
 // applyEvent applies a recorded event other than a submission (dup: the ledger had it already). Its reply is the
 // script's; an event applied before replies nil.

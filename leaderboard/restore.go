@@ -69,9 +69,6 @@ func (r *restorer) start(q *sequencer, board string) <-chan struct{} {
 	return ch
 }
 
-// restoreLockKey is the key a restorer of board holds (outside the board's keys, which a rebuild purges).
-func (s *Store) restoreLockKey(board string) string { return s.keyBase(board) + "restoring" }
-
 // Rebuild rebuilds a board from the ledger (rebuildLeaderboard): its keys are purged and its events applied again
 // into fresh ones, then switched in; meanwhile the board answers UNAVAILABLE. It returns when the board is whole.
 func (s *Store) Rebuild(ctx context.Context, board string) error {

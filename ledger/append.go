@@ -76,165 +76,181 @@ func (l *Ledger) bound(ctx context.Context) (context.Context, context.CancelFunc
 	return context.WithTimeout(ctx, l.timeout)
 }
 
+// appendSQL records a board's events in one statement: the eventIds recorded before (old), the new events
+// numbered from the board's head (fresh: the first of each eventId in the call), the head moved past them under
+// the board's row lock, and the rows inserted. It answers, per event in order, the head before (NULL: the board
+// is not live), the event's number among the new ones, or the seq and fingerprint of the recorded one.
+const appendSQL = `WITH inp AS (
+	SELECT t.*, t.event_id IS NULL OR t.ord = min(t.ord) OVER (PARTITION BY t.event_id) AS first_in_call
+	FROM unnest($2::smallint[], $3::bytea[], $4::float8[], $5::bytea[], $6::text[], $7::bigint[], $8::bytea[],
+		$9::text[], $10::text[]) WITH ORDINALITY AS t(kind, player, score, event_id, fp, achieved, name, meta, args, ord)
+), old AS (
+	SELECT i.ord, e.seq, e.fingerprint FROM inp i JOIN events e ON e.board_key = $1 AND e.event_id = i.event_id
+), fresh AS (
+	SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM inp i
+	WHERE i.first_in_call AND NOT EXISTS (SELECT 1 FROM old o WHERE o.ord = i.ord)
+), h AS (
+	UPDATE boards SET head = head + (SELECT count(*) FROM fresh),
+		deleted_at = CASE WHEN EXISTS (SELECT 1 FROM fresh WHERE kind = 4) THEN now() END
+	WHERE board_key = $1 AND deleted_at IS NULL
+	RETURNING head - (SELECT count(*) FROM fresh) AS base
+), ins AS (
+	INSERT INTO events (board_key, seq, kind, player, score, event_id, fingerprint, achieved_ms, recorded_ms, name,
+		meta, args)
+	SELECT $1, h.base + f.n, f.kind, f.player, f.score, f.event_id, f.fp, f.achieved, $11, f.name, f.meta, f.args
+	FROM fresh f, h
+	RETURNING 1
+)
+SELECT (SELECT base FROM h), f.n, o.seq, o.fingerprint, (SELECT count(*) FROM ins)
+FROM inp i LEFT JOIN fresh f ON f.ord = i.ord LEFT JOIN old o ON o.ord = i.ord ORDER BY i.ord`
+
+// append records the batches in one round trip: creations first (each a transaction of its own), then every
+// other batch's statement in one pipeline, which PostgreSQL runs as one implicit transaction (one commit).
 func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) ([][]leaderboard.Appended, error) {
+	out := make([][]leaderboard.Appended, len(batches))
+	// Lock boards in one order, so that two commits over the same boards cannot deadlock.
+	order := make([]int, 0, len(batches))
+	for i, b := range batches {
+		if isCreate(b) {
+			var err error
+			if out[i], err = l.createTx(ctx, b); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		order = append(order, i)
+	}
+	if len(order) == 0 {
+		return out, nil
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(batches[a].Board, batches[b].Board) })
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	keys := make([]int64, len(batches))
+	for _, i := range order {
+		if keys[i], err = l.key(ctx, conn, batches[i].Board); err != nil {
+			return nil, err
+		}
+		if keys[i] == 0 {
+			return nil, notInLedger(batches[i].Board)
+		}
+	}
+	var pb pgx.Batch
+	voids := 0
+	for _, i := range order {
+		b := batches[i]
+		c := appendArgs(b)
+		recorded := b.RecordedAt.UnixMilli()
+		pb.Queue(appendSQL, keys[i], c.kind, c.player, c.score, c.eventID, c.fp, c.achieved, c.name, c.meta, c.args,
+			recorded)
+		for _, e := range b.Events {
+			if e.Kind == leaderboard.EventVoid {
+				q, args, err := voidSQL(keys[i], recorded, e.Args)
+				if err != nil {
+					return nil, err
+				}
+				pb.Queue(q, args...)
+				voids++
+			}
+		}
+	}
+	br := conn.SendBatch(ctx, &pb)
+	defer br.Close()
+	for _, i := range order {
+		b := batches[i]
+		res := make([]leaderboard.Appended, len(b.Events))
+		rows, err := br.Query()
+		if err != nil {
+			return nil, err
+		}
+		firstOf := map[string]int{} // eventId -> index of its first new event in this call
+		k := 0
+		for rows.Next() {
+			var base, n, oldSeq *int64
+			var oldFP *string
+			var inserted int64
+			if err := rows.Scan(&base, &n, &oldSeq, &oldFP, &inserted); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if base == nil {
+				rows.Close()
+				l.keys.forget(b.Board)
+				return nil, errBoardGone
+			}
+			e := &b.Events[k]
+			switch {
+			case n != nil:
+				res[k] = leaderboard.Appended{Seq: *base + *n, Fingerprint: e.Fingerprint}
+				if e.EventID != "" {
+					firstOf[e.EventID] = k
+				}
+			case oldSeq != nil:
+				res[k] = leaderboard.Appended{Seq: *oldSeq, Duplicate: true, Fingerprint: deref(oldFP)}
+			default: // a later event with an eventId new in this call
+				f, ok := firstOf[e.EventID]
+				if !ok {
+					rows.Close()
+					return nil, fmt.Errorf("ledger: event %d of the call has no seq", k)
+				}
+				res[k] = leaderboard.Appended{Seq: res[f].Seq, Duplicate: true, Fingerprint: res[f].Fingerprint}
+			}
+			k++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if k != len(b.Events) {
+			return nil, fmt.Errorf("ledger: %d answers for %d events", k, len(b.Events))
+		}
+		for j, e := range b.Events {
+			if e.Kind != leaderboard.EventVoid {
+				continue
+			}
+			tag, err := br.Exec()
+			if err != nil {
+				return nil, err
+			}
+			res[j].Voided = int(tag.RowsAffected())
+		}
+		out[i] = res
+	}
+	if err := br.Close(); err != nil { // the commit
+		return nil, err
+	}
+	for _, i := range order {
+		for _, e := range batches[i].Events {
+			if e.Kind == leaderboard.EventDelete {
+				l.keys.forget(batches[i].Board)
+			}
+		}
+	}
+	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// createTx records a board's creation in a transaction of its own.
+func (l *Ledger) createTx(ctx context.Context, b leaderboard.AppendBatch) ([]leaderboard.Appended, error) {
 	tx, err := l.pool.Begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // a no-op after Commit
-	// Lock boards in one order, so that two commits over the same boards cannot deadlock.
-	order := make([]int, len(batches))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(batches[a].Board, batches[b].Board) })
-	out := make([][]leaderboard.Appended, len(batches))
-	keys := make([]int64, len(batches))
-	heads := make([]int64, len(batches))
-	for _, i := range order {
-		b := batches[i]
-		if isCreate(b) {
-			if out[i], keys[i], err = l.create(ctx, tx, b); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if keys[i], err = l.key(ctx, tx, b.Board); err != nil {
-			return nil, err
-		}
-		if keys[i] == 0 {
-			return nil, notInLedger(b.Board)
-		}
-	}
-	// One round trip: lock every board's row (its head) and find the eventIds recorded before.
-	var pb pgx.Batch
-	for _, i := range order {
-		if isCreate(batches[i]) {
-			continue
-		}
-		pb.Queue(`SELECT head FROM boards WHERE board_key = $1 AND deleted_at IS NULL FOR UPDATE`, keys[i])
-		if ids := eventIDs(batches[i]); len(ids) > 0 {
-			pb.Queue(`SELECT event_id, seq, coalesce(fingerprint, '') FROM events
-				WHERE board_key = $1 AND event_id = ANY($2)`, keys[i], ids)
-		}
-	}
-	type first struct {
-		seq int64
-		fp  string
-	}
-	seen := make([]map[string]first, len(batches))
-	if pb.Len() > 0 {
-		br := tx.SendBatch(ctx, &pb)
-		for _, i := range order {
-			if isCreate(batches[i]) {
-				continue
-			}
-			if err := br.QueryRow().Scan(&heads[i]); err != nil {
-				br.Close()
-				if errors.Is(err, pgx.ErrNoRows) {
-					l.keys.forget(batches[i].Board)
-					return nil, errBoardGone
-				}
-				return nil, err
-			}
-			seen[i] = map[string]first{}
-			if len(eventIDs(batches[i])) == 0 {
-				continue
-			}
-			rows, _ := br.Query()
-			for rows.Next() {
-				var id []byte
-				var f first
-				if err := rows.Scan(&id, &f.seq, &f.fp); err != nil {
-					rows.Close()
-					br.Close()
-					return nil, err
-				}
-				seen[i][string(id)] = f
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				br.Close()
-				return nil, err
-			}
-		}
-		if err := br.Close(); err != nil {
-			return nil, err
-		}
-	}
-	// Number the new events, and answer the duplicates (of earlier calls, or earlier in this one).
-	var rows [][]any
-	recorded := make([]int64, len(batches))
-	for _, i := range order {
-		b := batches[i]
-		if isCreate(b) {
-			continue
-		}
-		recorded[i] = b.RecordedAt.UnixMilli()
-		res := make([]leaderboard.Appended, len(b.Events))
-		h := heads[i]
-		for k := range b.Events {
-			e := &b.Events[k]
-			if e.EventID != "" {
-				if f, ok := seen[i][e.EventID]; ok {
-					res[k] = leaderboard.Appended{Seq: f.seq, Duplicate: true, Fingerprint: f.fp}
-					continue
-				}
-			}
-			h++
-			res[k] = leaderboard.Appended{Seq: h, Fingerprint: e.Fingerprint}
-			if e.EventID != "" {
-				seen[i][e.EventID] = first{h, e.Fingerprint}
-			}
-			rows = append(rows, eventRow(keys[i], h, recorded[i], e))
-		}
-		heads[i] = h
-		out[i] = res
-	}
-	if len(rows) > 0 {
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"events"}, eventCopyColumns, pgx.CopyFromRows(rows)); err != nil {
-			return nil, err
-		}
-	}
-	// Voids: the submissions they name stop counting (each once: voiding twice is a no-op).
-	for _, i := range order {
-		for k, e := range batches[i].Events {
-			if e.Kind != leaderboard.EventVoid {
-				continue
-			}
-			n, err := voidEvents(ctx, tx, keys[i], recorded[i], e.Args)
-			if err != nil {
-				return nil, err
-			}
-			out[i][k].Voided = n
-		}
-	}
-	pb = pgx.Batch{}
-	deleted := false
-	for _, i := range order {
-		b := batches[i]
-		if isCreate(b) {
-			continue
-		}
-		del := slices.ContainsFunc(b.Events, func(e leaderboard.LedgerEvent) bool { return e.Kind == leaderboard.EventDelete })
-		deleted = deleted || del
-		pb.Queue(`UPDATE boards SET head = $2, deleted_at = CASE WHEN $3 THEN now() END WHERE board_key = $1`,
-			keys[i], heads[i], del)
-	}
-	if pb.Len() > 0 {
-		if err := tx.SendBatch(ctx, &pb).Close(); err != nil {
-			return nil, err
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
+	res, _, err := l.create(ctx, tx, b)
+	if err != nil {
 		return nil, err
 	}
-	if deleted {
-		for _, b := range batches {
-			l.keys.forget(b.Board)
-		}
-	}
-	return out, nil
+	return res, tx.Commit(ctx)
 }
 
 var errBoardGone = errors.New("ledger: the board was deleted")
@@ -277,76 +293,68 @@ func (l *Ledger) create(ctx context.Context, tx pgx.Tx, b leaderboard.AppendBatc
 	return []leaderboard.Appended{{Seq: 1}}, key, nil
 }
 
-func eventIDs(b leaderboard.AppendBatch) [][]byte {
-	var ids [][]byte
-	for i := range b.Events {
-		if id := b.Events[i].EventID; id != "" {
-			ids = append(ids, []byte(id))
-		}
-	}
-	return ids
-}
-
-var eventCopyColumns = []string{"board_key", "seq", "kind", "player", "score", "event_id", "fingerprint",
-	"achieved_ms", "recorded_ms", "name", "meta", "args"}
-
-// eventRow is an event as a row of events (NULL where it has no value).
-func eventRow(key, seq, recorded int64, e *leaderboard.LedgerEvent) []any {
-	var score, achieved, name, meta, args any
-	if e.Kind == leaderboard.EventSubmit {
-		score = e.Score
-		if !e.AchievedAt.IsZero() {
-			achieved = e.AchievedAt.UnixMilli()
-		}
-	}
-	if e.Name != nil {
-		name = []byte(*e.Name)
-	}
-	if e.Meta != nil {
-		meta = *e.Meta
-	}
-	if len(e.Args) > 0 {
-		args = string(e.Args)
-	}
-	return []any{key, seq, int16(e.Kind), optBytes(e.Player), score, optBytes(e.EventID), optText(e.Fingerprint),
-		achieved, recorded, name, meta, args}
-}
-
-func optBytes(s string) any {
-	if s == "" {
-		return nil
-	}
-	return []byte(s)
-}
-
-func optText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// voidEvents marks the submissions a void's arguments name (client eventIds, or '#<seq>' for one recorded
-// without) as voided, unless they are already, and returns how many it marked.
-func voidEvents(ctx context.Context, tx pgx.Tx, key, recorded int64, args []byte) (int, error) {
+// voidSQL is the statement that marks the submissions a void's arguments name (client eventIds, or '#<seq>' for
+// one recorded without) as voided, unless they are already; its row count is how many it marked.
+func voidSQL(key, recorded int64, args []byte) (string, []any, error) {
 	var a leaderboard.VoidArgs
 	if err := json.Unmarshal(args, &a); err != nil {
-		return 0, fmt.Errorf("ledger: void arguments: %w", err)
+		return "", nil, fmt.Errorf("ledger: void arguments: %w", err)
 	}
 	ids := make([][]byte, 0, len(a.EventIDs))
-	var seqs []int64
+	seqs := []int64{}
 	for _, id := range a.EventIDs {
 		ids = append(ids, []byte(id))
 		if n, ok := leaderboard.AssignedSeq(id); ok {
 			seqs = append(seqs, n)
 		}
 	}
-	tag, err := tx.Exec(ctx, `UPDATE events SET voided_ms = $2, void_reason = $3
+	return `UPDATE events SET voided_ms = $2, void_reason = $3
 		WHERE board_key = $1 AND kind = $4 AND voided_ms IS NULL
 		AND (event_id = ANY($5) OR (event_id IS NULL AND seq = ANY($6)))`,
-		key, recorded, a.Reason, int16(leaderboard.EventSubmit), ids, seqs)
-	if err != nil {
-		return 0, err
+		[]any{key, recorded, a.Reason, int16(leaderboard.EventSubmit), ids, seqs}, nil
+}
+
+// columns are a batch's events as appendSQL's arrays (NULL where an event has no value).
+type columns struct {
+	kind                  []int16
+	player, eventID, name [][]byte
+	fp, meta, args        []*string
+	score                 []*float64
+	achieved              []*int64
+}
+
+func appendArgs(b leaderboard.AppendBatch) columns {
+	n := len(b.Events)
+	c := columns{kind: make([]int16, n), player: make([][]byte, n), eventID: make([][]byte, n),
+		name: make([][]byte, n), fp: make([]*string, n), meta: make([]*string, n), args: make([]*string, n),
+		score: make([]*float64, n), achieved: make([]*int64, n)}
+	for i := range b.Events {
+		e := &b.Events[i]
+		c.kind[i] = int16(e.Kind)
+		if e.Player != "" {
+			c.player[i] = []byte(e.Player)
+		}
+		if e.EventID != "" {
+			c.eventID[i] = []byte(e.EventID)
+		}
+		if e.Name != nil {
+			c.name[i] = []byte(*e.Name)
+		}
+		if e.Fingerprint != "" {
+			c.fp[i] = &e.Fingerprint
+		}
+		c.meta[i] = e.Meta
+		if len(e.Args) > 0 {
+			a := string(e.Args)
+			c.args[i] = &a
+		}
+		if e.Kind == leaderboard.EventSubmit {
+			c.score[i] = &e.Score
+			if !e.AchievedAt.IsZero() {
+				ms := e.AchievedAt.UnixMilli()
+				c.achieved[i] = &ms
+			}
+		}
 	}
-	return int(tag.RowsAffected()), nil
+	return c
 }
