@@ -479,7 +479,6 @@ func (s *Store) ledgerError(ctx context.Context, board string, err error) error 
 	return errorf(NotFound, "no leaderboard with id %q", board)
 }
 
-
 // applyEvent applies a recorded event other than a submission (dup: the ledger had it already). Its reply is the
 // script's; an event applied before replies nil.
 func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, dup, restore bool, now time.Time,
