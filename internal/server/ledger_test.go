@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/pgtest"
+	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -28,6 +32,30 @@ func ledgerConfig(t *testing.T, clock *closeClock) Config {
 	cfg.DatabaseURL = pgtest.Shared(t).Database(t)
 	cfg.Clock = clock.Now
 	return cfg
+}
+
+// ledgerTargets runs f in parallel subtests on the shared standalone Redis and on the shared 3-primary cluster
+// (not with REDISTEST_NO_CLUSTER set); f's config is ledgerConfig's on that Redis.
+func ledgerTargets(t *testing.T, f func(t *testing.T, clock *closeClock, cfg Config)) {
+	for _, cluster := range []bool{false, true} {
+		name := "standalone"
+		if cluster {
+			name = "cluster"
+		}
+		t.Run(name, func(t *testing.T) {
+			if v, _ := strconv.ParseBool(os.Getenv(redistest.NoClusterEnv)); cluster && v {
+				t.Skipf("%s is set", redistest.NoClusterEnv)
+			}
+			t.Parallel()
+			clock := &closeClock{t: ledgerStart}
+			cfg := ledgerConfig(t, clock)
+			if cluster {
+				cfg.RedisURL = ""
+				cfg.RedisClusterAddrs = redistest.SharedCluster(t).Addrs
+			}
+			f(t, clock, cfg)
+		})
+	}
 }
 
 // ledgerPool is a connection pool of the test's own to the ledger's database.
@@ -282,8 +310,11 @@ func TestLedgerScoreEvents(t *testing.T) {
 // equal to the board, every field, without the voided score), and voiding again is a no-op (0).
 func TestLedgerVoid(t *testing.T) {
 	t.Parallel()
-	clock := &closeClock{t: ledgerStart}
-	s := startServer(t, ledgerConfig(t, clock))
+	ledgerTargets(t, testLedgerVoid)
+}
+
+func testLedgerVoid(t *testing.T, clock *closeClock, cfg Config) {
+	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "sum", "mode": "SUM"})
 	s.create(t, map[string]any{"id": "best"})
 	conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
@@ -395,12 +426,16 @@ func boardDump(t *testing.T, st *leaderboard.Store, views ...leaderboard.View) s
 }
 
 // rebuildLeaderboard rebuilds a board from the ledger into fresh keys: afterwards every entry of every window
-// has every field as before (tie order, names, metadata, updatedAt, SUM totals, a removed player stays removed),
-// also after Redis lost the board's keys; a board the ledger does not hold is NOT_FOUND.
+// has every field as before (tie order, names, metadata, updatedAt, SUM totals, a removed player stays removed);
+// a board the ledger does not hold is NOT_FOUND. A board whose keys Redis lost answers UNAVAILABLE until it is
+// restored, whole, on its own.
 func TestLedgerRebuild(t *testing.T) {
 	t.Parallel()
-	clock := &closeClock{t: ledgerStart}
-	s := startServer(t, ledgerConfig(t, clock))
+	ledgerTargets(t, testLedgerRebuild)
+}
+
+func testLedgerRebuild(t *testing.T, clock *closeClock, cfg Config) {
+	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "r", "mode": "SUM", "windows": []string{"ALL_TIME", "DAILY"}})
 	for i := range 40 {
 		clock.Set(ledgerStart.Add(time.Duration(i) * 37 * time.Minute)) // across two days
@@ -432,20 +467,60 @@ func TestLedgerRebuild(t *testing.T) {
 		t.Fatalf("after the rebuild:\n%s\nbefore:\n%s", after, before)
 	}
 
-	// Redis loses the board's keys: the rebuild brings it back.
-	rdb := redisClient(t, s)
-	keys, err := rdb.Keys(ctxT(t, 10*time.Second), s.Store.BoardKeys("r")).Result()
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("the board's keys: %v %v", keys, err)
+	// Redis loses the board's keys: a read answers UNAVAILABLE (never NOT_FOUND: the ledger holds the board) and
+	// starts its restore; once the board answers again, it is whole.
+	deleteBoardKeys(t, s, "r")
+	s.wantCode(t, "", "UNAVAILABLE", `{ top(board: "r") { playerId } }`, nil)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := s.do(t, "", `{ top(board: "r") { playerId } }`, nil)
+		if len(r.Errors) == 0 {
+			break
+		}
+		if c := r.Codes(); len(c) != 1 || c[0] != "UNAVAILABLE" || time.Now().After(deadline) {
+			t.Fatalf("reading the board while it is restored: %+v", r.Errors)
+		}
 	}
-	if err := rdb.Del(ctxT(t, 10*time.Second), keys...).Err(); err != nil {
-		t.Fatal(err)
-	}
-	s.must(t, testAdminKey, rebuildMutation, map[string]any{"id": "r"}, &out)
-	if after := boardDump(t, s.Store, views...); !out.RebuildLeaderboard || after != before {
-		t.Fatalf("rebuilt after its keys were lost (%v):\n%s\nbefore:\n%s", out.RebuildLeaderboard, after, before)
+	if after := boardDump(t, s.Store, views...); after != before {
+		t.Fatalf("restored after its keys were lost:\n%s\nbefore:\n%s", after, before)
 	}
 	s.wantCode(t, testAdminKey, "NOT_FOUND", rebuildMutation, map[string]any{"id": "none"})
+}
+
+// deleteBoardKeys deletes every key of a board from the server's Redis (standalone or cluster).
+func deleteBoardKeys(t *testing.T, s *testServer, board string) {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	n := 0
+	del := func(ctx context.Context, c *redis.Client) error {
+		keys, err := c.Keys(ctx, s.Store.BoardKeys(board)).Result()
+		if err != nil || len(keys) == 0 {
+			return err
+		}
+		n += len(keys)
+		for _, k := range keys { // one key per DEL: a cluster node takes only keys of one slot at a time
+			if err := c.Del(ctx, k).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	switch c := s.App.rdb.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		err = c.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return del(ctx, c)
+		})
+	case *redis.Client:
+		err = del(ctx, c)
+	default:
+		t.Fatalf("the server's Redis client is a %T", c)
+	}
+	if err != nil || n == 0 {
+		t.Fatalf("deleting the keys of %s: %d keys, %v", board, n, err)
+	}
 }
 
 // redisClient is a client of the test's own to the server's (standalone) Redis.
@@ -464,8 +539,10 @@ func redisClient(t *testing.T, s *testServer) *redis.Client {
 // and deletion below), and each one is in the ledger when it has answered.
 func TestLedgerWrites(t *testing.T) {
 	t.Parallel()
-	clock := &closeClock{t: ledgerStart}
-	cfg := ledgerConfig(t, clock)
+	ledgerTargets(t, testLedgerWrites)
+}
+
+func testLedgerWrites(t *testing.T, clock *closeClock, cfg Config) {
 	s := startServer(t, cfg)
 	coreSuite(t, s)
 	pool := ledgerPool(t, cfg.DatabaseURL)
