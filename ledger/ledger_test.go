@@ -234,11 +234,10 @@ func TestRestoreAfterFlush(t *testing.T) {
 				feed(ctx, t, s, b.ID, 400, 60)
 				all = append(all, views(ctx, t, s, b.ID)...)
 			}
-			before := snap(ctx, t, s, all)
 			if _, err := s.RemovePlayer(ctx, "r-best", "p001"); err != nil {
 				t.Fatal(err)
 			}
-			before = snap(ctx, t, s, all)
+			before := snap(ctx, t, s, all)
 
 			flushAll(ctx, t, rdb)
 			// A fresh store (another process, or this one after a restart) finds the boards gone.
