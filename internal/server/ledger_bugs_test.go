@@ -86,3 +86,28 @@ func TestLedgerVoidWhoseRebuildFailed(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// An eventId names one event. A client's eventId may read like one the ledger assigns ('#<seq>', the name of a
+// submission sent without one): then scoreEvents shows two events of the board under one name, and voiding that
+// name voids both, another player's included. (The ledger names assigned ids in the clients' namespace, and
+// voidEvents matches either; clients' eventIds of that form should be refused, or assigned names made unmistakable.)
+func TestLedgerEventIDLikeAnAssignedOne(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	s := startServer(t, ledgerConfig(t, clock))
+	s.create(t, map[string]any{"id": "names", "mode": "SUM"})                  // seq 1
+	s.submit(t, map[string]any{"board": "names", "playerId": "a", "score": 1}) // seq 2: '#2'
+	r := s.do(t, testSubmitKey, submitMutation, map[string]any{"in": map[string]any{"board": "names", "playerId": "b",
+		"score": 100, "eventId": "#2"}})
+	if len(r.Errors) > 0 {
+		return // refused: no two events share a name
+	}
+	a := s.scoreEvents(t, "names", "a", 10, nil).Events
+	b := s.scoreEvents(t, "names", "b", 10, nil).Events
+	var n struct{ VoidScoreEvents int }
+	s.must(t, testAdminKey, voidMutation, map[string]any{"b": "names", "ids": []string{"#2"}, "r": "b's event"}, &n)
+	if n.VoidScoreEvents != 1 {
+		t.Errorf("a's events:%s\nb's events:%s\nvoidScoreEvents([\"#2\"]) voided %d events, want 1", renderEvents(a),
+			renderEvents(b), n.VoidScoreEvents)
+	}
+}
