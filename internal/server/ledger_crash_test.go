@@ -103,6 +103,7 @@ func TestLedgerCrashMidBulk(t *testing.T) {
 		if err := pg.Start(); err != nil {
 			t.Fatal(err)
 		}
+		l.Pool().Reset() // the test's own connections died with the server they were connected to
 		child.start()
 		m.check(t, board, l, redisNow, rebuilt, fmt.Sprintf("round %d", round))
 	}
