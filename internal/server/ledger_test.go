@@ -176,6 +176,7 @@ func TestLedgerFieldsNeedAdminAndLedger(t *testing.T) {
 	clock := &closeClock{t: ledgerStart}
 	on := startServer(t, ledgerConfig(t, clock))
 	on.create(t, map[string]any{"id": "b"})
+	on.submit(t, map[string]any{"board": "b", "playerId": "p", "score": 1, "eventId": "e"})
 	off := startServer(t, testConfig(t))
 	off.create(t, map[string]any{"id": "b"})
 	calls := []struct {
@@ -192,7 +193,20 @@ func TestLedgerFieldsNeedAdminAndLedger(t *testing.T) {
 		off.wantCode(t, "", "UNAUTHENTICATED", c.query, c.vars)
 		off.wantCode(t, testSubmitKey, "FORBIDDEN", c.query, c.vars)
 		off.wantCode(t, testAdminKey, "BAD_USER_INPUT", c.query, c.vars)
-		on.must(t, testAdminKey, c.query, c.vars, nil)
+		var out struct {
+			ScoreEvents        *scoreEventPageJSON
+			VoidScoreEvents    *int
+			RebuildLeaderboard *bool
+		}
+		on.must(t, testAdminKey, c.query, c.vars, &out)
+		switch {
+		case out.ScoreEvents != nil && (len(out.ScoreEvents.Events) != 1 || out.ScoreEvents.Events[0].Voided):
+			t.Errorf("scoreEvents: %+v", out.ScoreEvents)
+		case out.VoidScoreEvents != nil && *out.VoidScoreEvents != 1: // the refused calls voided nothing
+			t.Errorf("voidScoreEvents = %d, want 1", *out.VoidScoreEvents)
+		case out.RebuildLeaderboard != nil && !*out.RebuildLeaderboard:
+			t.Error("rebuildLeaderboard = false")
+		}
 	}
 }
 
