@@ -54,15 +54,32 @@ var (
 	sharedErr error
 )
 
+// M is what Main and With run: a *testing.M, or what another test helper's With made of one.
+type M interface{ Run() int }
+
 // Main runs the tests of a package (m.Run), then stops every postgres server started by this package that is
 // still running (immediate shutdown: the data is thrown away), removes their directories and the template
 // cluster, and exits with m.Run's status. Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) {
+//
+// A package that also needs another helper's servers composes their Mains with With, e.g. with Redis:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(redistest.With(m)) }
+func Main(m M) { os.Exit(With(m).Run()) }
+
+// With returns m with this package's servers around it: its Run runs m.Run, then stops and removes what Main
+// does, and returns m.Run's status without exiting, so that another helper's Main (or With) can stop its own
+// servers too. Elsewhere than on Linux, a SIGINT or SIGTERM during Run stops this package's servers and exits.
+func With(m M) M { return withServers{m} }
+
+type withServers struct{ m M }
+
+func (w withServers) Run() int {
 	if !childproc.DiesWithParent {
 		sigc := make(chan os.Signal, 1)
 		signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigc)
 		go func() {
 			sig := <-sigc
 			stopAll()
@@ -74,9 +91,9 @@ func Main(m *testing.M) {
 		}()
 	}
 	mainActive.Store(true)
-	code := m.Run()
+	code := w.m.Run()
 	stopAll()
-	os.Exit(code)
+	return code
 }
 
 func stopAll() {

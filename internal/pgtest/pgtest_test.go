@@ -21,9 +21,79 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+// withChildEnv makes the test binary TestWith's child: its TestMain composes With with redistest.With.
+const withChildEnv = "PGTEST_WITH_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(withChildEnv) == "1" {
+		withChild(m)
+	}
+	Main(m)
+}
+
+// The servers TestWithServersChild started (in the child).
+var childPG, childRedis string
+
+// withChild runs the tests under With(redistest.With(m)), then prints Run's status and whether the shared
+// PostgreSQL and Redis servers still answer, and exits 0: With must return, not exit.
+func withChild(m *testing.M) {
+	code := With(redistest.With(m)).Run()
+	answers := func(addr string) bool {
+		if addr == "" {
+			return false
+		}
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	}
+	fmt.Printf("\nafter Run: code=%d postgres=%s:%v redis=%s:%v\n", code, childPG, answers(childPG), childRedis,
+		answers(childRedis))
+	os.Exit(0)
+}
+
+// With composes with redistest.With: the tests run with both packages' shared servers, Run returns the tests'
+// status (here a failure) instead of exiting, and both servers are stopped when it returns.
+func TestWith(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWithServersChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), withChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`after Run: code=(\d+) postgres=(\S*):(\w+) redis=(\S*):(\w+)`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("the child did not report:\n%s", out)
+	}
+	if string(m[1]) != "1" || string(m[2]) == "" || string(m[3]) != "false" || string(m[4]) == "" ||
+		string(m[5]) != "false" {
+		t.Errorf("after Run: code %s (want 1), postgres %s answers %s, redis %s answers %s (want both started and "+
+			"stopped)\n%s", m[1], m[2], m[3], m[4], m[5], out)
+	}
+}
+
+// TestWithServersChild is TestWith's child: it starts both shared servers, checks they answer, and fails.
+func TestWithServersChild(t *testing.T) {
+	if os.Getenv(withChildEnv) != "1" {
+		t.Skip("TestWith's child")
+	}
+	pg := Shared(t)
+	if _, err := connect(t, pg.URL()).Exec(ctxT(t), "SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	rs := redistest.SharedStandalone(t)
+	if err := rs.Client(t).Ping(ctxT(t)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	childPG, childRedis = pg.Addr, rs.Addr
+	t.Error("failing on purpose: Run must return this status")
+}
 
 func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
