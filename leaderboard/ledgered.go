@@ -36,9 +36,16 @@ const (
 )
 
 // ErrRestoring is the error of a request on a board that Redis lost and the ledger holds, while it is restored.
+// Its outcome is known: nothing was applied (a write the ledger recorded meanwhile is applied by the restore,
+// and a retry with its eventId finds it).
 func errRestoring(board string) error {
-	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; try again", board)}
+	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; try again", board),
+		Err: ErrNotApplied}
 }
+
+// ErrNotApplied is in the chain of an UNAVAILABLE error whose write is known not to have been applied (see
+// OutcomeUnknown).
+var ErrNotApplied = errors.New("not applied")
 
 // ledgerWrite is one request's events for one board, waiting for its worker.
 type ledgerWrite struct {
@@ -640,6 +647,10 @@ func (s *Store) recordSubmission(ctx context.Context, sub Submission, now time.T
 	}
 	if _, _, err := s.appendItem(nil, v.b, sub, now, ""); err != nil {
 		return LedgerEvent{}, err
+	}
+	if _, ok := AssignedSeq(sub.EventID); ok {
+		return LedgerEvent{}, errorf(Invalid, "eventId %q has the form of the ones the ledger assigns (#<number>)",
+			sub.EventID)
 	}
 	e := LedgerEvent{Kind: EventSubmit, Player: sub.Player, Score: sub.Score, EventID: sub.EventID,
 		Name: sub.DisplayName, Fingerprint: fingerprint(sub, strconv.FormatFloat(sub.Score, 'g', -1, 64))}

@@ -121,6 +121,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 		p.Exists(ctx, base+"def")
 		p.Exists(ctx, base+"rdef")
 		p.HGet(ctx, base+"c", "lsq")
+		p.HGet(ctx, base+"c", "void")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -130,6 +131,9 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	hasDef := st[0].(*redis.IntCmd).Val() == 1
 	hasRdef := st[1].(*redis.IntCmd).Val() == 1
 	hwm, _ := st[2].(*redis.StringCmd).Int64()
+	if st[3].(*redis.StringCmd).Val() != "" {
+		force = true // a void whose rebuild did not happen yet
+	}
 	if hasDef && !force {
 		rep.CatchUp = true
 		rep.Events, rep.Err = q.catchUp(ctx, board, hwm, lb.Head)
@@ -163,6 +167,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	defer s.restoring.Delete(board)
 	head := lb.Head
 	lastKeep := time.Now()
+	var lateVoid int64
 	for {
 		for hwm < head {
 			evs, err := q.ledger.Events(ctx, lb.Key, hwm, restoreBatch)
@@ -176,6 +181,11 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 			if err := s.applyEvents(ctx, board, evs, true); err != nil {
 				rep.Err = err
 				return rep
+			}
+			for _, e := range evs {
+				if e.Kind == EventVoid && e.Seq > lb.Head {
+					lateVoid = e.Seq // recorded after this restore read the events it voids: rebuild again
+				}
 			}
 			rep.Events += len(evs)
 			hwm = evs[len(evs)-1].Seq
@@ -206,6 +216,12 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 		hwm, _ = r.(int64)
 	}
 	s.forget(board)
+	if lateVoid > 0 {
+		if err := s.rdb.HSet(ctx, base+"c", "void", lateVoid).Err(); err != nil {
+			rep.Err = redisError(err)
+			return rep
+		}
+	}
 	rep.Restored = true
 	return rep
 }
@@ -342,17 +358,19 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 		pipe := s.rdb.Pipeline()
 		defs := make([]*redis.IntCmd, len(part))
 		hwms := make([]*redis.StringCmd, len(part))
+		voids := make([]*redis.StringCmd, len(part))
 		for i, b := range part {
 			base := s.makeKeyBase(b.ID)
 			defs[i] = pipe.Exists(ctx, base+"def")
 			hwms[i] = pipe.HGet(ctx, base+"c", "lsq")
+			voids[i] = pipe.HGet(ctx, base+"c", "void")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return n, redisError(err)
 		}
 		for i, b := range part {
 			hwm, _ := hwms[i].Int64()
-			if defs[i].Val() == 1 && hwm >= b.Head {
+			if defs[i].Val() == 1 && hwm >= b.Head && voids[i].Val() == "" {
 				continue
 			}
 			// A board written right now is behind for a moment; its writer applies its own events. What stays

@@ -101,7 +101,7 @@ func (l *Ledger) PlayerEvents(ctx context.Context, key int64, player string, aft
 	defer cancel()
 	rows, err := l.pool.Query(ctx, `SELECT `+eventColumns+` FROM events
 		WHERE board_key = $1 AND player = $2 AND kind = $3 AND seq > $4 ORDER BY seq LIMIT $5`,
-		key, player, int16(leaderboard.EventSubmit), after, limit)
+		key, []byte(player), int16(leaderboard.EventSubmit), after, limit)
 	if err != nil {
 		return nil, unavailable(err)
 	}
