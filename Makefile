@@ -14,8 +14,9 @@ unexport REDISTEST_NO_CLUSTER
 run:
 	$(GO) run . -demo
 
-# test-deps (scripts/test-deps.sh) checks for redis-server, redis-cli, Chromium and Node.js 18+ and installs the
-# missing ones with apt-get when it may (root or passwordless sudo); otherwise it stops before any test runs.
+# test-deps (scripts/test-deps.sh) checks for redis-server, redis-cli, Chromium, Node.js 18+ and PostgreSQL's initdb
+# and postgres and installs the missing ones with apt-get when it may (root or passwordless sudo); otherwise it stops
+# before any test runs.
 test: test-deps tidy
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)

@@ -194,3 +194,25 @@ func hasDirectives(set ast.SelectionSet, depth int) bool {
 	}
 	return false
 }
+
+// scoreEventPage is a page of the ledger's submissions as scoreEvents answers it.
+func scoreEventPage(evs []leaderboard.LedgerEvent, next string) *model.ScoreEventPage {
+	p := &model.ScoreEventPage{Events: make([]model.ScoreEvent, len(evs))}
+	for i := range evs {
+		e := &evs[i]
+		at := e.AchievedAt
+		if at.IsZero() {
+			at = e.RecordedAt // achieved when it was recorded
+		}
+		p.Events[i] = model.ScoreEvent{EventID: e.EventName(), PlayerID: e.Player, Score: e.Score,
+			AchievedAt: at.UTC(), RecordedAt: e.RecordedAt.UTC(), Voided: e.Voided}
+		if e.Voided {
+			reason := e.VoidReason
+			p.Events[i].VoidReason = &reason
+		}
+	}
+	if next != "" {
+		p.Next = &next
+	}
+	return p
+}

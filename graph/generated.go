@@ -84,13 +84,15 @@ type ComplexityRoot struct {
 	}
 
 	Mutation struct {
-		CreateLeaderboard func(childComplexity int, input model.LeaderboardInput) int
-		DeleteLeaderboard func(childComplexity int, id string) int
-		EndSeason         func(childComplexity int, board string) int
-		RemovePlayer      func(childComplexity int, board string, playerID string) int
-		StartSeason       func(childComplexity int, board string, id string, endsAt time.Time) int
-		SubmitScore       func(childComplexity int, input model.ScoreInput) int
-		SubmitScores      func(childComplexity int, inputs []model.ScoreInput) int
+		CreateLeaderboard  func(childComplexity int, input model.LeaderboardInput) int
+		DeleteLeaderboard  func(childComplexity int, id string) int
+		EndSeason          func(childComplexity int, board string) int
+		RebuildLeaderboard func(childComplexity int, id string) int
+		RemovePlayer       func(childComplexity int, board string, playerID string) int
+		StartSeason        func(childComplexity int, board string, id string, endsAt time.Time) int
+		SubmitScore        func(childComplexity int, input model.ScoreInput) int
+		SubmitScores       func(childComplexity int, inputs []model.ScoreInput) int
+		VoidScoreEvents    func(childComplexity int, board string, eventIds []string, reason string) int
 	}
 
 	PeriodClose struct {
@@ -110,6 +112,7 @@ type ComplexityRoot struct {
 		Leaderboards func(childComplexity int) int
 		Rank         func(childComplexity int, board string, playerID string, window *model.Window, period *string) int
 		RankForScore func(childComplexity int, board string, score float64, window *model.Window, period *string) int
+		ScoreEvents  func(childComplexity int, board string, playerID string, first *int, after *string) int
 		Top          func(childComplexity int, board string, first *int, offset *int, window *model.Window, period *string) int
 	}
 
@@ -122,6 +125,21 @@ type ComplexityRoot struct {
 		TieRank     func(childComplexity int) int
 		TopPercent  func(childComplexity int) int
 		Window      func(childComplexity int) int
+	}
+
+	ScoreEvent struct {
+		AchievedAt func(childComplexity int) int
+		EventID    func(childComplexity int) int
+		PlayerID   func(childComplexity int) int
+		RecordedAt func(childComplexity int) int
+		Score      func(childComplexity int) int
+		VoidReason func(childComplexity int) int
+		Voided     func(childComplexity int) int
+	}
+
+	ScoreEventPage struct {
+		Events func(childComplexity int) int
+		Next   func(childComplexity int) int
 	}
 
 	ScoreResult struct {
@@ -195,6 +213,8 @@ type MutationResolver interface {
 	StartSeason(ctx context.Context, board string, id string, endsAt time.Time) (*leaderboard.SeasonChange, error)
 	EndSeason(ctx context.Context, board string) (*leaderboard.SeasonChange, error)
 	DeleteLeaderboard(ctx context.Context, id string) (bool, error)
+	VoidScoreEvents(ctx context.Context, board string, eventIds []string, reason string) (int, error)
+	RebuildLeaderboard(ctx context.Context, id string) (bool, error)
 }
 type PeriodCloseResolver interface {
 	Window(ctx context.Context, obj *leaderboard.CloseEvent) (model.Window, error)
@@ -207,6 +227,7 @@ type QueryResolver interface {
 	AroundMe(ctx context.Context, board string, playerID string, radius *int, window *model.Window, period *string) ([]leaderboard.Entry, error)
 	Friends(ctx context.Context, board string, playerID string, friendIds []string, window *model.Window, period *string) ([]leaderboard.Entry, error)
 	RankForScore(ctx context.Context, board string, score float64, window *model.Window, period *string) (*leaderboard.RankEstimate, error)
+	ScoreEvents(ctx context.Context, board string, playerID string, first *int, after *string) (*model.ScoreEventPage, error)
 }
 type RankEstimateResolver interface {
 	Window(ctx context.Context, obj *leaderboard.RankEstimate) (model.Window, error)
@@ -477,6 +498,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.EndSeason(childComplexity, args["board"].(string)), true
+	case "Mutation.rebuildLeaderboard":
+		if e.ComplexityRoot.Mutation.RebuildLeaderboard == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_rebuildLeaderboard_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.RebuildLeaderboard(childComplexity, args["id"].(string)), true
 	case "Mutation.removePlayer":
 		if e.ComplexityRoot.Mutation.RemovePlayer == nil {
 			break
@@ -521,6 +553,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Mutation.SubmitScores(childComplexity, args["inputs"].([]model.ScoreInput)), true
+	case "Mutation.voidScoreEvents":
+		if e.ComplexityRoot.Mutation.VoidScoreEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Mutation_voidScoreEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Mutation.VoidScoreEvents(childComplexity, args["board"].(string), args["eventIds"].([]string), args["reason"].(string)), true
 
 	case "PeriodClose.board":
 		if e.ComplexityRoot.PeriodClose.Board == nil {
@@ -627,6 +670,17 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Query.RankForScore(childComplexity, args["board"].(string), args["score"].(float64), args["window"].(*model.Window), args["period"].(*string)), true
+	case "Query.scoreEvents":
+		if e.ComplexityRoot.Query.ScoreEvents == nil {
+			break
+		}
+
+		args, err := ec.field_Query_scoreEvents_args(ctx, rawArgs)
+		if err != nil {
+			return 0, false
+		}
+
+		return e.ComplexityRoot.Query.ScoreEvents(childComplexity, args["board"].(string), args["playerId"].(string), args["first"].(*int), args["after"].(*string)), true
 	case "Query.top":
 		if e.ComplexityRoot.Query.Top == nil {
 			break
@@ -687,6 +741,62 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.RankEstimate.Window(childComplexity), true
+
+	case "ScoreEvent.achievedAt":
+		if e.ComplexityRoot.ScoreEvent.AchievedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEvent.AchievedAt(childComplexity), true
+	case "ScoreEvent.eventId":
+		if e.ComplexityRoot.ScoreEvent.EventID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEvent.EventID(childComplexity), true
+	case "ScoreEvent.playerId":
+		if e.ComplexityRoot.ScoreEvent.PlayerID == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEvent.PlayerID(childComplexity), true
+	case "ScoreEvent.recordedAt":
+		if e.ComplexityRoot.ScoreEvent.RecordedAt == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEvent.RecordedAt(childComplexity), true
+	case "ScoreEvent.score":
+		if e.ComplexityRoot.ScoreEvent.Score == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEvent.Score(childComplexity), true
+	case "ScoreEvent.voidReason":
+		if e.ComplexityRoot.ScoreEvent.VoidReason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEvent.VoidReason(childComplexity), true
+	case "ScoreEvent.voided":
+		if e.ComplexityRoot.ScoreEvent.Voided == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEvent.Voided(childComplexity), true
+
+	case "ScoreEventPage.events":
+		if e.ComplexityRoot.ScoreEventPage.Events == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEventPage.Events(childComplexity), true
+	case "ScoreEventPage.next":
+		if e.ComplexityRoot.ScoreEventPage.Next == nil {
+			break
+		}
+
+		return e.ComplexityRoot.ScoreEventPage.Next(childComplexity), true
 
 	case "ScoreResult.duplicate":
 		if e.ComplexityRoot.ScoreResult.Duplicate == nil {
@@ -1251,6 +1361,22 @@ type PeriodClose {
   "Ranks 1 to the board's closeEventTop, as top lists them."
   top: [Entry!]!
 }
+
+# The ledger (DATABASE_URL): the durable record of every write, its fraud review and its rebuild. Every field
+# needs the admin role, and is BAD_USER_INPUT while the ledger is off.
+extend type Query {
+  "A player's submissions on a board as the ledger keeps them, oldest first, ` + "`" + `first` + "`" + ` (1 to 1000) a page; ` + "`" + `after` + "`" + ` is the ` + "`" + `next` + "`" + ` of the page before."
+  scoreEvents(board: ID!, playerId: ID!, first: Int = 100, after: String): ScoreEventPage!
+}
+type ScoreEventPage { events: [ScoreEvent!]!  next: String }
+"Oldest first. eventId is the client's eventId, or one the ledger assigned."
+type ScoreEvent { eventId: ID!  playerId: ID!  score: Float!  achievedAt: Time!  recordedAt: Time!  voided: Boolean!  voidReason: String }
+extend type Mutation {
+  "Voids submissions (eventIds as scoreEvents names them) for a reason: they stop counting, the board is rebuilt from the events that remain (every window, period and SUM total), live screens see the change. Returns how many it voided; voiding again is a no-op (0)."
+  voidScoreEvents(board: ID!, eventIds: [ID!]!, reason: String!): Int!
+  "Rebuilds the board from the ledger into fresh keys and switches them in; meanwhile the board answers UNAVAILABLE."
+  rebuildLeaderboard(id: ID!): Boolean!
+}
 `, BuiltIn: false},
 }
 var parsedSchema = gqlparser.MustLoadSchema(sources...)
@@ -1379,6 +1505,36 @@ func (ec *executionContext) childFields_RankEstimate(ctx context.Context, field 
 		return ec.fieldContext_RankEstimate_period(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type RankEstimate", field.Name)
+}
+
+func (ec *executionContext) childFields_ScoreEvent(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "eventId":
+		return ec.fieldContext_ScoreEvent_eventId(ctx, field)
+	case "playerId":
+		return ec.fieldContext_ScoreEvent_playerId(ctx, field)
+	case "score":
+		return ec.fieldContext_ScoreEvent_score(ctx, field)
+	case "achievedAt":
+		return ec.fieldContext_ScoreEvent_achievedAt(ctx, field)
+	case "recordedAt":
+		return ec.fieldContext_ScoreEvent_recordedAt(ctx, field)
+	case "voided":
+		return ec.fieldContext_ScoreEvent_voided(ctx, field)
+	case "voidReason":
+		return ec.fieldContext_ScoreEvent_voidReason(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScoreEvent", field.Name)
+}
+
+func (ec *executionContext) childFields_ScoreEventPage(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+	switch field.Name {
+	case "events":
+		return ec.fieldContext_ScoreEventPage_events(ctx, field)
+	case "next":
+		return ec.fieldContext_ScoreEventPage_next(ctx, field)
+	}
+	return nil, fmt.Errorf("no field named %q was found under type ScoreEventPage", field.Name)
 }
 
 func (ec *executionContext) childFields_ScoreResult(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
@@ -1669,6 +1825,20 @@ func (ec *executionContext) field_Mutation_endSeason_args(ctx context.Context, r
 	return args, nil
 }
 
+func (ec *executionContext) field_Mutation_rebuildLeaderboard_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "id",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["id"] = arg0
+	return args, nil
+}
+
 func (ec *executionContext) field_Mutation_removePlayer_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
 	var err error
 	args := map[string]any{}
@@ -1746,6 +1916,36 @@ func (ec *executionContext) field_Mutation_submitScores_args(ctx context.Context
 		return nil, err
 	}
 	args["inputs"] = arg0
+	return args, nil
+}
+
+func (ec *executionContext) field_Mutation_voidScoreEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "board",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["board"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "eventIds",
+		func(ctx context.Context, v any) ([]string, error) {
+			return ec.unmarshalNID2ᚕstringᚄ(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["eventIds"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "reason",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNString2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["reason"] = arg2
 	return args, nil
 }
 
@@ -1942,6 +2142,44 @@ func (ec *executionContext) field_Query_rank_args(ctx context.Context, rawArgs m
 		return nil, err
 	}
 	args["period"] = arg3
+	return args, nil
+}
+
+func (ec *executionContext) field_Query_scoreEvents_args(ctx context.Context, rawArgs map[string]any) (map[string]any, error) {
+	var err error
+	args := map[string]any{}
+	arg0, err := graphql.ProcessArgField(ctx, rawArgs, "board",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["board"] = arg0
+	arg1, err := graphql.ProcessArgField(ctx, rawArgs, "playerId",
+		func(ctx context.Context, v any) (string, error) {
+			return ec.unmarshalNID2string(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["playerId"] = arg1
+	arg2, err := graphql.ProcessArgField(ctx, rawArgs, "first",
+		func(ctx context.Context, v any) (*int, error) {
+			return ec.unmarshalOInt2ᚖint(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["first"] = arg2
+	arg3, err := graphql.ProcessArgField(ctx, rawArgs, "after",
+		func(ctx context.Context, v any) (*string, error) {
+			return ec.unmarshalOString2ᚖstring(ctx, v)
+		})
+	if err != nil {
+		return nil, err
+	}
+	args["after"] = arg3
 	return args, nil
 }
 
@@ -3270,6 +3508,94 @@ func (ec *executionContext) fieldContext_Mutation_deleteLeaderboard(ctx context.
 	return fc, nil
 }
 
+func (ec *executionContext) _Mutation_voidScoreEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_voidScoreEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().VoidScoreEvents(ctx, fc.Args["board"].(string), fc.Args["eventIds"].([]string), fc.Args["reason"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_voidScoreEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Int does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_voidScoreEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _Mutation_rebuildLeaderboard(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Mutation_rebuildLeaderboard(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Mutation().RebuildLeaderboard(ctx, fc.Args["id"].(string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Mutation_rebuildLeaderboard(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Mutation",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return nil, errors.New("field of type Boolean does not have child fields")
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Mutation_rebuildLeaderboard_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _PeriodClose_id(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3736,6 +4062,50 @@ func (ec *executionContext) fieldContext_Query_rankForScore(ctx context.Context,
 	return fc, nil
 }
 
+func (ec *executionContext) _Query_scoreEvents(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Query_scoreEvents(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			fc := graphql.GetFieldContext(ctx)
+			return ec.Resolvers.Query().ScoreEvents(ctx, fc.Args["board"].(string), fc.Args["playerId"].(string), fc.Args["first"].(*int), fc.Args["after"].(*string))
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *model.ScoreEventPage) graphql.Marshaler {
+			return ec.marshalNScoreEventPage2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreEventPage(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Query_scoreEvents(ctx context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "Query",
+		Field:      field,
+		IsMethod:   true,
+		IsResolver: true,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScoreEventPage(ctx, field)
+		},
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = ec.Recover(ctx, r)
+			ec.Error(ctx, err)
+		}
+	}()
+	ctx = graphql.WithFieldContext(ctx, fc)
+	if fc.Args, err = ec.field_Query_scoreEvents_args(ctx, field.ArgumentMap(ec.Variables)); err != nil {
+		ec.Error(ctx, err)
+		return fc, err
+	}
+	return fc, nil
+}
+
 func (ec *executionContext) _Query___type(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
 	return graphql.ResolveField(
 		ctx,
@@ -3994,6 +4364,222 @@ func (ec *executionContext) _RankEstimate_period(ctx context.Context, field grap
 }
 func (ec *executionContext) fieldContext_RankEstimate_period(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("RankEstimate", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScoreEvent_eventId(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEvent_eventId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.EventID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEvent_eventId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ScoreEvent_playerId(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEvent_playerId(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.PlayerID, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v string) graphql.Marshaler {
+			return ec.marshalNID2string(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEvent_playerId(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEvent", field, false, false, "ID")
+}
+
+func (ec *executionContext) _ScoreEvent_score(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEvent_score(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Score, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v float64) graphql.Marshaler {
+			return ec.marshalNFloat2float64(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEvent_score(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEvent", field, false, false, "Float")
+}
+
+func (ec *executionContext) _ScoreEvent_achievedAt(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEvent_achievedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.AchievedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEvent_achievedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ScoreEvent_recordedAt(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEvent_recordedAt(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.RecordedAt, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v time.Time) graphql.Marshaler {
+			return ec.marshalNTime2timeᚐTime(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEvent_recordedAt(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEvent", field, false, false, "Time")
+}
+
+func (ec *executionContext) _ScoreEvent_voided(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEvent_voided(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Voided, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v bool) graphql.Marshaler {
+			return ec.marshalNBoolean2bool(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEvent_voided(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEvent", field, false, false, "Boolean")
+}
+
+func (ec *executionContext) _ScoreEvent_voidReason(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEvent_voidReason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.VoidReason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEvent_voidReason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEvent", field, false, false, "String")
+}
+
+func (ec *executionContext) _ScoreEventPage_events(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEventPage_events(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Events, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v []model.ScoreEvent) graphql.Marshaler {
+			return ec.marshalNScoreEvent2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreEventᚄ(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEventPage_events(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	fc = &graphql.FieldContext{
+		Object:     "ScoreEventPage",
+		Field:      field,
+		IsMethod:   false,
+		IsResolver: false,
+		Child: func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.childFields_ScoreEvent(ctx, field)
+		},
+	}
+	return fc, nil
+}
+
+func (ec *executionContext) _ScoreEventPage_next(ctx context.Context, field graphql.CollectedField, obj *model.ScoreEventPage) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_ScoreEventPage_next(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Next, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_ScoreEventPage_next(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("ScoreEventPage", field, false, false, "String")
 }
 
 func (ec *executionContext) _ScoreResult_entry(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Result) (ret graphql.Marshaler) {
@@ -6273,6 +6859,20 @@ func (ec *executionContext) _Mutation(ctx context.Context, sel ast.SelectionSet)
 			if out.Values[i] == graphql.Null {
 				out.Invalids++
 			}
+		case "voidScoreEvents":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_voidScoreEvents(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "rebuildLeaderboard":
+			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
+				return ec._Mutation_rebuildLeaderboard(ctx, field)
+			})
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
 		}
@@ -6415,6 +7015,12 @@ func (ec *executionContext) _Query(ctx context.Context, sel ast.SelectionSet) gr
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Query_rankForScore(ctx, field)
 				})
+		case "scoreEvents":
+			out.ResolveRootConcurrently(innerCtx, ec.OperationContext, i,
+				true, true,
+				func(ctx context.Context) graphql.Marshaler {
+					return ec._Query_scoreEvents(ctx, field)
+				})
 		case "__type":
 			out.Values[i] = ec.OperationContext.RootResolverMiddleware(innerCtx, func(ctx context.Context) (res graphql.Marshaler) {
 				return ec._Query___type(ctx, field)
@@ -6497,6 +7103,107 @@ func (ec *executionContext) _RankEstimate(ctx context.Context, sel ast.Selection
 			out.Values[i] = ec._RankEstimate_period(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
 				atomic.AddUint32(&out.Invalids, 1)
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scoreEventImplementors = []string{"ScoreEvent"}
+
+func (ec *executionContext) _ScoreEvent(ctx context.Context, sel ast.SelectionSet, obj *model.ScoreEvent) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scoreEventImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScoreEvent")
+		case "eventId":
+			out.Values[i] = ec._ScoreEvent_eventId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "playerId":
+			out.Values[i] = ec._ScoreEvent_playerId(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "score":
+			out.Values[i] = ec._ScoreEvent_score(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "achievedAt":
+			out.Values[i] = ec._ScoreEvent_achievedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "recordedAt":
+			out.Values[i] = ec._ScoreEvent_recordedAt(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "voided":
+			out.Values[i] = ec._ScoreEvent_voided(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "voidReason":
+			out.Values[i] = ec._ScoreEvent_voidReason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
+			}
+		default:
+			panic("unknown field " + strconv.Quote(field.Name))
+		}
+	}
+	out.Dispatch(ctx)
+	if out.Invalids > 0 {
+		return graphql.Null
+	}
+
+	if n := len(deferred.Defers); n > 0 {
+		atomic.AddInt32(&ec.Deferred, int32(min(n, math.MaxInt32)))
+		ec.ProcessDeferredGroup(deferred)
+	}
+
+	return out
+}
+
+var scoreEventPageImplementors = []string{"ScoreEventPage"}
+
+func (ec *executionContext) _ScoreEventPage(ctx context.Context, sel ast.SelectionSet, obj *model.ScoreEventPage) graphql.Marshaler {
+	fields := graphql.CollectFields(ec.OperationContext, sel, scoreEventPageImplementors)
+
+	out := graphql.NewFieldSet(fields)
+	deferred := graphql.NewDeferredGroup(ctx)
+	for i, field := range fields {
+		switch field.Name {
+		case "__typename":
+			out.Values[i] = graphql.MarshalString("ScoreEventPage")
+		case "events":
+			out.Values[i] = ec._ScoreEventPage_events(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				out.Invalids++
+			}
+		case "next":
+			out.Values[i] = ec._ScoreEventPage_next(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
+				out.Invalids++
 			}
 		default:
 			panic("unknown field " + strconv.Quote(field.Name))
@@ -7326,6 +8033,34 @@ func (ec *executionContext) marshalNRankEstimate2ᚖgithubᚗcomᚋleaderboard�
 		return graphql.Null
 	}
 	return ec._RankEstimate(ctx, sel, v)
+}
+
+func (ec *executionContext) marshalNScoreEvent2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreEvent(ctx context.Context, sel ast.SelectionSet, v model.ScoreEvent) graphql.Marshaler {
+	return ec._ScoreEvent(ctx, sel, &v)
+}
+
+func (ec *executionContext) marshalNScoreEvent2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreEventᚄ(ctx context.Context, sel ast.SelectionSet, v []model.ScoreEvent) graphql.Marshaler {
+	ret := graphql.MarshalSliceConcurrently(ctx, len(v), 0, false, func(ctx context.Context, i int) graphql.Marshaler {
+		fc := graphql.GetFieldContext(ctx)
+		fc.Result = &v[i]
+		return ec.marshalNScoreEvent2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreEvent(ctx, sel, v[i])
+	})
+
+	for _, e := range ret {
+		if e == graphql.Null {
+			return graphql.Null
+		}
+	}
+
+	return ret
+}
+
+func (ec *executionContext) marshalNScoreEventPage2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreEventPage(ctx context.Context, sel ast.SelectionSet, v *model.ScoreEventPage) graphql.Marshaler {
+	if v == nil {
+		graphql.AddInvalidNullError(ctx, "ScoreEventPage!")
+		return graphql.Null
+	}
+	return ec._ScoreEventPage(ctx, sel, v)
 }
 
 func (ec *executionContext) unmarshalNScoreInput2githubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐScoreInput(ctx context.Context, v any) (model.ScoreInput, error) {

@@ -67,6 +67,9 @@ func NewSchema(r *Resolver) graphql.ExecutableSchema {
 	c.Mutation.SubmitScores = func(child int, inputs []model.ScoreInput) int {
 		return submitScoresComplexity(child, len(inputs))
 	}
+	c.Query.ScoreEvents = func(child int, _, _ string, first *int, _ *string) int {
+		return 1 + child*clampN(deref(first, 100), leaderboard.MaxScoreEvents)
+	}
 	c.Subscription.TopUpdates = func(child int, _ string, first *int, _ *model.Window, _ *string) int {
 		return 1 + child*clampN(deref(first, 10), MaxLiveFirst)
 	}

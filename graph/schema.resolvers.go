@@ -310,6 +310,26 @@ func (r *mutationResolver) DeleteLeaderboard(ctx context.Context, id string) (bo
 	return ok, internal(err)
 }
 
+// VoidScoreEvents is the resolver for the voidScoreEvents field.
+func (r *mutationResolver) VoidScoreEvents(ctx context.Context, board string, eventIds []string, reason string) (int, error) {
+	if err := require(ctx, RoleAdmin); err != nil {
+		return 0, err
+	}
+	n, err := r.Store.VoidScoreEvents(ctx, board, eventIds, reason)
+	r.Hub.Changed(board) // this process's cached top lists of the board are read again
+	return n, internal(err)
+}
+
+// RebuildLeaderboard is the resolver for the rebuildLeaderboard field.
+func (r *mutationResolver) RebuildLeaderboard(ctx context.Context, id string) (bool, error) {
+	if err := require(ctx, RoleAdmin); err != nil {
+		return false, err
+	}
+	err := r.Store.Rebuild(ctx, id)
+	r.Hub.Changed(id)
+	return err == nil, internal(err)
+}
+
 // Window is the resolver for the window field.
 func (r *periodCloseResolver) Window(ctx context.Context, obj *leaderboard.CloseEvent) (model.Window, error) {
 	return model.Window(obj.Window), nil
@@ -378,6 +398,18 @@ func (r *queryResolver) Friends(ctx context.Context, board string, playerID stri
 func (r *queryResolver) RankForScore(ctx context.Context, board string, score float64, window *model.Window, period *string) (*leaderboard.RankEstimate, error) {
 	e, err := r.Store.RankForScore(ctx, view(board, window, period), score)
 	return e, internal(err)
+}
+
+// ScoreEvents is the resolver for the scoreEvents field.
+func (r *queryResolver) ScoreEvents(ctx context.Context, board string, playerID string, first *int, after *string) (*model.ScoreEventPage, error) {
+	if err := require(ctx, RoleAdmin); err != nil {
+		return nil, err
+	}
+	evs, next, err := r.Store.ScoreEvents(ctx, board, playerID, deref(first, 100), deref(after, ""))
+	if err != nil {
+		return nil, internal(err)
+	}
+	return scoreEventPage(evs, next), nil
 }
 
 // Window is the resolver for the window field.

@@ -265,6 +265,9 @@ func (s *Store) recordCloses(ctx context.Context, b *Board, periods []closedPeri
 	if len(periods) == 0 {
 		return nil, nil
 	}
+	if s.seq != nil {
+		return s.recordClosesLedgered(ctx, b, periods, force)
+	}
 	forced := "0"
 	if force {
 		forced = "1"

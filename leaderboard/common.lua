@@ -109,10 +109,59 @@ local function limit_key(now, player) return base .. 'l:' .. floor(now / 60) .. 
 -- holds reach DEF_SHA_BYTES.
 local def_shas, def_sha_bytes, DEF_SHA_BYTES = {}, 0, 1048576
 
+-- The ledger's gate. A ledgered call (a function <library>_l_<role>, see script.go) applies events the ledger
+-- recorded, and its last ARGV (removed before the script reads ARGV) says which: "<mode>,<first>,<last>,<ttl
+-- now>" then ",<seq>" per event the call carries. mode is 'w' for a live write and 'r' for a restore, which
+-- builds the board while its definition waits in rdef (nobody reads a board without def) until restore_done.lua
+-- moves it to def. first..last are the seqs the call stands for (0,0: it holds duplicates only), events Go
+-- refused included (they are not sent, but take their place in the order). ttl now (unix s) is the clock key
+-- lifetimes count from (a restore applies events with the clock they were recorded with; the keys live by
+-- today's). c.lsq is the seq of the board's last event applied: a board's events apply in the ledger's order,
+-- each once, whichever process sends them (LB_GAP <lsq> when earlier events are missing).
+-- LG is the current call's gate; every prologue sets it (nil: the call is not ledgered).
+local LG
+
+local function ledger_args(argv)
+  local a = argv[#argv]
+  argv[#argv] = nil
+  local g, i = { seqs = {} }, 0
+  for f in string.gmatch(a, '[^,]+') do
+    i = i + 1
+    if i == 1 then
+      g.restore = f == 'r'
+    elseif i == 2 then
+      g.first = tonumber(f)
+    elseif i == 3 then
+      g.last = tonumber(f)
+    elseif i == 4 then
+      g.ttlnow = tonumber(f)
+    else
+      g.seqs[#g.seqs + 1] = tonumber(f)
+    end
+  end
+  return g
+end
+
+-- ledger_check reads the board's high-water mark and refuses the call when earlier events are missing.
+local function ledger_check()
+  LG.hwm = tonumber(rcall('HGET', base .. 'c', 'lsq')) or 0
+  if LG.first > LG.hwm + 1 then return redis.error_reply('LB_GAP ' .. LG.hwm) end
+  return nil
+end
+
+-- ledger_event reports whether the call's event n is new: false when it was applied before.
+local function ledger_event(n) return LG.seqs[n] > LG.hwm end
+
+-- ledger_save moves the high-water mark past the call's events.
+local function ledger_save()
+  if LG and LG.last > LG.hwm then rcall('HSET', base .. 'c', 'lsq', LG.last) end
+end
+
 -- check_def returns an error reply when the board is gone or its definition is not the one the caller holds
--- (sha: SHA-1 of the definition JSON), nil when the script may go on.
+-- (sha: SHA-1 of the definition JSON), nil when the script may go on. A ledgered call also passes the gate, and
+-- a call of one event that was applied before is LB_SEEN.
 local function check_def(sha)
-  local def = rcall('GET', base .. 'def')
+  local def = rcall('GET', base .. ((LG and LG.restore) and 'rdef' or 'def'))
   if not def then return redis.error_reply('LB_NOT_FOUND no leaderboard with this id') end
   local h = def_shas[def]
   if not h then
@@ -122,6 +171,14 @@ local function check_def(sha)
     def_sha_bytes = def_sha_bytes + #def
   end
   if h ~= sha then return redis.error_reply('LB_STALE the leaderboard definition changed') end
+  if LG then
+    local bad = ledger_check()
+    if bad then return bad end
+    if not LG.items then
+      if not ledger_event(1) then return redis.error_reply('LB_SEEN') end
+      ledger_save()
+    end
+  end
   return nil
 end
 

@@ -2,14 +2,22 @@
 -- in one step. KEYS[2]: the board list of the board's slot (see Store.registryKey). ARGV: definition JSON, id.
 -- Reply: 'created', 'same' (the same definition exists) or an LB_CONFLICT error; LB_DELETING <token> while a
 -- deletion of the id is still being purged (see delete.lua).
+-- Ledgered (the board's first event): a restore keeps the definition in rdef, off the board list, until
+-- restore_done.lua switches it in.
 local gone = rcall('GET', base .. 'del')
 if gone then return redis.error_reply('LB_DELETING ' .. gone) end
-local def = base .. 'def'
+local restore = LG and LG.restore
+local def = base .. (restore and 'rdef' or 'def')
 local cur = rcall('GET', def)
 if cur and cur ~= ARGV[1] then
   return redis.error_reply('LB_CONFLICT a board with this id exists with a different definition')
 end
-rcall('SADD', KEYS[2], ARGV[2])
+if LG then
+  local bad = ledger_check()
+  if bad then return bad end
+  if ledger_event(1) then ledger_save() end
+end
+if not restore then rcall('SADD', KEYS[2], ARGV[2]) end
 if cur then return 'same' end
 rcall('SET', def, ARGV[1])
 return 'created'

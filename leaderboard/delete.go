@@ -45,6 +45,13 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 	if err := checkID("board id", id); err != nil {
 		return false, err
 	}
+	if s.seq != nil {
+		if _, err := s.writeOne(ctx, id, LedgerEvent{Kind: EventDelete}); err != nil {
+			if ErrorCode(err) != NotFound {
+				return false, err
+			}
+		}
+	}
 	release, err := s.writes.acquire(ctx)
 	if err != nil {
 		return false, err

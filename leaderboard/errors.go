@@ -99,7 +99,7 @@ func redisError(err error) error {
 // the same eventId is safe; without one it may apply the write twice. Refusals, overload and failures to connect
 // are known not to have applied anything.
 func OutcomeUnknown(err error) bool {
-	if ErrorCode(err) != Unavailable {
+	if ErrorCode(err) != Unavailable || errors.Is(err, ErrNotApplied) {
 		return false
 	}
 	var oe *net.OpError

@@ -14,6 +14,9 @@ func (s *Store) RemovePlayer(ctx context.Context, board, player string) (bool, e
 	if err := checkID("player id", player); err != nil {
 		return false, err
 	}
+	if s.seq != nil {
+		return s.removeLedgered(ctx, board, player)
+	}
 	var removed, kept int64
 	err := s.fresh(board, func() error {
 		b, err := s.Board(ctx, board)

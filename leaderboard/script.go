@@ -25,6 +25,8 @@ type script struct {
 	// items, when set, says that the script applies a list of items one after another, each on its own, and
 	// replies with one value per item: calls on the same key with the same header may then be merged (batcher).
 	items *itemArgs
+	// prologue starts each call (prologue or ledgerPrologue).
+	prologue string
 }
 
 // itemArgs is the argument layout of a script that takes a list of items: header arguments first, of which the
@@ -33,13 +35,25 @@ type itemArgs struct {
 	header, count int
 }
 
-// prologue starts every call: common.lua's base and its bound library functions (bind).
-const prologue = "base = KEYS[1]\nif not rcall then bind() end\n"
+// prologue starts every call: common.lua's base, its bound library functions (bind), and no ledger gate (LG).
+// ledgerPrologue starts a ledgered call: the gate's arguments, taken off the end of ARGV (ledger_args).
+const (
+	prologue       = "base = KEYS[1]\nif not rcall then bind() end\nLG = nil\n"
+	ledgerPrologue = "base = KEYS[1]\nif not rcall then bind() end\nLG = ledger_args(ARGV)\n"
+)
 
 func newScript(role, body string, readOnly bool) *script {
 	// Every call starts by setting common.lua's base, so the same text runs as a script and as a function.
-	return &script{role: role, body: body, readOnly: readOnly,
+	return &script{role: role, body: body, readOnly: readOnly, prologue: prologue,
 		eval: redis.NewScript(commonLua + prologue + body)}
+}
+
+// ledgered returns sc as it applies events the ledger recorded: the same body behind the ledger's gate (see
+// common.lua), called with the gate's arguments last (ledgerArg).
+func (sc *script) ledgered() *script {
+	l := &script{role: "l_" + sc.role, body: sc.body, readOnly: sc.readOnly, items: sc.items,
+		prologue: ledgerPrologue, eval: redis.NewScript(commonLua + ledgerPrologue + sc.body)}
+	return l
 }
 
 // withItems declares sc's item layout (see itemArgs).
@@ -72,7 +86,7 @@ func newLibrary(scripts ...*script) *scriptLibrary {
 			flags = "{'no-writes'}"
 		}
 		fmt.Fprintf(&b, "redis.register_function{function_name='%s', flags=%s, callback=function(KEYS, ARGV)\n"+
-			"%s%s\nend}\n", lib.fn[sc], flags, prologue, sc.body)
+			"%s%s\nend}\n", lib.fn[sc], flags, sc.prologue, sc.body)
 	}
 	lib.code = b.String()
 	return lib

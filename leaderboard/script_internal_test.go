@@ -30,7 +30,7 @@ func TestScriptRefusesExpiredPeriod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			item, _, err := s.appendItem(nil, b, Submission{Board: b.ID, Player: "p", Score: 1}, now)
+			item, _, err := s.appendItem(nil, b, Submission{Board: b.ID, Player: "p", Score: 1}, now, "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -106,6 +106,9 @@ func (s *Store) StartSeason(ctx context.Context, board, id string, endsAt time.T
 	if ends.Sub(now) > MaxSeasonLength {
 		return nil, errorf(Invalid, "a season may last at most %d days", int(MaxSeasonLength/(24*time.Hour)))
 	}
+	if s.seq != nil {
+		return s.seasonLedgered(ctx, board, EventSeasonStart, id, ends)
+	}
 	var out *SeasonChange
 	err := s.fresh(board, func() error {
 		b, err := s.seasonBoard(ctx, board)
@@ -123,6 +126,9 @@ func (s *Store) StartSeason(ctx context.Context, board, id string, endsAt time.T
 // EndSeason closes the running season of the board's SEASON window now. While none runs it changes nothing and
 // returns the last season; a board where no season ever started is NotFound.
 func (s *Store) EndSeason(ctx context.Context, board string) (*SeasonChange, error) {
+	if s.seq != nil {
+		return s.seasonLedgered(ctx, board, EventSeasonEnd, "", time.Time{})
+	}
 	var out *SeasonChange
 	err := s.fresh(board, func() error {
 		b, err := s.seasonBoard(ctx, board)

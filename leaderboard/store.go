@@ -38,6 +38,10 @@ var (
 	rankAtLua string
 	//go:embed season.lua
 	seasonLua string
+	//go:embed restore_done.lua
+	restoreDoneLua string
+	//go:embed mark.lua
+	markLua string
 
 	// The score bound is the Go constant's, so the script and the validation in Go cannot disagree.
 	submitScript = newScript("submit", fmt.Sprintf("local MAX_SCORE = %d\n", MaxScore)+submitLua, false).
@@ -50,9 +54,19 @@ var (
 	createScript = newScript("create", createLua, false)
 	rankAtScript = newScript("rankscore", rankAtLua, true) // the rank a score would get (RankForScore)
 	seasonScript = newScript("season", seasonLua, false)
-	library      = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
+	// The ledgered scripts (ledgered.go): the same bodies behind the ledger's gate.
+	submitLedgerScript = submitScript.ledgered()
+	removeLedgerScript = removeScript.ledgered()
+	createLedgerScript = createScript.ledgered()
+	seasonLedgerScript = seasonScript.ledgered()
+	restoreDoneScript  = newScript("restore_done", restoreDoneLua, false)
+	markLedgerScript   = newScript("mark", markLua, false).ledgered()
+	closeLedgerScript  = closeScript.ledgered()
+	library            = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
 		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
-		purgeScript, watchScript, fenceScript, snapshotScript, snapPageScript, snapKeysScript)
+		purgeScript, watchScript, fenceScript, snapshotScript, snapPageScript, snapKeysScript,
+		submitLedgerScript, removeLedgerScript, createLedgerScript, seasonLedgerScript, restoreDoneScript,
+		markLedgerScript, closeLedgerScript)
 )
 
 // Publish commands for Config.PublishCommand.
@@ -88,6 +102,14 @@ type Config struct {
 	// SnapshotTTL is how long an export's snapshot (Snapshot) outlives its last renewal, so that the copy of a
 	// process that died mid-export frees itself. Default DefaultSnapshotTTL.
 	SnapshotTTL time.Duration
+	// Ledger, when set, is the durable record every write is committed to before Redis applies it (package
+	// ledger; see ledgered.go). nil (the default): Redis alone holds the boards.
+	Ledger Ledger
+	// LedgerWorkers is how many boards' writes are recorded and applied at once with a ledger. Default
+	// DefaultLedgerWorkers.
+	LedgerWorkers int
+	// OnRestore, when set, hears of every restore and catch-up of a board from the ledger (logs, metrics).
+	OnRestore func(RestoreReport)
 }
 
 // Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for
@@ -105,6 +127,9 @@ type Store struct {
 	// and their snapshots that did not prove round 1 (the tests check all three).
 	plainReads, plainArounds, plainRetries atomic.Int64
 	groups                                 rankGroups // rank and aroundMe reads without a script, by view (rankgroup.go)
+
+	seq       *sequencer // nil without a ledger
+	restoring sync.Map   // board id -> *cachedBoard of a board being restored (not readable, so not in boards)
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
 	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.
@@ -142,6 +167,9 @@ func New(rdb redis.UniversalClient, cfg Config) *Store {
 		groups: rankGroups{views: map[rankGroupKey]*rankGroup{}}}
 	if cfg.BatchLanes > 0 {
 		s.batch = newBatcher(s.fns, cfg.BatchLanes)
+	}
+	if cfg.Ledger != nil {
+		s.seq = newSequencer(s, cfg.Ledger, cfg.LedgerWorkers)
 	}
 	return s
 }
@@ -201,6 +229,13 @@ type cachedBoard struct {
 
 // cacheBoard keeps b, the board id whose definition has SHA-1 b.sum, in the definition cache.
 func (s *Store) cacheBoard(id string, b *Board) *cachedBoard {
+	v := s.newCachedBoard(id, b)
+	s.boards.Store(id, v)
+	return v
+}
+
+// newCachedBoard is what the store derives from a board's definition.
+func (s *Store) newCachedBoard(id string, b *Board) *cachedBoard {
 	keys := s.makeKeyBase(id)
 	codes := make([]string, len(b.Windows))
 	for i, w := range b.Windows {
@@ -209,9 +244,7 @@ func (s *Store) cacheBoard(id string, b *Board) *cachedBoard {
 	head := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
 		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0}
-	v := &cachedBoard{b: b, keys: keys, submitHead: head}
-	s.boards.Store(id, v)
-	return v
+	return &cachedBoard{b: b, keys: keys, submitHead: head}
 }
 
 // Channel returns the pub/sub channel on which a board's changes are published. It carries the board's hash
@@ -247,7 +280,11 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 		return nil, err
 	}
 	def := b.encode()
-	if err := s.createFinishingPurge(ctx, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID); err != nil {
+	if s.seq != nil {
+		if err := s.createLedgered(ctx, b.ID, def); err != nil {
+			return nil, err
+		}
+	} else if err := s.createFinishingPurge(ctx, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID); err != nil {
 		return nil, err
 	}
 	nb := b
@@ -282,7 +319,7 @@ func (s *Store) loadBoard(ctx context.Context, id string) (*cachedBoard, error) 
 	}
 	def, err := s.rdb.Get(ctx, s.makeKeyBase(id)+"def").Result()
 	if errors.Is(err, redis.Nil) {
-		return nil, errorf(NotFound, "no leaderboard with id %q", id)
+		return nil, s.missing(ctx, id)
 	}
 	if err != nil {
 		return nil, redisError(err)
@@ -304,6 +341,9 @@ func (s *Store) fresh(board string, f func() error) error {
 	}
 	if errors.Is(err, errStaleDef) || ErrorCode(err) == NotFound {
 		s.boards.Delete(board)
+	}
+	if s.seq != nil && ErrorCode(err) == NotFound {
+		err = s.missing(context.Background(), board)
 	}
 	return err
 }

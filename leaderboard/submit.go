@@ -59,6 +59,7 @@ type Outcome struct {
 // caller's clock (unix s), the 13th the number of items and the 15th the parts of the entries to fill (Fields).
 const (
 	submitHeaderArgs = 15
+	submitPublishArg = 8
 	submitChannelArg = 9
 	submitNowArg     = 11
 	submitCountArg   = 12
@@ -87,8 +88,11 @@ func (s *Store) SubmitMany(ctx context.Context, subs []Submission, opts ...ReadO
 	if len(subs) > MaxBulk {
 		return nil, errorf(Invalid, "at most %d submissions per call, got %d", MaxBulk, len(subs))
 	}
-	out := make([]Outcome, len(subs))
 	fields := readArg(opts) & int(submitFields)
+	if s.seq != nil {
+		return s.submitLedgered(ctx, subs, fields), nil
+	}
+	out := make([]Outcome, len(subs))
 	if len(subs) == 1 { // the common case, a single submission: nothing to group, no goroutine hop
 		if err := checkID("board id", subs[0].Board); err != nil {
 			out[0].Err = err
@@ -168,7 +172,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	sent, firstPeriods := sentBuf[:0], periodBuf[:0]
 	for _, i := range idx {
 		var period string
-		args, period, err = s.appendItem(args, b, subs[i], now)
+		args, period, err = s.appendItem(args, b, subs[i], now, "")
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -213,7 +217,8 @@ const submitItemArgs = 9
 
 // appendItem validates one submission and appends its script arguments to args; it returns them and the period
 // of the board's first window. On an error args is returned as it was.
-func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time) ([]any, string, error) {
+// fp is the submission's fingerprint when the ledger recorded it ("": compute it).
+func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time, fp string) ([]any, string, error) {
 	n := len(args)
 	if err := checkID("player id", sub.Player); err != nil {
 		return args[:n], "", err
@@ -263,7 +268,10 @@ func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time) 
 		return args[:n], "", errorf(Invalid, "achievedAt must not be after %s", MaxAchievedAt.Format(time.RFC3339))
 	}
 	score := strconv.FormatFloat(sub.Score, 'g', -1, 64)
-	args = append(args, sub.Player, score, sub.EventID, fingerprint(sub, score), hasName, name, hasMeta, meta, at.Unix())
+	if fp == "" {
+		fp = fingerprint(sub, score)
+	}
+	args = append(args, sub.Player, score, sub.EventID, fp, hasName, name, hasMeta, meta, at.Unix())
 	var first string
 	loc := b.Location()
 	for i, w := range b.Windows {

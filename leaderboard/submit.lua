@@ -19,6 +19,7 @@
 -- Each item is planned first (every read and every check, for every window) and written only after that; the
 -- writing part has no error path, so an item is either refused with nothing written or applied whole, and its
 -- reply says which.
+if LG then LG.items = true end -- each item is an event of its own (ledger_event below)
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local desc = ARGV[2] == 'd'
@@ -248,11 +249,17 @@ local function plan(i0)
     elseif exp > 0 and fenced(period_state(w, p)) then -- a calendar period (ALL_TIME never closes)
       return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed')
     end
+    if p and exp > 0 and LG and exp <= LG.ttlnow then
+      -- A ledgered event for a period whose keys have expired by today's clock (a restore): nothing to write.
+      if exp <= now then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
+      p = nil
+    end
     if p then
       local ttl = 0
       if exp > 0 then
         ttl = exp - now
         if ttl <= 0 then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
+        if LG then ttl = exp - LG.ttlnow end -- keys live by today's clock
         if it.namesTTL and ttl > it.namesTTL then it.namesTTL = ttl end
       else
         it.namesTTL = nil
@@ -403,16 +410,42 @@ local function apply(it)
   if wrote then keep_names(it.namesTTL) end
   if it.lkey and rcall('INCR', it.lkey) == 1 then rcall('EXPIRE', it.lkey, LIMIT_TTL) end
 
-  if it.ekey then rcall('SET', it.ekey, cjson.encode({ f = it.fp, r = out }), 'EX', dedupeTTL) end
+  if it.ekey and not (LG and LG.restore) then -- a restore has the ledger to find duplicates
+    rcall('SET', it.ekey, cjson.encode({ f = it.fp, r = out }), 'EX', dedupeTTL)
+  end
   return out
+end
+
+-- seen answers a ledgered item that was applied before (a retry the ledger found, or an event another process
+-- applied first): its first result while the dedupe record lasts, else {'seen'} (the caller reads the entry).
+local function seen(eventId)
+  if eventId ~= '' then
+    local prev = rcall('GET', base .. 'e:' .. eventId)
+    if prev then
+      local ok, r = pcall(cjson.decode, prev)
+      if ok and type(r) == 'table' and type(r.r) == 'table' then
+        r.r[1] = 'dup'
+        return r.r
+      end
+    end
+  end
+  return { 'seen' }
 end
 
 local replies = {}
 for i = 1, nitems do
-  local it, reply = plan(FIRST + (i - 1) * stride)
-  if it then reply = apply(it) end
+  local i0 = FIRST + (i - 1) * stride
+  local reply
+  if LG and not ledger_event(i) then
+    reply = seen(ARGV[i0 + 2])
+  else
+    local it
+    it, reply = plan(i0)
+    if it then reply = apply(it) end
+  end
   replies[i] = reply
 end
+ledger_save()
 for _, st in ipairs(dirty) do save_state(st, st.ttl) end
 local ep, ver = publish(pubcmd, channel, changes)
 if ver then

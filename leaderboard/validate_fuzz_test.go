@@ -37,7 +37,7 @@ func FuzzSubmissionArgs(f *testing.F) {
 			sub.AchievedAt = time.Unix(at%(1<<36), 0)
 		}
 		// Appended after arguments already there, which a refusal leaves as they were.
-		args, period, err := s.appendItem([]any{"before"}, b, sub, now)
+		args, period, err := s.appendItem([]any{"before"}, b, sub, now, "")
 		if len(args) == 0 || args[0] != "before" {
 			t.Fatalf("arguments before the item changed: %v", args)
 		}

@@ -5,6 +5,9 @@
 #                            redis-tools)
 #   chromium                 the dashboard test drives headless Chromium (Debian: chromium)
 #   node (18 or newer)       the dashboard's JavaScript tests run with `node --test` (Debian: nodejs)
+#   initdb, postgres         the ledger's tests start real PostgreSQL servers (Debian: postgresql); like
+#                            internal/pgtest, the script looks on PATH, then in `pg_config --bindir`, then in
+#                            /usr/lib/postgresql/*/bin (its tests name another directory in LB_TEST_DEPS_PG_LIBDIR)
 #
 # When something is missing and the script runs as root, or sudo works without a password, on a system with
 # apt-get (Debian, Ubuntu), it installs the packages above with apt-get. Otherwise it prints one line per missing
@@ -16,6 +19,17 @@ missing=""   # "tool:package" words
 report=""
 
 have() { command -v "$1" >/dev/null 2>&1; }
+
+have_pg() { # a PostgreSQL program: on PATH, in pg_config --bindir, or in <libdir>/<version>/bin
+	have "$1" && return 0
+	if have pg_config; then
+		pg_bindir=$(pg_config --bindir 2>/dev/null) && [ -n "$pg_bindir" ] && [ -x "$pg_bindir/$1" ] && return 0
+	fi
+	for pg_bindir in "${LB_TEST_DEPS_PG_LIBDIR:-/usr/lib/postgresql}"/*/bin; do
+		[ -x "$pg_bindir/$1" ] && return 0
+	done
+	return 1
+}
 
 check() {
 	missing=""
@@ -30,6 +44,8 @@ check() {
 	elif ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 18 ? 0 : 1)' >/dev/null 2>&1; then
 		add node nodejs "node is $(node --version 2>/dev/null), the JavaScript tests need Node.js 18 or newer"
 	fi
+	have_pg initdb || add initdb postgresql "the ledger's tests create PostgreSQL clusters with initdb"
+	have_pg postgres || add postgres postgresql "the ledger's tests start real PostgreSQL servers"
 }
 
 add() { # tool package why
@@ -42,7 +58,12 @@ check
 [ -z "$missing" ] && exit 0
 
 packages=""
-for m in $missing; do packages="$packages ${m#*:}"; done
+for m in $missing; do
+	case "$packages " in
+	*" ${m#*:} "*) ;; # initdb and postgres come in one package
+	*) packages="$packages ${m#*:}" ;;
+	esac
+done
 
 if [ "${LB_TEST_DEPS_INSTALL:-1}" != 0 ] && have apt-get; then
 	as_root=""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -44,6 +45,22 @@ type Mutation struct {
 // to the window's current period; a closed period stays readable for the board's retention. An unknown board is
 // NOT_FOUND; a window the board does not keep or a malformed period is BAD_USER_INPUT.
 type Query struct {
+}
+
+// Oldest first. eventId is the client's eventId, or one the ledger assigned.
+type ScoreEvent struct {
+	EventID    string    `json:"eventId"`
+	PlayerID   string    `json:"playerId"`
+	Score      float64   `json:"score"`
+	AchievedAt time.Time `json:"achievedAt"`
+	RecordedAt time.Time `json:"recordedAt"`
+	Voided     bool      `json:"voided"`
+	VoidReason *string   `json:"voidReason,omitempty"`
+}
+
+type ScoreEventPage struct {
+	Events []ScoreEvent `json:"events"`
+	Next   *string      `json:"next,omitempty"`
 }
 
 // Live updates over a websocket on /graphql (subprotocols graphql-transport-ws and legacy graphql-ws). Public unless

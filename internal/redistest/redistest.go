@@ -54,16 +54,36 @@ var (
 	sharedClusterErr error
 )
 
+// M is what Main and With run: a *testing.M, or what another test helper's With made of one.
+type M interface{ Run() int }
+
 // Main runs the tests of a package (m.Run), then stops all redis-server
 // processes started by this package that are still running (the shared ones
 // in particular), removes their directories and exits with m.Run's status.
 // Call it from TestMain:
 //
 //	func TestMain(m *testing.M) { redistest.Main(m) }
-func Main(m *testing.M) {
+//
+// A package that also needs another helper's servers composes their Mains
+// with With, e.g. with PostgreSQL:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(redistest.With(m)) }
+func Main(m M) { os.Exit(With(m).Run()) }
+
+// With returns m with this package's servers around it: its Run runs m.Run,
+// then stops what Main stops, and returns m.Run's status without exiting, so
+// that another helper's Main (or With) can stop its own servers too.
+// Elsewhere than on Linux, a SIGINT or SIGTERM during Run stops this
+// package's servers and exits.
+func With(m M) M { return withServers{m} }
+
+type withServers struct{ m M }
+
+func (w withServers) Run() int {
 	if !childproc.DiesWithParent {
 		sigc := make(chan os.Signal, 1)
 		signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(sigc)
 		go func() {
 			sig := <-sigc
 			stopShared()
@@ -75,9 +95,9 @@ func Main(m *testing.M) {
 		}()
 	}
 	mainActive.Store(true)
-	code := m.Run()
+	code := w.m.Run()
 	stopShared()
-	os.Exit(code)
+	return code
 }
 
 func stopShared() {

@@ -25,6 +25,7 @@ import (
 	"github.com/leaderboard/leaderboard/demo"
 	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/leaderboard/leaderboard/ledger"
 	"github.com/leaderboard/leaderboard/pubsub"
 	"github.com/redis/go-redis/v9"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -39,6 +40,7 @@ type App struct {
 	rdb      redis.UniversalClient
 	probe    redis.UniversalClient // /readyz's own small pool, so a busy main pool never looks like a Redis outage
 	embedded *miniredis.Miniredis  // nil unless no Redis is configured
+	ledger   *ledger.Ledger        // nil unless DATABASE_URL is set
 	Store    *leaderboard.Store
 	Hub      *pubsub.Hub
 	Keys     *Keyring
@@ -113,13 +115,36 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 			return nil, fmt.Errorf("tracing Redis: %w", err)
 		}
 	}
+	var rec leaderboard.Ledger
+	if cfg.DatabaseURL != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		a.ledger, err = ledger.Open(ctx, ledger.Config{URL: cfg.DatabaseURL})
+		cancel()
+		if err != nil {
+			a.rdb.Close()
+			a.probe.Close()
+			return nil, err
+		}
+		rec = a.ledger
+		log.Info("ledger on: every write is recorded in PostgreSQL before Redis applies it")
+	}
+	onRestore := func(r leaderboard.RestoreReport) {
+		if r.Err != nil {
+			log.Warn("restore from the ledger", "board", r.Board, "events", r.Events, "catch_up", r.CatchUp,
+				"took", r.Took, "err", r.Err)
+			return
+		}
+		log.Info("restored from the ledger", "board", r.Board, "events", r.Events, "catch_up", r.CatchUp,
+			"took", r.Took)
+	}
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes,
-		Clock: cfg.Clock})
+		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
-	// and live screens must not wait behind a flood of queries.
+	// and live screens must not wait behind a flood of queries. It writes nothing, but knows the ledger: a board
+	// being restored is UNAVAILABLE to it, not gone.
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
-		Clock: cfg.Clock})
+		Clock: cfg.Clock, Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore})
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 	a.exports = newExports(opts, cfg.ExportConcurrency, leaderboard.Config{Prefix: cfg.KeyPrefix,
 		PublishCommand: publish, Clock: cfg.Clock})
@@ -149,7 +174,29 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		}
 	}()
 	a.closesDone = a.runCloses(a.hubCtx, hubStore, newCloseMetrics(a.Metrics.reg))
+	if a.ledger != nil {
+		go a.checkLedger(a.hubCtx)
+	}
 	return a, nil
+}
+
+// checkLedger compares the ledger's boards with Redis every LEDGER_CHECK_INTERVAL (and once at start): lost
+// boards are restored, lagging ones caught up.
+func (a *App) checkLedger(ctx context.Context) {
+	t := time.NewTicker(a.cfg.LedgerCheckInterval)
+	defer t.Stop()
+	for {
+		if n, err := a.Store.CheckLedger(ctx); err != nil {
+			a.log.Warn("ledger check", "err", err)
+		} else if n > 0 {
+			a.log.Info("ledger check: restoring boards Redis lost or lags behind on", "boards", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
@@ -276,6 +323,9 @@ func (a *App) Close() {
 	drain, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	a.Store.Drain(drain) // calls whose callers left (the demo when it stops) end before Redis closes under them
 	cancel()
+	if a.ledger != nil {
+		a.ledger.Close()
+	}
 	a.rdb.Close()
 	a.probe.Close()
 	a.exports.rdb.Close()

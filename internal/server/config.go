@@ -15,23 +15,27 @@ import (
 // Config is the server's configuration: environment variables, overridden by flags for the common ones. Every
 // setting is listed with its default in README.md ("Configuration").
 type Config struct {
-	ListenAddr        string      // LISTEN_ADDR, -listen: default ":8080"
-	RedisURL          string      // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
-	RedisClusterAddrs []string    // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
-	RedisPassword     string      // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
-	KeyPrefix         string      // KEY_PREFIX: default "lb"; starts every Redis key
-	APIKeys           string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
-	CORSOrigins       []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
-	PublicOrigins     []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
-	TrustedProxies    []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose CLIENT_ADDR_HEADER counts; default none
-	ClientAddrHeader  string      // CLIENT_ADDR_HEADER: the one header the trusted proxies name the client in; default X-Forwarded-For
-	IPv6Prefix        int         // IPV6_PREFIX: IPv6 clients in one prefix of this length count as one address; default 64
-	Demo              bool        // DEMO, -demo: run the demo simulator and dashboard board
-	DemoSettings      demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
-	Introspection     bool        // INTROSPECTION, -introspection: default true
-	LogLevel          slog.Level
-	ShowVersion       bool   // -version: print the build (see Build) and exit
-	LogFormat         string // LOG_FORMAT: "text" (default) or "json"
+	ListenAddr        string   // LISTEN_ADDR, -listen: default ":8080"
+	RedisURL          string   // REDIS_URL, -redis-url: redis:// or rediss:// URL; empty: see RedisClusterAddrs
+	RedisClusterAddrs []string // REDIS_CLUSTER_ADDRS, -redis-cluster-addrs: host:port seeds; neither set: embedded
+	RedisPassword     string   // REDIS_PASSWORD: for REDIS_CLUSTER_ADDRS (a REDIS_URL carries its own)
+	DatabaseURL       string   // DATABASE_URL, -database-url: PostgreSQL URL of the ledger; empty: no ledger
+	// LedgerCheckInterval (LEDGER_CHECK_INTERVAL): how often every board the ledger holds is compared with Redis
+	// (lost boards restored, lagging ones caught up); default 5s.
+	LedgerCheckInterval time.Duration
+	KeyPrefix           string      // KEY_PREFIX: default "lb"; starts every Redis key
+	APIKeys             string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
+	CORSOrigins         []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
+	PublicOrigins       []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
+	TrustedProxies      []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose CLIENT_ADDR_HEADER counts; default none
+	ClientAddrHeader    string      // CLIENT_ADDR_HEADER: the one header the trusted proxies name the client in; default X-Forwarded-For
+	IPv6Prefix          int         // IPV6_PREFIX: IPv6 clients in one prefix of this length count as one address; default 64
+	Demo                bool        // DEMO, -demo: run the demo simulator and dashboard board
+	DemoSettings        demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
+	Introspection       bool        // INTROSPECTION, -introspection: default true
+	LogLevel            slog.Level
+	ShowVersion         bool   // -version: print the build (see Build) and exit
+	LogFormat           string // LOG_FORMAT: "text" (default) or "json"
 
 	MaxBodyBytes            int64         // MAX_BODY_BYTES: request body size; default 1 MiB
 	MaxBatch                int           // MAX_BATCH: requests in one batched POST (a JSON array); default 10, 0: refused
@@ -173,11 +177,13 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		WebhookRetryFor:         envDur("WEBHOOK_RETRY_FOR", 24*time.Hour),
 		WebhookClaimIdle:        envDur("WEBHOOK_CLAIM_IDLE", time.Minute),
 		WebhookPollInterval:     envDur("WEBHOOK_POLL_INTERVAL", time.Second),
+		LedgerCheckInterval:     envDur("LEDGER_CHECK_INTERVAL", 5*time.Second),
 	}
 
 	fs := flag.NewFlagSet("leaderboard", flag.ContinueOnError)
 	fs.StringVar(&c.ListenAddr, "listen", env("LISTEN_ADDR", ":8080"), "address to listen on (LISTEN_ADDR)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "redis:// or rediss:// URL of a standalone Redis (REDIS_URL)")
+	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL", ""), "PostgreSQL URL of the ledger, the durable record of every write (DATABASE_URL)")
 	cluster := fs.String("redis-cluster-addrs", env("REDIS_CLUSTER_ADDRS", ""), "comma-separated host:port seeds of a Redis Cluster (REDIS_CLUSTER_ADDRS)")
 	cors := fs.String("cors-origins", env("CORS_ORIGINS", ""), "comma-separated origins allowed cross-origin, or * (CORS_ORIGINS)")
 	fs.BoolVar(&c.Demo, "demo", envBool("DEMO", false), "run the demo: a simulated game feeding a demo board (DEMO)")

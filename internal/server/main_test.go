@@ -16,13 +16,15 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaderboard/leaderboard/internal/pgtest"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// TestMain stops the shared redis-server processes after the package's tests (every root test file shares it).
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain stops the shared redis-server processes and the PostgreSQL servers of the ledger's tests after the
+// package's tests (every root test file shares it).
+func TestMain(m *testing.M) { pgtest.Main(redistest.With(m)) }
 
 // Test keys of testServer.
 const (

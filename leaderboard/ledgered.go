@@ -1,0 +1,963 @@
+package leaderboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ledgered.go: the writes of a store with a ledger (Config.Ledger). A write is recorded in the ledger first and
+// applied to the index after, in the ledger's order: each board's writes go to one sequencer worker (by a hash of
+// the board id), which takes whatever writes are waiting, records them in one commit for all their boards, and
+// then applies each board's events to Redis in the order of their sequence numbers, through the ledgered scripts
+// (the same scripts behind the gate in common.lua). A restore applies the same events the same way
+// (restore.go), so the index is a function of the ledger.
+
+// Sequencer defaults.
+const (
+	// DefaultLedgerWorkers is how many boards' writes are recorded and applied at once (Config.LedgerWorkers).
+	DefaultLedgerWorkers = 8
+	// maxCommitEvents bounds the events of one commit (a worker's writes waiting beyond it go in the next one).
+	maxCommitEvents = 4096
+	// ledgerApplyTimeout bounds a worker's commit and apply of one round: the writes are recorded by then, and
+	// what Redis did not take is applied later from the ledger (catch-up).
+	ledgerApplyTimeout = 10 * time.Second
+	// maxLedgerItems bounds the items of one ledgered submit call (as maxMergedItems does for the batcher).
+	maxLedgerItems = 128
+)
+
+// ErrRestoring is the error of a request on a board that Redis lost and the ledger holds, while it is restored.
+// Its outcome is known: nothing was applied (a write the ledger recorded meanwhile is applied by the restore,
+// and a retry with its eventId finds it).
+func errRestoring(board string) error {
+	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; try again", board),
+		Err: ErrNotApplied}
+}
+
+// ErrNotApplied is in the chain of an UNAVAILABLE error whose write is known not to have been applied (see
+// OutcomeUnknown).
+var ErrNotApplied = errors.New("not applied")
+
+// ledgerWrite is one request's events for one board, waiting for its worker.
+type ledgerWrite struct {
+	board  string
+	kind   EventKind // EventSubmit: events are items of SubmitMany; otherwise one event
+	events []LedgerEvent
+	fields int // submit: the parts of results to fill (submitFields)
+
+	appended []Appended
+	outs     []Outcome // submit: per event
+	reply    any       // others: the script's reply
+	err      error     // the whole write's error
+	done     chan struct{}
+}
+
+type sequencer struct {
+	s       *Store
+	ledger  Ledger
+	workers []chan *ledgerWrite
+	restore restorer
+	known   sync.Map // board id -> knownBoard (holds)
+}
+
+func newSequencer(s *Store, l Ledger, workers int) *sequencer {
+	if workers <= 0 {
+		workers = DefaultLedgerWorkers
+	}
+	q := &sequencer{s: s, ledger: l, workers: make([]chan *ledgerWrite, workers)}
+	q.restore.init()
+	for i := range q.workers {
+		ch := make(chan *ledgerWrite, maxBatch)
+		q.workers[i] = ch
+		go q.work(ch)
+	}
+	return q
+}
+
+// worker returns the channel of the worker that orders board's writes.
+func (q *sequencer) worker(board string) chan *ledgerWrite {
+	h := uint32(2166136261) // FNV-1a
+	for i := 0; i < len(board); i++ {
+		h = (h ^ uint32(board[i])) * 16777619
+	}
+	return q.workers[h%uint32(len(q.workers))]
+}
+
+// do hands w to its worker and waits for it, or for ctx. A write the caller stops waiting for is still recorded
+// and applied (or was refused as a whole): its outcome is unknown to the caller, as for a lost reply.
+func (q *sequencer) do(ctx context.Context, w *ledgerWrite) error {
+	w.done = make(chan struct{})
+	select {
+	case q.worker(w.board) <- w:
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctxError(ctx)
+	}
+}
+
+func ctxError(ctx context.Context) error {
+	return &Error{Code: Unavailable, Message: "the write's outcome is unknown: the request ended first", Err: ctx.Err()}
+}
+
+// work runs one worker: it records a round of writes (whatever is waiting, up to maxCommitEvents) while its
+// applier applies the round before, in order: a round's commit and the apply of the one before overlap.
+func (q *sequencer) work(ch chan *ledgerWrite) {
+	applies := make(chan func(), 1)
+	go func() {
+		for apply := range applies {
+			apply()
+		}
+	}()
+	for w := range ch {
+		round := []*ledgerWrite{w}
+		n := len(w.events)
+	fill:
+		for n < maxCommitEvents {
+			select {
+			case w := <-ch:
+				round = append(round, w)
+				n += len(w.events)
+			default:
+				break fill
+			}
+		}
+		if apply := q.commit(round); apply != nil {
+			applies <- apply
+		}
+	}
+	close(applies)
+}
+
+// commit records a round of writes in one ledger commit and returns what applies each board's writes in order
+// (nil when the commit failed: the writes have their error).
+func (q *sequencer) commit(round []*ledgerWrite) func() {
+	now := time.UnixMilli(q.s.cfg.Clock().UnixMilli()) // the clock the events are recorded and applied with
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerApplyTimeout)
+	byBoard := map[string]int{}
+	var batches []AppendBatch
+	var writes [][]*ledgerWrite
+	for _, w := range round {
+		i, ok := byBoard[w.board]
+		if !ok || w.kind == EventCreate || (len(writes[i]) == 1 && writes[i][0].kind == EventCreate) {
+			i = len(batches) // a create is a batch of its own (Ledger.Append)
+			if w.kind != EventCreate {
+				byBoard[w.board] = i
+			}
+			batches = append(batches, AppendBatch{Board: w.board, RecordedAt: now})
+			writes = append(writes, nil)
+		}
+		batches[i].Events = append(batches[i].Events, w.events...)
+		writes[i] = append(writes[i], w)
+	}
+	res, err := q.ledger.Append(ctx, batches)
+	cancel()
+	if err != nil {
+		for _, w := range round {
+			w.err = err
+			close(w.done)
+		}
+		return nil
+	}
+	for i := range batches {
+		off := 0
+		for _, w := range writes[i] {
+			w.appended = res[i][off : off+len(w.events)]
+			for k := range w.events {
+				w.events[k].Seq = w.appended[k].Seq
+				w.events[k].RecordedAt = now
+			}
+			off += len(w.events)
+		}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), ledgerApplyTimeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for i := range batches {
+			wg.Add(1)
+			go func(ws []*ledgerWrite) {
+				defer wg.Done()
+				q.apply(ctx, ws, now)
+				for _, w := range ws {
+					close(w.done)
+				}
+			}(writes[i])
+		}
+		wg.Wait()
+	}
+}
+
+// apply applies the recorded writes of one board, in order; consecutive submissions go in shared calls.
+func (q *sequencer) apply(ctx context.Context, ws []*ledgerWrite, now time.Time) {
+	for i := 0; i < len(ws); {
+		if ws[i].kind != EventSubmit {
+			q.applyOne(ctx, ws[i], now)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(ws) && ws[j].kind == EventSubmit {
+			j++
+		}
+		q.applySubmits(ctx, ws[i:j], now)
+		i = j
+	}
+}
+
+// gapped runs call, which applies events from seq first on; when Redis lacks earlier events of the board (LB_GAP:
+// another process has them in flight, or Redis lost them), it waits a moment for them, then applies them from the
+// ledger itself, and calls again.
+func (q *sequencer) gapped(ctx context.Context, board string, first int64, call func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := call()
+		hwm, gap := gapOf(err)
+		if !gap || attempt == 3 {
+			return err
+		}
+		if attempt == 0 {
+			// Another process recorded the events before ours and is applying them: give it a moment.
+			time.Sleep(gapWait)
+			continue
+		}
+		if _, err := q.catchUp(ctx, board, hwm, first-1); err != nil {
+			return err
+		}
+	}
+}
+
+// gapWait is how long a write that finds earlier events missing waits for another process to apply them before
+// it applies them itself from the ledger.
+const gapWait = 20 * time.Millisecond
+
+// gapOf returns the board's high-water mark when err is the gate's LB_GAP.
+func gapOf(err error) (int64, bool) {
+	if err == nil {
+		return 0, false
+	}
+	msg := err.Error()
+	i := strings.Index(msg, "LB_GAP ")
+	if i < 0 {
+		return 0, false
+	}
+	n, perr := strconv.ParseInt(strings.TrimSpace(msg[i+len("LB_GAP "):]), 10, 64)
+	return n, perr == nil
+}
+
+// seenErr reports whether err is the gate's LB_SEEN: the event was applied before.
+func seenErr(err error) bool { return err != nil && strings.Contains(err.Error(), "LB_SEEN") }
+
+// gateArg is the ledgered scripts' last argument (see common.lua): the mode, the range of seqs the call stands
+// for (0, 0: none but duplicates), the clock keys live by, and the seq of each event it carries.
+func gateArg(restore bool, first, last int64, seqs []int64, ttlNow time.Time) string {
+	var b strings.Builder
+	if restore {
+		b.WriteString("r,")
+	} else {
+		b.WriteString("w,")
+	}
+	b.WriteString(strconv.FormatInt(first, 10))
+	b.WriteByte(',')
+	b.WriteString(strconv.FormatInt(last, 10))
+	b.WriteByte(',')
+	b.WriteString(strconv.FormatInt(ttlNow.Unix(), 10))
+	for _, s := range seqs {
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatInt(s, 10))
+	}
+	return b.String()
+}
+
+// seqRange is the range of the new (not duplicate) seqs of a call's events.
+func seqRange(evs []*LedgerEvent, dup []bool) (first, last int64) {
+	for i, e := range evs {
+		if dup != nil && dup[i] {
+			continue
+		}
+		if first == 0 || e.Seq < first {
+			first = e.Seq
+		}
+		last = max(last, e.Seq)
+	}
+	return first, last
+}
+
+// applySubmits applies the submissions of consecutive writes of one board.
+func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now time.Time) {
+	board := ws[0].board
+	type item struct {
+		w *ledgerWrite
+		k int
+	}
+	var items []item
+	for _, w := range ws {
+		w.outs = make([]Outcome, len(w.events))
+		for k := range w.events {
+			if a := w.appended[k]; a.Duplicate && a.Fingerprint != w.events[k].Fingerprint {
+				w.outs[k].Err = errorf(Conflict, "eventId %s was already used for another submission", w.events[k].EventID)
+				continue
+			}
+			items = append(items, item{w, k})
+		}
+	}
+	fields := 0
+	for _, w := range ws {
+		fields |= w.fields
+	}
+	for start := 0; start < len(items); start += maxLedgerItems {
+		chunk := items[min(start, len(items)):min(start+maxLedgerItems, len(items))]
+		evs := make([]*LedgerEvent, len(chunk))
+		dup := make([]bool, len(chunk))
+		for i, it := range chunk {
+			evs[i] = &it.w.events[it.k]
+			dup[i] = it.w.appended[it.k].Duplicate
+		}
+		outs, err := q.s.applySubmitEvents(ctx, board, evs, dup, fields, false, now, q.gapped)
+		for i, it := range chunk {
+			if err != nil {
+				it.w.outs[it.k].Err = err
+				continue
+			}
+			it.w.outs[it.k] = outs[i]
+		}
+		if err != nil && ErrorCode(err) == NotFound {
+			q.restore.start(q, board)
+		}
+	}
+}
+
+// applyOne applies a write of one event other than a submission.
+func (q *sequencer) applyOne(ctx context.Context, w *ledgerWrite, now time.Time) {
+	e := &w.events[0]
+	w.reply, w.err = q.s.applyEvent(ctx, w.board, e, w.appended[0].Duplicate, false, now, q.gapped)
+	if ErrorCode(w.err) == NotFound && e.Kind != EventCreate {
+		w.err = q.s.missing(ctx, w.board)
+	}
+}
+
+// gappedFunc is sequencer.gapped, or a restore's plain call.
+type gappedFunc func(ctx context.Context, board string, first int64, call func() error) error
+
+// boardFor returns the cached view of a board for a ledgered call: the definition cache's, or for a restore the
+// definition the ledger recorded (not cached: the board is not readable until the restore is done).
+func (s *Store) boardFor(ctx context.Context, board string, restore bool) (*cachedBoard, error) {
+	if restore {
+		v, ok := s.restoring.Load(board)
+		if !ok {
+			return nil, errRestoring(board)
+		}
+		return v.(*cachedBoard), nil
+	}
+	return s.loadBoard(ctx, board)
+}
+
+// applySubmitEvents applies recorded submissions of one board in one ledgered submit call (dup: the ledger had
+// the event's eventId already). Their outcomes are in order; an error is the whole call's.
+func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*LedgerEvent, dup []bool, fields int,
+	restore bool, now time.Time, gapped gappedFunc) ([]Outcome, error) {
+	out := make([]Outcome, len(evs))
+	var reply []any
+	var firstPeriods []string
+	sent := make([]int, 0, len(evs))
+	err := s.fresh(board, func() error {
+		v, err := s.boardFor(ctx, board, restore)
+		if err != nil {
+			return err
+		}
+		b := v.b
+		args := make([]any, submitHeaderArgs, submitHeaderArgs+len(evs)*(submitItemArgs+2*len(b.Windows))+1)
+		copy(args, v.submitHead)
+		args[submitNowArg], args[submitFieldsArg] = now.Unix(), fields
+		if restore {
+			args[submitPublishArg] = "" // nobody watches a board being restored
+		}
+		sent, firstPeriods = sent[:0], firstPeriods[:0]
+		seqs := make([]int64, 0, len(evs))
+		for i, e := range evs {
+			var period string
+			var err error
+			args, period, err = s.appendItem(args, b, e.submission(board), now, e.Fingerprint)
+			if err == nil && e.Voided {
+				args = args[:len(args)-submitItemArgs-2*len(b.Windows)]
+				err = errorf(Invalid, "voided: %s", e.VoidReason)
+			}
+			if err != nil {
+				// Refused here, and again by any restore: not sent, but its seq is in the call's range.
+				out[i].Err = err
+				continue
+			}
+			sent = append(sent, i)
+			firstPeriods = append(firstPeriods, period)
+			seqs = append(seqs, e.Seq)
+		}
+		args[submitCountArg] = len(sent)
+		first, last := seqRange(evs, dup)
+		args = append(args, gateArg(restore, first, last, seqs, s.cfg.Clock()))
+		return gapped(ctx, board, first, func() error {
+			r, err := s.fns.run(ctx, submitLedgerScript, []string{v.keys}, args...).Slice()
+			if err == nil && len(r) != len(sent) {
+				err = fmt.Errorf("submit script returned %d replies for %d items", len(r), len(sent))
+			}
+			reply = r
+			return redisError(err)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, err := s.boardFor(ctx, board, restore)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range sent {
+		if out[i].Err != nil {
+			continue
+		}
+		if row, ok := reply[k].([]any); ok && len(row) == 1 && toString(row[0]) == "seen" {
+			out[i].Result, out[i].Err = s.seenResult(ctx, v.b, evs[i].Player)
+			continue
+		}
+		out[i].Result, out[i].Err = parseSubmitReply(v.b, reply[k], firstPeriods[k], evs[i].Player)
+		if out[i].Result == nil && out[i].Err == nil {
+			out[i].Err = &Error{Code: Internal, Message: "internal error"}
+		}
+	}
+	return out, nil
+}
+
+// seenResult is the result of a submission the index applied before (a retry the ledger recognised after its
+// dedupe record expired, or an event applied by another process's catch-up): the player's entry now.
+func (s *Store) seenResult(ctx context.Context, b *Board, player string) (*Result, error) {
+	v := View{Board: b.ID, Window: b.Windows[0]}
+	e, err := s.Rank(ctx, v, player)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{Window: b.Windows[0], Duplicate: true}
+	if e != nil {
+		r.Entry = *e
+		r.Size, _ = s.Size(ctx, v)
+	}
+	if res, err := s.Resolve(ctx, v); err == nil {
+		r.Period = res.Period
+	}
+	return r, nil
+}
+
+// submission is a recorded submission as Store.Submit takes it.
+func (e *LedgerEvent) submission(board string) Submission {
+	sub := Submission{Board: board, Player: e.Player, Score: e.Score, EventID: e.EventID, DisplayName: e.Name,
+		AchievedAt: e.AchievedAt}
+	if e.Meta != nil {
+		sub.Metadata = []byte(*e.Meta)
+	}
+	return sub
+}
+
+// errNotLedgered is the refusal of a write to a board that Redis holds and the ledger does not: it was created
+// before the ledger was turned on, and has no durable record to add to.
+func errNotLedgered(board string) error {
+	return errorf(Invalid, "leaderboard %q was created before the ledger (DATABASE_URL) was on and has no durable "+
+		"record: export it, delete it and create it again", board)
+}
+
+// ledgerError turns the ledger's NotFound (the board is not in the ledger) into errNotLedgered when Redis holds
+// the board.
+func (s *Store) ledgerError(ctx context.Context, board string, err error) error {
+	if ErrorCode(err) != NotFound {
+		return err
+	}
+	if ok, _ := s.Exists(ctx, board); ok {
+		return errNotLedgered(board)
+	}
+	return errorf(NotFound, "no leaderboard with id %q", board)
+}
+
+// applyEvent applies a recorded event other than a submission (dup: the ledger had it already). Its reply is the
+// script's; an event applied before replies nil.
+func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, dup, restore bool, now time.Time,
+	gapped gappedFunc) (any, error) {
+	first, last := e.Seq, e.Seq
+	if dup {
+		first, last = 0, 0
+	}
+	gate := gateArg(restore, first, last, []int64{e.Seq}, s.cfg.Clock())
+	var reply any
+	call := func(sc *script, keys []string, args ...any) error {
+		return gapped(ctx, board, first, func() error {
+			r, err := s.fns.run(ctx, sc, keys, append(args, gate)...).Result()
+			reply = r
+			if seenErr(err) {
+				reply, err = nil, nil
+			}
+			return redisError(err)
+		})
+	}
+	switch e.Kind {
+	case EventDelete:
+		return nil, nil // DeleteBoard deletes the keys once the ledger has the deletion
+	case EventClose:
+		v, err := s.boardFor(ctx, board, restore)
+		if err != nil {
+			return nil, err
+		}
+		args, err := s.closeArgs(v.b, e, now)
+		if err != nil {
+			return nil, err
+		}
+		return reply, call(closeLedgerScript, []string{v.keys, s.outboxKey(board)}, args...)
+	case EventVoid:
+		v, err := s.boardFor(ctx, board, restore)
+		if err != nil {
+			return nil, err
+		}
+		return reply, call(markLedgerScript, []string{v.keys}, v.b.sum)
+	case EventCreate:
+		if dup && !restore {
+			// The ledger has the board: Redis has it too, or lost it (then it is restored, never created empty).
+			if ok, err := s.Exists(ctx, board); err != nil || ok {
+				return "same", err
+			}
+			return nil, s.missing(ctx, board)
+		}
+		keys := []string{s.makeKeyBase(board), s.registryKey(board)}
+		err := call(createLedgerScript, keys, string(e.Args), board)
+		if token, ok := deletingToken(err); ok {
+			if err := s.purge(ctx, board, token); err != nil {
+				return nil, err
+			}
+			err = call(createLedgerScript, keys, string(e.Args), board)
+		}
+		return reply, err
+	case EventRemove:
+		v, err := s.boardFor(ctx, board, restore)
+		if err != nil {
+			return nil, err
+		}
+		pub := s.publishArg()
+		if restore {
+			pub = ""
+		}
+		args := []any{v.b.sum, e.Player, pub, channelOf(v.keys)}
+		for _, wp := range v.b.livePeriods(now) {
+			args = append(args, windowCodes[wp.Window], wp.Period)
+		}
+		if v.b.HasWindow(Season) {
+			ids, err := s.rdb.HKeys(ctx, v.keys+"seasons").Result()
+			if err != nil {
+				return nil, redisError(err)
+			}
+			slices.Sort(ids)
+			for _, id := range ids {
+				args = append(args, windowCodes[Season], id)
+			}
+		}
+		return reply, call(removeLedgerScript, []string{v.keys}, args...)
+	case EventSeasonStart, EventSeasonEnd:
+		v, err := s.boardFor(ctx, board, restore)
+		if err != nil {
+			return nil, err
+		}
+		args := []any{v.b.sum, "end", now.Unix()}
+		if e.Kind == EventSeasonStart {
+			var a seasonArgs
+			if err := json.Unmarshal(e.Args, &a); err != nil {
+				return nil, fmt.Errorf("ledger: season event %d: %w", e.Seq, err)
+			}
+			ends := time.Unix(a.EndsAt, 0)
+			args = []any{v.b.sum, "start", now.Unix(), a.ID, a.EndsAt,
+				v.b.seasonExpiry(time.Unix(now.Unix(), 0), ends), int64(v.b.Grace / time.Second)}
+		}
+		return reply, call(seasonLedgerScript, []string{v.keys}, args...)
+	}
+	return nil, fmt.Errorf("ledger: event %d of board %q has unknown kind %d", e.Seq, board, e.Kind)
+}
+
+// seasonArgs are an EventSeasonStart's arguments.
+type seasonArgs struct {
+	ID     string `json:"id"`
+	EndsAt int64  `json:"endsAt"` // unix s
+}
+
+// submitLedgered is SubmitMany with a ledger: each board's valid items are one write of its sequencer worker.
+func (s *Store) submitLedgered(ctx context.Context, subs []Submission, fields int) []Outcome {
+	out := make([]Outcome, len(subs))
+	now := s.cfg.Clock()
+	type group struct {
+		w   *ledgerWrite
+		idx []int
+	}
+	groups := map[string]*group{}
+	var order []*group
+	for i, sub := range subs {
+		if err := checkID("board id", sub.Board); err != nil {
+			out[i].Err = err
+			continue
+		}
+		g := groups[sub.Board]
+		if g == nil {
+			g = &group{w: &ledgerWrite{board: sub.Board, kind: EventSubmit, fields: fields}}
+			groups[sub.Board] = g
+			order = append(order, g)
+		}
+		e, err := s.recordSubmission(ctx, sub, now)
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		g.w.events = append(g.w.events, e)
+		g.idx = append(g.idx, i)
+	}
+	var wg sync.WaitGroup
+	for _, g := range order {
+		if len(g.idx) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.seq.do(ctx, g.w); err != nil {
+				err = s.ledgerError(ctx, g.w.board, err)
+				for _, i := range g.idx {
+					out[i].Err = err
+				}
+				return
+			}
+			for k, i := range g.idx {
+				out[i] = g.w.outs[k]
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// recordSubmission validates a submission as the submit script's arguments would (so that what the ledger
+// records is what the index takes) and returns it as the event to record.
+func (s *Store) recordSubmission(ctx context.Context, sub Submission, now time.Time) (LedgerEvent, error) {
+	v, err := s.loadBoard(ctx, sub.Board)
+	if err != nil {
+		if ErrorCode(err) == NotFound {
+			return LedgerEvent{}, s.missing(ctx, sub.Board)
+		}
+		return LedgerEvent{}, err
+	}
+	if _, _, err := s.appendItem(nil, v.b, sub, now, ""); err != nil {
+		return LedgerEvent{}, err
+	}
+	if _, ok := AssignedSeq(sub.EventID); ok {
+		return LedgerEvent{}, errorf(Invalid, "eventId %q has the form of the ones the ledger assigns (#<number>)",
+			sub.EventID)
+	}
+	e := LedgerEvent{Kind: EventSubmit, Player: sub.Player, Score: sub.Score, EventID: sub.EventID,
+		Name: sub.DisplayName, Fingerprint: fingerprint(sub, strconv.FormatFloat(sub.Score, 'g', -1, 64))}
+	if !sub.AchievedAt.IsZero() {
+		e.AchievedAt = time.UnixMilli(sub.AchievedAt.UnixMilli()) // what the ledger keeps
+	}
+	if sub.Metadata != nil {
+		m, err := checkMetadata(sub.Metadata)
+		if err != nil {
+			return LedgerEvent{}, err
+		}
+		e.Meta = &m
+	}
+	return e, nil
+}
+
+// missing is the error of a request on a board Redis does not hold: NOT_FOUND, or UNAVAILABLE while the ledger
+// holds the board and it is restored (the restore starts here).
+func (s *Store) missing(ctx context.Context, board string) error {
+	if s.seq == nil {
+		return errorf(NotFound, "no leaderboard with id %q", board)
+	}
+	if s.seq.holds(ctx, board) {
+		s.seq.restore.start(s.seq, board)
+		return errRestoring(board)
+	}
+	return errorf(NotFound, "no leaderboard with id %q", board)
+}
+
+// holds reports whether the ledger holds a live board with this id (cached for a moment: every request on a
+// missing board asks).
+func (q *sequencer) holds(ctx context.Context, board string) bool {
+	if v, ok := q.known.Load(board); ok {
+		k := v.(knownBoard)
+		if time.Since(k.at) < knownTTL {
+			return k.held
+		}
+	}
+	_, ok, err := q.ledger.Board(ctx, board)
+	if err != nil {
+		return false
+	}
+	q.known.Store(board, knownBoard{held: ok, at: time.Now()})
+	return ok
+}
+
+type knownBoard struct {
+	held bool
+	at   time.Time
+}
+
+// knownTTL is how long the answer to "does the ledger hold board X" is reused.
+const knownTTL = time.Second
+
+// removeLedgered, seasonLedgered, createLedgered and deleteLedgered record a write of one event, then apply it.
+func (s *Store) writeOne(ctx context.Context, board string, e LedgerEvent) (any, error) {
+	w, err := s.writeEvent(ctx, board, e)
+	if err != nil {
+		return nil, err
+	}
+	return w.reply, nil
+}
+
+func (s *Store) writeEvent(ctx context.Context, board string, e LedgerEvent) (*ledgerWrite, error) {
+	w := &ledgerWrite{board: board, kind: e.Kind, events: []LedgerEvent{e}}
+	if err := s.seq.do(ctx, w); err != nil {
+		return nil, s.ledgerError(ctx, board, err)
+	}
+	return w, nil
+}
+
+// Limits of the ledger's reads and voids.
+const (
+	MaxScoreEvents = 1000 // ScoreEvents: largest page
+	MaxVoidIDs     = 1000 // VoidScoreEvents: most eventIds in one call
+	MaxVoidReason  = 1024 // VoidScoreEvents: bytes of the reason
+)
+
+// ScoreEvents returns up to first of a player's submissions on a board as the ledger keeps them, oldest first,
+// after the cursor after ("": from the first); next is the cursor of the page after ("": none).
+func (s *Store) ScoreEvents(ctx context.Context, board, player string, first int, after string) (
+	evs []LedgerEvent, next string, err error) {
+	if s.seq == nil {
+		return nil, "", errorf(Invalid, "scoreEvents needs the ledger (DATABASE_URL)")
+	}
+	if err := checkID("board id", board); err != nil {
+		return nil, "", err
+	}
+	if err := checkID("player id", player); err != nil {
+		return nil, "", err
+	}
+	if first < 1 || first > MaxScoreEvents {
+		return nil, "", errorf(Invalid, "first must be 1 to %d", MaxScoreEvents)
+	}
+	var from int64
+	if after != "" {
+		if from, err = strconv.ParseInt(after, 10, 64); err != nil || from < 0 {
+			return nil, "", errorf(Invalid, "after must be a cursor from an earlier page")
+		}
+	}
+	lb, ok, err := s.seq.ledger.Board(ctx, board)
+	if err != nil {
+		return nil, "", err
+	}
+	if !ok {
+		return nil, "", errorf(NotFound, "no leaderboard with id %q", board)
+	}
+	evs, err = s.seq.ledger.PlayerEvents(ctx, lb.Key, player, from, first+1)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(evs) > first {
+		evs = evs[:first]
+		next = strconv.FormatInt(evs[first-1].Seq, 10)
+	}
+	return evs, next, nil
+}
+
+// VoidScoreEvents voids submissions of a board (their eventIds, or '#<seq>' for one recorded without) for a
+// reason: the void is an event of the ledger, the submissions stop counting, and the board is rebuilt from the
+// events that still count (every window and period, SUM totals included); live screens see the change. It
+// returns how many submissions it voided: voiding again is a no-op (0).
+func (s *Store) VoidScoreEvents(ctx context.Context, board string, ids []string, reason string) (int, error) {
+	if s.seq == nil {
+		return 0, errorf(Invalid, "voidScoreEvents needs the ledger (DATABASE_URL)")
+	}
+	if len(ids) == 0 || len(ids) > MaxVoidIDs {
+		return 0, errorf(Invalid, "eventIds must hold 1 to %d ids", MaxVoidIDs)
+	}
+	for _, id := range ids {
+		if err := checkID("eventId", id); err != nil {
+			return 0, err
+		}
+	}
+	if reason == "" || len(reason) > MaxVoidReason || !utf8.ValidString(reason) {
+		return 0, errorf(Invalid, "reason must be 1 to %d bytes of UTF-8", MaxVoidReason)
+	}
+	if _, err := s.loadBoard(ctx, board); err != nil {
+		return 0, err
+	}
+	args, _ := json.Marshal(VoidArgs{EventIDs: ids, Reason: reason})
+	w, err := s.writeEvent(ctx, board, LedgerEvent{Kind: EventVoid, Args: args})
+	if err != nil {
+		return 0, err
+	}
+	n := w.appended[0].Voided
+	if n > 0 && !w.appended[0].Duplicate {
+		if err := s.Rebuild(ctx, board); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// createLedgered records a board's creation, then applies it. A board Redis holds without a high-water mark
+// was created before the ledger was on: the ledger cannot take it (errNotLedgered).
+func (s *Store) createLedgered(ctx context.Context, id, def string) error {
+	base := s.makeKeyBase(id)
+	st, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Get(ctx, base+"def")
+		p.HGet(ctx, base+"c", "lsq")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return redisError(err)
+	}
+	if cur := st[0].(*redis.StringCmd).Val(); cur != "" && st[1].(*redis.StringCmd).Val() == "" {
+		if cur != def {
+			return errorf(Conflict, "a board with this id exists with a different definition")
+		}
+		return errNotLedgered(id)
+	}
+	_, err = s.writeOne(ctx, id, LedgerEvent{Kind: EventCreate, Args: []byte(def)})
+	return err
+}
+
+// removeLedgered is RemovePlayer with a ledger.
+func (s *Store) removeLedgered(ctx context.Context, board, player string) (bool, error) {
+	if _, err := s.loadBoard(ctx, board); err != nil {
+		return false, err
+	}
+	r, err := s.writeOne(ctx, board, LedgerEvent{Kind: EventRemove, Player: player})
+	if err != nil {
+		return false, err
+	}
+	if r == nil {
+		return true, nil // applied before (by a catch-up): it was there to remove
+	}
+	reply, _ := r.([]any)
+	if len(reply) != 2 {
+		return false, redisError(fmt.Errorf("remove script returned %v", r))
+	}
+	removed, kept := toInt(reply[0]), toInt(reply[1])
+	if removed == 0 && kept > 0 {
+		return false, errorf(PeriodClosed, "player %q has scores only in closed periods, which are final", player)
+	}
+	return removed > 0, nil
+}
+
+// seasonLedgered is StartSeason (kind EventSeasonStart, arguments checked) or EndSeason with a ledger.
+func (s *Store) seasonLedgered(ctx context.Context, board string, kind EventKind, id string, ends time.Time) (
+	*SeasonChange, error) {
+	if _, err := s.seasonBoard(ctx, board); err != nil {
+		return nil, err
+	}
+	e := LedgerEvent{Kind: kind}
+	if kind == EventSeasonStart {
+		e.Args, _ = json.Marshal(seasonArgs{ID: id, EndsAt: ends.Unix()})
+	}
+	r, err := s.writeOne(ctx, board, e)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Clock()
+	reply, _ := r.([]any)
+	if len(reply) != 9 {
+		si, err := s.LatestSeason(ctx, board) // applied before (by a catch-up)
+		if err != nil || si == nil {
+			return nil, err
+		}
+		return &SeasonChange{Season: *si}, nil
+	}
+	status := toString(reply[0])
+	c := &SeasonChange{Changed: status == "started" || status == "ended", Season: seasonReply(reply[1:5], now)}
+	if toString(reply[5]) != "" {
+		closed := seasonReply(reply[5:9], now)
+		c.Closed = &closed
+	}
+	return c, nil
+}
+
+// recordClosesLedgered is recordCloses with a ledger: the close is an event of the ledger, so that a restore sets
+// each fence where it was among the board's events (a late score the fence refused is refused again). Periods
+// fenced already are answered from their fences without an event: every process checks closes, and the ledger
+// records each close once (two processes racing may record it twice; the second changes nothing).
+func (s *Store) recordClosesLedgered(ctx context.Context, b *Board, periods []closedPeriod, force bool) (
+	[]closeResult, error) {
+	out := make([]closeResult, len(periods))
+	var todo []int
+	for i, p := range periods {
+		f, err := s.Fence(ctx, b.ID, p.w, p.period)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil && !(force && f.OutboxID == "") {
+			out[i] = closeResult{id: f.OutboxID}
+			continue
+		}
+		todo = append(todo, i)
+	}
+	if len(todo) == 0 {
+		return out, nil
+	}
+	a := CloseArgs{Force: force}
+	for _, i := range todo {
+		p := periods[i]
+		a.Periods = append(a.Periods, ClosedPeriodArg{Window: p.w, Period: p.period, EndedAt: p.end.UnixMilli(),
+			MarkTTL: int64(max(p.markTTL, time.Second) / time.Second)})
+	}
+	args, _ := json.Marshal(a)
+	r, err := s.writeOne(ctx, b.ID, LedgerEvent{Kind: EventClose, Args: args})
+	if err != nil {
+		return nil, err
+	}
+	reply, _ := r.([]any)
+	if r != nil && len(reply) != 2*len(todo) {
+		return nil, redisError(fmt.Errorf("close: %d replies for %d periods", len(reply), len(todo)))
+	}
+	for k, i := range todo {
+		if r == nil { // applied before (by a catch-up)
+			f, err := s.Fence(ctx, b.ID, periods[i].w, periods[i].period)
+			if err != nil {
+				return nil, err
+			}
+			if f != nil {
+				out[i] = closeResult{id: f.OutboxID}
+			}
+			continue
+		}
+		out[i] = closeResult{id: toString(reply[2*k]), recorded: toString(reply[2*k+1]) == "1"}
+	}
+	return out, nil
+}
+
+// closeArgs are the close script's arguments for an EventClose applied with clock now.
+func (s *Store) closeArgs(b *Board, e *LedgerEvent, now time.Time) ([]any, error) {
+	var a CloseArgs
+	if err := json.Unmarshal(e.Args, &a); err != nil {
+		return nil, fmt.Errorf("ledger: close event %d: %w", e.Seq, err)
+	}
+	forced := "0"
+	if a.Force {
+		forced = "1"
+	}
+	args := []any{b.sum, b.ID, b.CloseEventTop, now.UnixMilli(), OutboxMaxLen, forced}
+	for _, p := range a.Periods {
+		args = append(args, windowCodes[p.Window], string(p.Window), p.Period, p.EndedAt, max(p.MarkTTL, 1))
+	}
+	return args, nil
+}

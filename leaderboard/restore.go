@@ -1,0 +1,383 @@
+package leaderboard
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// restore.go: the index rebuilt from the ledger. A board that Redis lost (a restart without persistence, a
+// FLUSHALL, a failover to a replica that had not copied it) is restored from its events into keys nobody reads
+// (the definition waits in rdef, see common.lua), and switched in at once by restore_done.lua; meanwhile its
+// requests answer UNAVAILABLE. A board whose newest events are missing (its high-water mark is behind the
+// ledger's head) gets them applied where it stands (catchUp).
+
+// restoreBatch is how many events a restore reads from the ledger at a time.
+const restoreBatch = 5000
+
+// restoreLockTTL is how long a restorer holds a board before another process may take over (refreshed while it
+// works).
+const restoreLockTTL = 30 * time.Second
+
+// RestoreReport is what OnRestore hears of a restore or catch-up.
+type RestoreReport struct {
+	Board    string
+	Events   int           // events applied
+	Took     time.Duration // from start to switch
+	CatchUp  bool          // the board was there, only its newest events were missing
+	Err      error
+	Restored bool // the board is readable and whole again
+}
+
+// restorer runs a store's restores: one per board in this process, and one per board among processes (a lock in
+// Redis).
+type restorer struct {
+	mu      sync.Mutex
+	running map[string]chan struct{}
+}
+
+func (r *restorer) init() { r.running = map[string]chan struct{}{} }
+
+// start restores board in the background unless this process restores it already; it returns a channel closed
+// when that restore ends.
+func (r *restorer) start(q *sequencer, board string) <-chan struct{} {
+	r.mu.Lock()
+	if ch, ok := r.running[board]; ok {
+		r.mu.Unlock()
+		return ch
+	}
+	ch := make(chan struct{})
+	r.running[board] = ch
+	r.mu.Unlock()
+	go func() {
+		defer func() {
+			r.mu.Lock()
+			delete(r.running, board)
+			r.mu.Unlock()
+			close(ch)
+		}()
+		rep := q.restoreBoard(context.Background(), board, false)
+		if f := q.s.cfg.OnRestore; f != nil && (rep.Events > 0 || rep.Err != nil || rep.Restored) {
+			f(rep)
+		}
+	}()
+	return ch
+}
+
+// Rebuild rebuilds a board from the ledger (rebuildLeaderboard): its keys are purged and its events applied again
+// into fresh ones, then switched in; meanwhile the board answers UNAVAILABLE. It returns when the board is whole.
+func (s *Store) Rebuild(ctx context.Context, board string) error {
+	if s.seq == nil {
+		return errorf(Invalid, "rebuildLeaderboard needs the ledger (DATABASE_URL)")
+	}
+	if err := checkID("board id", board); err != nil {
+		return err
+	}
+	rep := s.seq.restoreBoard(ctx, board, true)
+	if f := s.cfg.OnRestore; f != nil {
+		f(rep)
+	}
+	return rep.Err
+}
+
+// restoreBoard restores board from the ledger when Redis lacks it (or always, with force), or applies the
+// events Redis lacks when only the newest are missing.
+func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) (rep RestoreReport) {
+	s := q.s
+	start := time.Now()
+	rep.Board = board
+	defer func() { rep.Took = time.Since(start) }()
+	lb, ok, err := q.ledger.Board(ctx, board)
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	if !ok {
+		rep.Err = errorf(NotFound, "no leaderboard with id %q", board)
+		return rep
+	}
+	base := s.makeKeyBase(board)
+	token := rand.Text()
+	lock := base + "restoring"
+	got, err := s.rdb.SetNX(ctx, lock, token, restoreLockTTL).Result()
+	if err != nil {
+		rep.Err = redisError(err)
+		return rep
+	}
+	if !got {
+		rep.Err = errRestoring(board) // another process restores it
+		return rep
+	}
+	defer s.rdb.Eval(context.WithoutCancel(ctx), `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end`,
+		[]string{lock}, token)
+	keep := func() { s.rdb.Expire(ctx, lock, restoreLockTTL) }
+
+	st, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Exists(ctx, base+"def")
+		p.Exists(ctx, base+"rdef")
+		p.HGet(ctx, base+"c", "lsq")
+		p.HGet(ctx, base+"c", "void")
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		rep.Err = redisError(err)
+		return rep
+	}
+	hasDef := st[0].(*redis.IntCmd).Val() == 1
+	hasRdef := st[1].(*redis.IntCmd).Val() == 1
+	hwm, _ := st[2].(*redis.StringCmd).Int64()
+	if st[3].(*redis.StringCmd).Val() != "" {
+		force = true // a void whose rebuild did not happen yet
+	}
+	if hasDef && !force {
+		rep.CatchUp = true
+		rep.Events, rep.Err = q.catchUp(ctx, board, hwm, lb.Head)
+		return rep
+	}
+	// Events go into keys nobody reads: the board's definition waits in rdef until the switch. A restore that
+	// another process left half done (rdef there) goes on where it stopped; anything else the board holds goes.
+	if force || !hasRdef {
+		s.forget(board)
+		if err := s.clearBoard(ctx, board, lock); err != nil {
+			rep.Err = err
+			return rep
+		}
+		hwm = 0
+	}
+	first, err := q.ledger.Events(ctx, lb.Key, 0, 1)
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	if len(first) == 0 || first[0].Kind != EventCreate {
+		rep.Err = fmt.Errorf("ledger: board %q has no create event", board)
+		return rep
+	}
+	b, err := decodeBoard(string(first[0].Args))
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	s.restoring.Store(board, s.newCachedBoard(board, b))
+	defer s.restoring.Delete(board)
+	head := lb.Head
+	lastKeep := time.Now()
+	var lateVoid int64
+	for {
+		for hwm < head {
+			evs, err := q.ledger.Events(ctx, lb.Key, hwm, restoreBatch)
+			if err != nil {
+				rep.Err = err
+				return rep
+			}
+			if len(evs) == 0 {
+				break
+			}
+			if err := s.applyEvents(ctx, board, evs, true); err != nil {
+				rep.Err = err
+				return rep
+			}
+			for _, e := range evs {
+				if e.Kind == EventVoid && e.Seq > lb.Head {
+					lateVoid = e.Seq // recorded after this restore read the events it voids: rebuild again
+				}
+			}
+			rep.Events += len(evs)
+			hwm = evs[len(evs)-1].Seq
+			if time.Since(lastKeep) > restoreLockTTL/3 {
+				keep()
+				lastKeep = time.Now()
+			}
+		}
+		// Writes recorded meanwhile waited for the switch (their boards answered UNAVAILABLE): take them too.
+		lb2, _, err := q.ledger.Board(ctx, board)
+		if err != nil {
+			rep.Err = err
+			return rep
+		}
+		if lb2.Head > head {
+			head = lb2.Head
+			continue
+		}
+		r, err := s.fns.run(ctx, restoreDoneScript, []string{base, s.registryKey(board)}, head, board,
+			s.publishArg(), channelOf(base), RestoredNotice).Result()
+		if err != nil {
+			rep.Err = redisError(err)
+			return rep
+		}
+		if r == "done" {
+			break
+		}
+		hwm, _ = r.(int64)
+	}
+	s.forget(board)
+	if lateVoid > 0 {
+		if err := s.rdb.HSet(ctx, base+"c", "void", lateVoid).Err(); err != nil {
+			rep.Err = redisError(err)
+			return rep
+		}
+	}
+	rep.Restored = true
+	return rep
+}
+
+// RestoredNotice is what restore_done.lua publishes on a restored board's channel: like DeletedNotice it is not
+// an Event, so every listener reads the board again.
+const RestoredNotice = "restored"
+
+// clearBoard deletes every key of a board but the restore lock (a rebuild, or what a failed restore left): the
+// board answers NOT_FOUND (UNAVAILABLE with the ledger) from the first step on.
+func (s *Store) clearBoard(ctx context.Context, board, lock string) error {
+	base := s.makeKeyBase(board)
+	node, err := s.slotNode(ctx, base)
+	if err != nil {
+		return redisError(err)
+	}
+	// The definition goes first, in a step of its own: from then on nobody reads or writes the board.
+	if err := s.rdb.Del(ctx, base+"def", base+"rdef").Err(); err != nil {
+		return redisError(err)
+	}
+	s.rdb.SRem(ctx, s.registryKey(board), board)
+	var cursor uint64
+	for {
+		keys, next, err := node.Scan(ctx, cursor, s.BoardKeys(board), PurgeBatch).Result()
+		if err != nil {
+			return redisError(err)
+		}
+		del := keys[:0]
+		for _, k := range keys {
+			if k != lock {
+				del = append(del, k)
+			}
+		}
+		if len(del) > 0 {
+			// One key per UNLINK: the keys of one slot, but a cluster client still wants them per call.
+			pipe := s.rdb.Pipeline()
+			for _, k := range del {
+				pipe.Unlink(ctx, k)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return redisError(err)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// catchUp applies a board's events after hwm up to upto from the ledger, where the board stands (it is readable
+// meanwhile, as it is while any writes apply). Another process may apply the same events at once: the gate
+// applies each once.
+func (q *sequencer) catchUp(ctx context.Context, board string, hwm, upto int64) (int, error) {
+	lb, ok, err := q.ledger.Board(ctx, board)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		return 0, errorf(NotFound, "no leaderboard with id %q", board)
+	}
+	n := 0
+	for hwm < upto {
+		evs, err := q.ledger.Events(ctx, lb.Key, hwm, min(restoreBatch, int(upto-hwm)))
+		if err != nil {
+			return n, err
+		}
+		if len(evs) == 0 {
+			return n, nil
+		}
+		if err := q.s.applyEvents(ctx, board, evs, false); err != nil {
+			return n, err
+		}
+		n += len(evs)
+		hwm = evs[len(evs)-1].Seq
+	}
+	return n, nil
+}
+
+// plainCall is the gappedFunc of a restore or catch-up: the events come from the ledger in order, so a gap is an
+// error.
+func plainCall(_ context.Context, _ string, _ int64, call func() error) error { return call() }
+
+// applyEvents applies recorded events of one board in order, each with the clock it was recorded with:
+// consecutive submissions recorded together go in shared calls.
+func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent, restore bool) error {
+	for i := 0; i < len(evs); {
+		e := &evs[i]
+		if e.Kind != EventSubmit {
+			if _, err := s.applyEvent(ctx, board, e, false, restore, e.RecordedAt, plainCall); err != nil &&
+				!IsRefusal(err) {
+				return err
+			}
+			i++
+			continue
+		}
+		j := i
+		var chunk []*LedgerEvent
+		for j < len(evs) && len(chunk) < maxLedgerItems*4 && evs[j].Kind == EventSubmit &&
+			evs[j].RecordedAt.Equal(e.RecordedAt) {
+			chunk = append(chunk, &evs[j])
+			j++
+		}
+		if _, err := s.applySubmitEvents(ctx, board, chunk, nil, 0, restore, e.RecordedAt, plainCall); err != nil {
+			return err
+		}
+		i = j
+	}
+	return nil
+}
+
+// IsRefusal reports whether err is a write's refusal (the client's to correct), not a failure to apply.
+func IsRefusal(err error) bool {
+	switch ErrorCode(err) {
+	case Invalid, Conflict, PeriodClosed, RateLimited:
+		return true
+	}
+	return false
+}
+
+// CheckLedger compares every board the ledger holds with Redis: a board Redis lacks is restored, a board whose
+// high-water mark is behind the ledger's head gets its missing events (a failover to a replica that had not copied
+// them, writes whose apply failed). It starts those restores and returns how many; they run in the background.
+func (s *Store) CheckLedger(ctx context.Context) (int, error) {
+	if s.seq == nil {
+		return 0, nil
+	}
+	boards, err := s.seq.ledger.Boards(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for start := 0; start < len(boards); start += 1000 {
+		part := boards[start:min(start+1000, len(boards))]
+		pipe := s.rdb.Pipeline()
+		defs := make([]*redis.IntCmd, len(part))
+		hwms := make([]*redis.StringCmd, len(part))
+		voids := make([]*redis.StringCmd, len(part))
+		for i, b := range part {
+			base := s.makeKeyBase(b.ID)
+			defs[i] = pipe.Exists(ctx, base+"def")
+			hwms[i] = pipe.HGet(ctx, base+"c", "lsq")
+			voids[i] = pipe.HGet(ctx, base+"c", "void")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return n, redisError(err)
+		}
+		for i, b := range part {
+			hwm, _ := hwms[i].Int64()
+			if defs[i].Val() == 1 && hwm >= b.Head && voids[i].Val() == "" {
+				continue
+			}
+			// A board written right now is behind for a moment; its writer applies its own events. What stays
+			// behind is caught up by the restore (which takes the events the gate has not seen).
+			s.seq.restore.start(s.seq, b.ID)
+			n++
+		}
+	}
+	return n, nil
+}

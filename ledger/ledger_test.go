@@ -1,0 +1,716 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/pgtest"
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	"github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/leaderboard/leaderboard/ledger"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// clock is a test clock: it starts at a fixed moment relative to nothing but itself and moves when told.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(time.Millisecond) // every reading is a new moment, as a real clock's
+	return c.now
+}
+
+// target is a Redis to test on: a private standalone server or a private 3-primary cluster.
+type target struct {
+	name string
+	rdb  func(t *testing.T) redis.UniversalClient
+}
+
+func targets(t *testing.T) []target {
+	ts := []target{{"standalone", func(t *testing.T) redis.UniversalClient { return redistest.Standalone(t).Client(t) }}}
+	if !testing.Short() && !noCluster() {
+		ts = append(ts, target{"cluster", func(t *testing.T) redis.UniversalClient { return redistest.Cluster(t).Client(t) }})
+	}
+	return ts
+}
+
+func noCluster() bool {
+	v := getenv(redistest.NoClusterEnv)
+	return v == "1" || v == "true"
+}
+
+func openLedger(t *testing.T, url string) *ledger.Ledger {
+	t.Helper()
+	l, err := ledger.Open(ctxT(t, 30*time.Second), ledger.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+func newStore(rdb redis.UniversalClient, l leaderboard.Ledger, c *clock) *leaderboard.Store {
+	return leaderboard.New(rdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, Ledger: l,
+		PublishCommand: leaderboard.PublishNone})
+}
+
+// standings reads everything a user sees of a board's window period: every entry of the top list with all its
+// fields, page by page, and the size. It is the oracle the restored board is held to: what the live writes made.
+func standings(ctx context.Context, t *testing.T, s *leaderboard.Store, v leaderboard.View) (entries []leaderboard.Entry, size int64, err error) {
+	t.Helper()
+	for off := 0; ; off += leaderboard.MaxFirst {
+		p, err := s.Top(ctx, v, off, leaderboard.MaxFirst)
+		if err != nil {
+			return nil, 0, err
+		}
+		entries = append(entries, p.Entries...)
+		size = p.Size
+		if len(p.Entries) < leaderboard.MaxFirst {
+			return entries, size, nil
+		}
+	}
+}
+
+// views are the window periods of a board at the clock's time (the current ones).
+func views(ctx context.Context, t *testing.T, s *leaderboard.Store, board string) []leaderboard.View {
+	t.Helper()
+	b, err := s.Board(ctx, board)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []leaderboard.View
+	for _, w := range b.Windows {
+		r, err := s.Resolve(ctx, leaderboard.View{Board: board, Window: w})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, leaderboard.View{Board: board, Window: w, Period: r.Period})
+	}
+	return vs
+}
+
+type snapshot map[leaderboard.View]struct {
+	Entries []leaderboard.Entry
+	Size    int64
+}
+
+func snap(ctx context.Context, t *testing.T, s *leaderboard.Store, vs []leaderboard.View) snapshot {
+	t.Helper()
+	out := snapshot{}
+	for _, v := range vs {
+		e, n, err := standings(ctx, t, s, v)
+		if err != nil {
+			t.Fatalf("%+v: %v", v, err)
+		}
+		out[v] = struct {
+			Entries []leaderboard.Entry
+			Size    int64
+		}{e, n}
+	}
+	return out
+}
+
+func (a snapshot) diff(b snapshot) string {
+	for v, x := range a {
+		y := b[v]
+		if x.Size != y.Size {
+			return fmt.Sprintf("%+v: size %d, want %d", v, y.Size, x.Size)
+		}
+		if len(x.Entries) != len(y.Entries) {
+			return fmt.Sprintf("%+v: %d entries, want %d", v, len(y.Entries), len(x.Entries))
+		}
+		for i := range x.Entries {
+			if !reflect.DeepEqual(x.Entries[i], y.Entries[i]) {
+				return fmt.Sprintf("%+v: row %d is %+v, want %+v", v, i, y.Entries[i], x.Entries[i])
+			}
+		}
+	}
+	return ""
+}
+
+// boardSpecs are boards of every mode with ties, windows, names and metadata.
+func boardSpecs(id string) []leaderboard.Board {
+	return []leaderboard.Board{
+		{ID: id + "-best", Mode: leaderboard.Best, Windows: []leaderboard.Window{leaderboard.AllTime, leaderboard.Daily}},
+		{ID: id + "-sum", Mode: leaderboard.Sum, Windows: []leaderboard.Window{leaderboard.AllTime, leaderboard.Weekly}},
+		{ID: id + "-latest", Mode: leaderboard.Latest, Order: leaderboard.Asc, Windows: []leaderboard.Window{leaderboard.Monthly}},
+		{ID: id + "-tail", Mode: leaderboard.Best, ExactTop: 20},
+	}
+}
+
+// feed submits n scores to the board from several goroutines: small integer scores (many ties), some with
+// eventIds (and their retries), names and metadata. It returns the acknowledged submissions.
+func feed(ctx context.Context, t *testing.T, s *leaderboard.Store, board string, n, players int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed []error
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), 7))
+			for i := g; i < n; i += 8 {
+				sub := leaderboard.Submission{Board: board, Player: fmt.Sprintf("p%03d", r.IntN(players)),
+					Score: float64(r.IntN(20))}
+				if i%3 == 0 {
+					sub.EventID = fmt.Sprintf("e%d", i)
+				}
+				if i%5 == 0 {
+					name := fmt.Sprintf("Name %d", i)
+					sub.DisplayName = &name
+				}
+				if i%7 == 0 {
+					sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
+				}
+				subs := []leaderboard.Submission{sub}
+				if i%11 == 0 && sub.EventID != "" {
+					subs = append(subs, sub) // a retry in the same call
+				}
+				outs, err := s.SubmitMany(ctx, subs)
+				if err == nil {
+					for _, o := range outs {
+						if o.Err != nil && !leaderboard.IsRefusal(o.Err) {
+							err = o.Err
+						}
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					failed = append(failed, err)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		t.Fatalf("%d submissions failed, the first: %v", len(failed), failed[0])
+	}
+}
+
+// TestRestoreAfterFlush: every board Redis loses is restored from the ledger exactly as the live writes made it
+// (every entry's every field, tie order, sizes, every window), and until then its reads answer UNAVAILABLE,
+// never NOT_FOUND or an empty or partial list.
+func TestRestoreAfterFlush(t *testing.T) {
+	pg := pgtest.Shared(t)
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			ctx := ctxT(t, 3*time.Minute)
+			rdb := tg.rdb(t)
+			l := openLedger(t, pg.Database(t))
+			c := newClock()
+			s := newStore(rdb, l, c)
+			var all []leaderboard.View
+			for _, b := range boardSpecs("r") {
+				if _, err := s.CreateBoard(ctx, b); err != nil {
+					t.Fatal(err)
+				}
+				feed(ctx, t, s, b.ID, 400, 60)
+				all = append(all, views(ctx, t, s, b.ID)...)
+			}
+			if _, err := s.RemovePlayer(ctx, "r-best", "p001"); err != nil {
+				t.Fatal(err)
+			}
+			before := snap(ctx, t, s, all)
+
+			flushAll(ctx, t, rdb)
+			// A fresh store (another process, or this one after a restart) finds the boards gone.
+			s2 := newStore(rdb, l, c)
+			for _, v := range all {
+				_, err := s2.Top(ctx, v, 0, 10)
+				if code := leaderboard.ErrorCode(err); code != leaderboard.Unavailable {
+					t.Fatalf("%+v right after the loss: %v (code %q), want UNAVAILABLE", v, err, code)
+				}
+			}
+			waitRestored(ctx, t, s2, all)
+			if d := before.diff(snap(ctx, t, s2, all)); d != "" {
+				t.Fatalf("restored board differs from what the live writes made: %s", d)
+			}
+			// Writes go on after the restore, with eventIds the ledger still knows.
+			outs, err := s2.SubmitMany(ctx, []leaderboard.Submission{{Board: "r-best", Player: "late", Score: 99, EventID: "e3"}})
+			if err != nil || outs[0].Err == nil {
+				t.Fatalf("eventId e3 (another submission's) after the restore: %+v %v, want CONFLICT", outs, err)
+			}
+		})
+	}
+}
+
+// waitRestored reads every view until it answers; each answer until then must be UNAVAILABLE.
+func waitRestored(ctx context.Context, t *testing.T, s *leaderboard.Store, vs []leaderboard.View) {
+	t.Helper()
+	for _, v := range vs {
+		for {
+			_, err := s.Top(ctx, v, 0, 10)
+			if err == nil {
+				break
+			}
+			if code := leaderboard.ErrorCode(err); code != leaderboard.Unavailable {
+				t.Fatalf("%+v during the restore: %v (code %q), want UNAVAILABLE", v, err, code)
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%+v not restored in time: %v", v, err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func flushAll(ctx context.Context, t *testing.T, rdb redis.UniversalClient) {
+	t.Helper()
+	var err error
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.FlushAll(ctx).Err() })
+	} else {
+		err = rdb.FlushAll(ctx).Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLedgerDown: while the database is unreachable, writes answer UNAVAILABLE and change nothing in Redis,
+// reads go on; once it is back, writes succeed again.
+func TestLedgerDown(t *testing.T) {
+	pg := pgtest.Start(t)
+	ctx := ctxT(t, 2*time.Minute)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	s := newStore(rdb, l, c)
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "down"}); err != nil {
+		t.Fatal(err)
+	}
+	feed(ctx, t, s, "down", 50, 10)
+	vs := views(ctx, t, s, "down")
+	before := snap(ctx, t, s, vs)
+	pg.Kill()
+	for i := range 5 {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		outs, err := s.SubmitMany(wctx, []leaderboard.Submission{{Board: "down", Player: fmt.Sprintf("x%d", i), Score: 1000}})
+		cancel()
+		if err == nil {
+			err = outs[0].Err
+		}
+		if code := leaderboard.ErrorCode(err); code != leaderboard.Unavailable {
+			t.Fatalf("submit with the database down: %v (code %q), want UNAVAILABLE", err, code)
+		}
+	}
+	if d := before.diff(snap(ctx, t, s, vs)); d != "" {
+		t.Fatalf("a write the ledger did not record changed Redis: %s", d)
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		outs, err := s.SubmitMany(ctx, []leaderboard.Submission{{Board: "down", Player: "back", Score: 1}})
+		if err == nil {
+			err = outs[0].Err
+		}
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writes still fail 30 s after the database came back: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestVoidRecomputes: a voided submission stops counting in every window (a SUM total drops by exactly its
+// delta, a BEST score falls back to the best that remains) and voiding it again changes nothing.
+func TestVoidRecomputes(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 2*time.Minute)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	s := newStore(rdb, l, c)
+	for _, b := range []leaderboard.Board{{ID: "vsum", Mode: leaderboard.Sum}, {ID: "vbest"}} {
+		if _, err := s.CreateBoard(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(board, player string, score float64, id string) {
+		t.Helper()
+		outs, err := s.SubmitMany(ctx, []leaderboard.Submission{{Board: board, Player: player, Score: score, EventID: id}})
+		if err != nil || outs[0].Err != nil {
+			t.Fatal(err, outs[0].Err)
+		}
+	}
+	submit("vsum", "a", 10, "s1")
+	submit("vsum", "a", 5, "")
+	submit("vsum", "a", 100, "cheat")
+	submit("vsum", "b", 50, "s4")
+	submit("vbest", "a", 10, "b1")
+	submit("vbest", "a", 100, "cheat")
+	submit("vbest", "b", 50, "b3")
+	n, err := s.VoidScoreEvents(ctx, "vsum", []string{"cheat"}, "speed hack")
+	if err != nil || n != 1 {
+		t.Fatalf("void: %d %v, want 1", n, err)
+	}
+	n, err = s.VoidScoreEvents(ctx, "vbest", []string{"cheat"}, "speed hack")
+	if err != nil || n != 1 {
+		t.Fatalf("void: %d %v, want 1", n, err)
+	}
+	want := map[string][]string{"vsum": {"b 50", "a 15"}, "vbest": {"b 50", "a 10"}}
+	for board, rows := range want {
+		p, err := s.Top(ctx, leaderboard.View{Board: board}, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range p.Entries {
+			got = append(got, fmt.Sprintf("%s %g", e.PlayerID, e.Score))
+		}
+		if !slices.Equal(got, rows) {
+			t.Fatalf("%s after the void: %v, want %v", board, got, rows)
+		}
+	}
+	n, err = s.VoidScoreEvents(ctx, "vsum", []string{"cheat"}, "again")
+	if err != nil || n != 0 {
+		t.Fatalf("voiding again: %d %v, want 0", n, err)
+	}
+	evs, _, err := s.ScoreEvents(ctx, "vsum", "a", 10, "")
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("scoreEvents: %+v %v", evs, err)
+	}
+	if !evs[2].Voided || evs[2].VoidReason != "speed hack" || evs[0].Voided || evs[1].EventName() == "" ||
+		evs[1].EventID != "" {
+		t.Fatalf("scoreEvents after the void: %+v", evs)
+	}
+}
+
+func getenv(k string) string { return os.Getenv(k) }
+
+// TestLaggingReplica: Redis fails over to a replica that had not copied the last writes. The board is still
+// there, behind the ledger: the check finds it behind and applies what it lacks, and it ends up as the primary
+// had it (the oracle: the primary's own reads).
+func TestLaggingReplica(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 2*time.Minute)
+	primary := redistest.Standalone(t)
+	replica := redistest.Standalone(t)
+	prdb, rrdb := primary.Client(t), replica.Client(t)
+	host, port, _ := strings.Cut(primary.Addr, ":")
+	if err := rrdb.SlaveOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	s := newStore(prdb, l, c)
+	for _, b := range boardSpecs("lag") {
+		if _, err := s.CreateBoard(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		feed(ctx, t, s, b.ID, 200, 40)
+	}
+	// The replica has copied everything so far; then it stops copying (it is promoted early, as a failover
+	// to a lagging replica leaves it).
+	if n, err := prdb.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d %v", n, err)
+	}
+	if err := rrdb.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	var all []leaderboard.View
+	for _, b := range boardSpecs("lag") {
+		feed(ctx, t, s, b.ID, 200, 60) // only the old primary has these
+		all = append(all, views(ctx, t, s, b.ID)...)
+	}
+	want := snap(ctx, t, s, all)
+
+	var mu sync.Mutex
+	var reports []leaderboard.RestoreReport
+	s2 := leaderboard.New(rrdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, Ledger: l,
+		PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) {
+			mu.Lock()
+			reports = append(reports, r)
+			mu.Unlock()
+		}})
+	if d := want.diff(snap(ctx, t, s2, all)); d == "" {
+		t.Fatal("the replica has every write: the test lost its lag")
+	}
+	if n, err := s2.CheckLedger(ctx); err != nil || n != len(boardSpecs("lag")) {
+		t.Fatalf("CheckLedger: %d boards behind, %v; want %d", n, err, len(boardSpecs("lag")))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := s2.CheckLedger(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d boards still behind after a minute", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if d := want.diff(snap(ctx, t, s2, all)); d != "" {
+		t.Fatalf("caught-up replica differs from the primary: %s", d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, r := range reports {
+		if !r.CatchUp || r.Err != nil {
+			t.Fatalf("a lagging board is caught up where it stands, not restored: %+v", r)
+		}
+	}
+}
+
+// TestRestoredOnce: several processes that find the same board lost restore it once between them.
+func TestRestoredOnce(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 2*time.Minute)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	s := newStore(rdb, l, c)
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "once"}); err != nil {
+		t.Fatal(err)
+	}
+	feed(ctx, t, s, "once", 3000, 1000)
+	vs := views(ctx, t, s, "once")
+	want := snap(ctx, t, s, vs)
+	flushAll(ctx, t, rdb)
+	var mu sync.Mutex
+	restored := 0
+	stores := make([]*leaderboard.Store, 4)
+	for i := range stores {
+		stores[i] = leaderboard.New(rdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, Ledger: l,
+			PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) {
+				if r.Restored {
+					mu.Lock()
+					restored++
+					mu.Unlock()
+				}
+			}})
+	}
+	var wg sync.WaitGroup
+	for _, st := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			waitRestored(ctx, t, st, vs)
+		}()
+	}
+	wg.Wait()
+	if d := want.diff(snap(ctx, t, stores[0], vs)); d != "" {
+		t.Fatal(d)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if restored != 1 {
+		t.Fatalf("%d restores of one board by 4 processes, want 1", restored)
+	}
+}
+
+// TestRedisLostUnderWrites: Redis (no persistence) dies while 8 writers submit about 500 deltas a second to a SUM
+// board, each retrying a failed write with its eventId until it is acknowledged. After the restore every
+// acknowledged delta counts exactly once (the model: per player, the sum of its acknowledged deltas), the tie
+// order is the ledger's (equal totals rank by the seq of the event that last changed them, read from the
+// ledger's own table), and every read meanwhile was exact or UNAVAILABLE.
+func TestRedisLostUnderWrites(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 3*time.Minute)
+	srv := redistest.Standalone(t)
+	rdb := srv.Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	var restores atomic.Int64
+	s := leaderboard.New(rdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, Ledger: l,
+		PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) {
+			if r.Restored {
+				restores.Add(1)
+			}
+		}})
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "kill", Mode: leaderboard.Sum}); err != nil {
+		t.Fatal(err)
+	}
+	const writers, perWriter, players = 8, 250, 40
+	var mu sync.Mutex
+	model := map[string]float64{}
+	var readErrs []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tick := time.NewTicker(16 * time.Millisecond) // 8 writers: ~500 writes/s
+			defer tick.Stop()
+			for i := range perWriter {
+				<-tick.C
+				p := fmt.Sprintf("p%02d", (g*perWriter+i)%players)
+				sub := leaderboard.Submission{Board: "kill", Player: p, Score: float64(1 + (i % 3)),
+					EventID: fmt.Sprintf("w%d-%d", g, i)}
+				for attempt := 0; ; attempt++ {
+					outs, err := s.SubmitMany(ctx, []leaderboard.Submission{sub})
+					if err == nil {
+						err = outs[0].Err
+					}
+					if err == nil {
+						mu.Lock()
+						model[p] += sub.Score
+						mu.Unlock()
+						break
+					}
+					if leaderboard.ErrorCode(err) != leaderboard.Unavailable || attempt > 400 {
+						mu.Lock()
+						readErrs = append(readErrs, fmt.Errorf("write %s: %w", sub.EventID, err))
+						mu.Unlock()
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	// A reader: every answer is a whole board or UNAVAILABLE.
+	var rwg sync.WaitGroup
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			p, err := s.Top(ctx, leaderboard.View{Board: "kill"}, 0, 100)
+			if err != nil && leaderboard.ErrorCode(err) != leaderboard.Unavailable {
+				mu.Lock()
+				readErrs = append(readErrs, fmt.Errorf("read: %w", err))
+				mu.Unlock()
+			}
+			if err == nil && int64(len(p.Entries)) != min(p.Size, 100) {
+				mu.Lock()
+				readErrs = append(readErrs, fmt.Errorf("read: %d entries of %d", len(p.Entries), p.Size))
+				mu.Unlock()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	srv.Stop() // no persistence: everything Redis held is gone, as after kill -9
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(stop)
+	rwg.Wait()
+	if len(readErrs) > 0 {
+		t.Fatalf("%d errors, the first: %v", len(readErrs), readErrs[0])
+	}
+	if restores.Load() != 1 {
+		t.Fatalf("%d restores of the lost board, want 1", restores.Load())
+	}
+	// The model: every acknowledged delta once.
+	v := leaderboard.View{Board: "kill"}
+	waitRestored(ctx, t, s, []leaderboard.View{v})
+	entries, size, err := standings(ctx, t, s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != int64(len(model)) {
+		t.Fatalf("%d players, the model has %d", size, len(model))
+	}
+	for _, e := range entries {
+		if e.Score != model[e.PlayerID] {
+			t.Fatalf("%s has %g, the acknowledged deltas sum to %g", e.PlayerID, e.Score, model[e.PlayerID])
+		}
+	}
+	// Tie order: equal totals rank by the seq of the event that last changed them.
+	last := map[string]int64{}
+	rows, err := l.Pool().Query(ctx, `SELECT convert_from(player, 'UTF8'), max(seq) FROM events e
+		JOIN boards b USING (board_key) WHERE b.id = $1 AND e.kind = 1 GROUP BY player`, []byte("kill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var p string
+		var seq int64
+		if err := rows.Scan(&p, &seq); err != nil {
+			t.Fatal(err)
+		}
+		last[p] = seq
+	}
+	rows.Close()
+	for i := 1; i < len(entries); i++ {
+		a, b := entries[i-1], entries[i]
+		if a.Score == b.Score && last[a.PlayerID] > last[b.PlayerID] {
+			t.Fatalf("tie order: %s (last change seq %d) ranks before %s (seq %d) at %g", a.PlayerID,
+				last[a.PlayerID], b.PlayerID, last[b.PlayerID], a.Score)
+		}
+	}
+}
+
+// TestRestoreKeepsTheFence: a close is an event of the ledger, so a board restored after a loss has its closed
+// periods closed again at the same place in its history: a late score the fence refused stays refused, and a
+// new one is refused too.
+func TestRestoreKeepsTheFence(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 2*time.Minute)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	s := newStore(rdb, l, c)
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "fenced", Windows: []leaderboard.Window{leaderboard.Daily}}); err != nil {
+		t.Fatal(err)
+	}
+	feed(ctx, t, s, "fenced", 100, 20)
+	vs := views(ctx, t, s, "fenced")
+	day := vs[0].Period
+	if _, _, err := s.RecordClose(ctx, "fenced", leaderboard.Daily, day, c.Now()); err != nil {
+		t.Fatal(err)
+	}
+	want := snap(ctx, t, s, vs)
+	late := func(st *leaderboard.Store, player string) error {
+		outs, err := st.SubmitMany(ctx, []leaderboard.Submission{{Board: "fenced", Player: player, Score: 1e6}})
+		if err != nil {
+			return err
+		}
+		return outs[0].Err
+	}
+	if err := late(s, "late1"); leaderboard.ErrorCode(err) != leaderboard.PeriodClosed {
+		t.Fatalf("a score after the close: %v, want PERIOD_CLOSED", err)
+	}
+	flushAll(ctx, t, rdb)
+	s2 := newStore(rdb, l, c)
+	waitRestored(ctx, t, s2, vs)
+	if d := want.diff(snap(ctx, t, s2, vs)); d != "" {
+		t.Fatalf("the restored closed period differs from what its close froze: %s", d)
+	}
+	if err := late(s2, "late2"); leaderboard.ErrorCode(err) != leaderboard.PeriodClosed {
+		t.Fatalf("a score after the restore of a closed period: %v, want PERIOD_CLOSED", err)
+	}
+}
