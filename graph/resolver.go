@@ -84,7 +84,7 @@ func NewSchema(r *Resolver) graphql.ExecutableSchema {
 // argComplexity lists the fields whose complexity function (set in NewSchema) reads their arguments; every other
 // field costs the same whatever the variables. TestArgComplexity holds the list to the functions NewSchema sets.
 var argComplexity = map[string]bool{"Query.top": true, "Query.aroundMe": true, "Query.friends": true,
-	"Mutation.submitScores": true, "Subscription.topUpdates": true}
+	"Mutation.submitScores": true, "Subscription.topUpdates": true, "Query.scoreEvents": true}
 
 // submitScoresComplexity is the complexity of a submitScores of n inputs whose selection costs child: the
 // selection once per input. The complexity limit counts the inputs without unmarshalling them (complexity.go).

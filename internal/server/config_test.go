@@ -84,3 +84,27 @@ func TestWebhookConfig(t *testing.T) {
 		t.Errorf("New without WEBHOOK_SECRET: %v", err)
 	}
 }
+
+// README ("Configuration"): no ledger by default; DATABASE_URL (or -database-url) turns it on; the ledger check
+// runs every 5 s unless LEDGER_CHECK_INTERVAL says otherwise.
+func TestLedgerConfig(t *testing.T) {
+	c, err := LoadConfig(nil, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DatabaseURL != "" || c.LedgerCheckInterval != 5*time.Second {
+		t.Fatalf("defaults: DatabaseURL %q, LedgerCheckInterval %v; want none and 5s", c.DatabaseURL, c.LedgerCheckInterval)
+	}
+	env := map[string]string{"DATABASE_URL": "postgres://a@b/c", "LEDGER_CHECK_INTERVAL": "750ms"}
+	c, err = LoadConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DatabaseURL != "postgres://a@b/c" || c.LedgerCheckInterval != 750*time.Millisecond {
+		t.Fatalf("from the environment: %q %v", c.DatabaseURL, c.LedgerCheckInterval)
+	}
+	c, err = LoadConfig([]string{"-database-url", "postgres://x@y/z"}, func(k string) string { return env[k] })
+	if err != nil || c.DatabaseURL != "postgres://x@y/z" {
+		t.Fatalf("the flag wins: %q %v", c.DatabaseURL, err)
+	}
+}
