@@ -100,8 +100,10 @@ type ComplexityRoot struct {
 		EndedAt func(childComplexity int) int
 		ID      func(childComplexity int) int
 		Period  func(childComplexity int) int
+		Reason  func(childComplexity int) int
 		Size    func(childComplexity int) int
 		Top     func(childComplexity int) int
+		Version func(childComplexity int) int
 		Window  func(childComplexity int) int
 	}
 
@@ -589,6 +591,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PeriodClose.Period(childComplexity), true
+	case "PeriodClose.reason":
+		if e.ComplexityRoot.PeriodClose.Reason == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.Reason(childComplexity), true
 	case "PeriodClose.size":
 		if e.ComplexityRoot.PeriodClose.Size == nil {
 			break
@@ -601,6 +609,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.PeriodClose.Top(childComplexity), true
+	case "PeriodClose.version":
+		if e.ComplexityRoot.PeriodClose.Version == nil {
+			break
+		}
+
+		return e.ComplexityRoot.PeriodClose.Version(childComplexity), true
 	case "PeriodClose.window":
 		if e.ComplexityRoot.PeriodClose.Window == nil {
 			break
@@ -1360,6 +1374,10 @@ type PeriodClose {
   endedAt: Time!
   "Ranks 1 to the board's closeEventTop, as top lists them."
   top: [Entry!]!
+  "The version of the period's frozen standings this event carries (ledger on): 1 at the close, one more for each correction after a void. Always 1 without the ledger."
+  version: Int!
+  "Why this version replaced the one before (the void's reason); null for version 1."
+  reason: String
 }
 
 # The ledger (DATABASE_URL): the durable record of every write, its fraud review and its rebuild. Every field
@@ -1481,6 +1499,10 @@ func (ec *executionContext) childFields_PeriodClose(ctx context.Context, field g
 		return ec.fieldContext_PeriodClose_endedAt(ctx, field)
 	case "top":
 		return ec.fieldContext_PeriodClose_top(ctx, field)
+	case "version":
+		return ec.fieldContext_PeriodClose_version(ctx, field)
+	case "reason":
+		return ec.fieldContext_PeriodClose_reason(ctx, field)
 	}
 	return nil, fmt.Errorf("no field named %q was found under type PeriodClose", field.Name)
 }
@@ -3764,6 +3786,52 @@ func (ec *executionContext) fieldContext_PeriodClose_top(_ context.Context, fiel
 		},
 	}
 	return fc, nil
+}
+
+func (ec *executionContext) _PeriodClose_version(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_version(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Version, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_version(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, false, false, "Int")
+}
+
+func (ec *executionContext) _PeriodClose_reason(ctx context.Context, field graphql.CollectedField, obj *leaderboard.CloseEvent) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_PeriodClose_reason(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Reason, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v *string) graphql.Marshaler {
+			return ec.marshalOString2ᚖstring(ctx, selections, v)
+		},
+		true,
+		false,
+	)
+}
+func (ec *executionContext) fieldContext_PeriodClose_reason(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("PeriodClose", field, false, false, "String")
 }
 
 func (ec *executionContext) _Query_leaderboards(ctx context.Context, field graphql.CollectedField) (ret graphql.Marshaler) {
@@ -6935,6 +7003,16 @@ func (ec *executionContext) _PeriodClose(ctx context.Context, sel ast.SelectionS
 		case "top":
 			out.Values[i] = ec._PeriodClose_top(ctx, field, obj)
 			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "version":
+			out.Values[i] = ec._PeriodClose_version(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
+		case "reason":
+			out.Values[i] = ec._PeriodClose_reason(ctx, field, obj)
+			if out.Values[i] == graphql.RequiredNull {
 				atomic.AddUint32(&out.Invalids, 1)
 			}
 		default:

@@ -91,6 +91,10 @@ type CloseEvent struct {
 	EndedAt    time.Time // when the period ended (its grace window came after)
 	RecordedAt time.Time // when the event was recorded (the recording store's clock)
 	Top        []Entry   // ranks 1 .. the board's CloseEventTop, as `top` lists them
+	// Version is the version of the period's frozen standings the event carries: 1 at the close, one more for
+	// each correction after a void (freeze.go); Reason is the void's reason, nil for version 1.
+	Version int
+	Reason  *string
 }
 
 // ID is the event's idempotency id: "pc_", 16 hex digits of the SHA-256 of the board id, "_", the outbox id. It
@@ -272,7 +276,7 @@ func (s *Store) recordCloses(ctx context.Context, b *Board, periods []closedPeri
 	if force {
 		forced = "1"
 	}
-	args := []any{b.sum, b.ID, b.CloseEventTop, s.cfg.Clock().UnixMilli(), OutboxMaxLen, forced}
+	args := []any{b.sum, b.ID, b.CloseEventTop, s.cfg.Clock().UnixMilli(), OutboxMaxLen, forced, "e"}
 	for _, p := range periods {
 		args = append(args, windowCodes[p.w], string(p.w), p.period, p.end.UnixMilli(),
 			int64(max(p.markTTL, time.Second)/time.Second))
@@ -302,7 +306,11 @@ func decodeClose(b *Board, m redis.XMessage) (CloseEvent, error) {
 	num := func(k string) int64 { n, _ := strconv.ParseInt(str(k), 10, 64); return n }
 	e := CloseEvent{OutboxID: m.ID, Board: str("board"), Window: Window(str("window")), Period: str("period"),
 		Size: num("size"), EndedAt: time.UnixMilli(num("endedAt")).UTC(),
-		RecordedAt: time.UnixMilli(num("recordedAt")).UTC(), Top: []Entry{}}
+		RecordedAt: time.UnixMilli(num("recordedAt")).UTC(), Top: []Entry{}, Version: 1}
+	if v := num("version"); v > 1 {
+		reason := str("reason")
+		e.Version, e.Reason = int(v), &reason
+	}
 	if e.Board != b.ID {
 		return e, fmt.Errorf("outbox entry %s of board %q names board %q", m.ID, b.ID, e.Board)
 	}

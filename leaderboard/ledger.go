@@ -100,6 +100,35 @@ type Ledger interface {
 	// PlayerEvents returns up to limit submissions of a player on the board with ledger key key after seq after,
 	// oldest first.
 	PlayerEvents(ctx context.Context, key int64, player string, after int64, limit int) ([]LedgerEvent, error)
+
+	// Freeze writes a version of a closed period's final standings (rows: ranks 1..n in order) in one commit;
+	// created is false when that version exists already (nothing changes).
+	Freeze(ctx context.Context, key int64, fp FrozenPeriod, rows []Entry) (created bool, err error)
+	// Frozen returns the newest version of a period's frozen standings; ok is false when it has none.
+	Frozen(ctx context.Context, key int64, w Window, period string) (fp FrozenPeriod, ok bool, err error)
+	// FrozenPeriods returns the newest version of each frozen period of a window, the latest ended first.
+	FrozenPeriods(ctx context.Context, key int64, w Window) ([]FrozenPeriod, error)
+	// FrozenRows returns up to limit rows of a version's standings after rank after, in rank order.
+	FrozenRows(ctx context.Context, key int64, w Window, period string, version int, after int64, limit int) ([]Entry, error)
+	// FrozenPlayers returns the rows of those players that have one in a version's standings, in rank order.
+	FrozenPlayers(ctx context.Context, key int64, w Window, period string, version int, players []string) ([]Entry, error)
+	// Announced records the outbox id of the close event that announced a version.
+	Announced(ctx context.Context, key int64, w Window, period string, version int, outboxID string) error
+}
+
+// FrozenPeriod is one version of a closed period's final standings as the ledger keeps them. Version 1 is
+// written at the close, before the close event goes out; a void of one of the period's events writes the next,
+// with the void's reason, and a correction event announces it.
+type FrozenPeriod struct {
+	Window   Window
+	Period   string
+	Version  int
+	Reason   string    // why this version replaced the one before ("" for version 1)
+	EndedAt  time.Time // when the period ended
+	FrozenAt time.Time // when this version was written (the store's clock)
+	Size     int64     // players with a score in the period: topPercent is 100 * rank / Size
+	Rows     int64     // rows kept: the exact ranking (on exactTop boards, the exact tier)
+	OutboxID string    // the close event that announced this version; "" until it is sent
 }
 
 // AppendBatch is the events of one board for Ledger.Append, in the order they are to apply.

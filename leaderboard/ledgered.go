@@ -67,13 +67,14 @@ type sequencer struct {
 	workers []chan *ledgerWrite
 	restore restorer
 	known   sync.Map // board id -> knownBoard (holds)
+	frozen  *frozenCache
 }
 
 func newSequencer(s *Store, l Ledger, workers int) *sequencer {
 	if workers <= 0 {
 		workers = DefaultLedgerWorkers
 	}
-	q := &sequencer{s: s, ledger: l, workers: make([]chan *ledgerWrite, workers)}
+	q := &sequencer{s: s, ledger: l, workers: make([]chan *ledgerWrite, workers), frozen: newFrozenCache()}
 	q.restore.init()
 	for i := range q.workers {
 		ch := make(chan *ledgerWrite, maxBatch)
@@ -281,6 +282,14 @@ func gateArg(restore bool, first, last int64, seqs []int64, ttlNow time.Time) st
 	return b.String()
 }
 
+// keyClock is the clock the keys of a ledgered call live by: today's, or for a scratch replay the event's own.
+func (s *Store) keyClock(v *cachedBoard, now time.Time) time.Time {
+	if v.scratch {
+		return now
+	}
+	return s.cfg.Clock()
+}
+
 // seqRange is the range of the new (not duplicate) seqs of a call's events.
 func seqRange(evs []*LedgerEvent, dup []bool) (first, last int64) {
 	for i, e := range evs {
@@ -405,7 +414,7 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 		}
 		args[submitCountArg] = len(sent)
 		first, last := seqRange(evs, dup)
-		args = append(args, gateArg(restore, first, last, seqs, s.cfg.Clock()))
+		args = append(args, gateArg(restore, first, last, seqs, s.keyClock(v, now)))
 		return gapped(ctx, board, first, func() error {
 			r, err := s.fns.run(ctx, submitLedgerScript, []string{v.keys}, args...).Slice()
 			if err == nil && len(r) != len(sent) {
@@ -494,7 +503,11 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 	if dup {
 		first, last = 0, 0
 	}
-	gate := gateArg(restore, first, last, []int64{e.Seq}, s.cfg.Clock())
+	ttlNow := s.cfg.Clock()
+	if v, ok := s.restoring.Load(board); ok && restore {
+		ttlNow = s.keyClock(v.(*cachedBoard), now)
+	}
+	gate := gateArg(restore, first, last, []int64{e.Seq}, ttlNow)
 	var reply any
 	call := func(sc *script, keys []string, args ...any) error {
 		return gapped(ctx, board, first, func() error {
@@ -812,6 +825,11 @@ func (s *Store) VoidScoreEvents(ctx context.Context, board string, ids []string,
 			return n, err
 		}
 	}
+	// Closed periods' frozen standings follow (new versions, correction events). Also when this void changed
+	// nothing: a void whose correction failed is completed by its retry.
+	if _, err := s.correctFrozen(ctx, board, reason); err != nil {
+		return n, err
+	}
 	return n, nil
 }
 
@@ -893,54 +911,78 @@ func (s *Store) seasonLedgered(ctx context.Context, board string, kind EventKind
 }
 
 // recordClosesLedgered is recordCloses with a ledger: the close is an event of the ledger, so that a restore sets
-// each fence where it was among the board's events (a late score the fence refused is refused again). Periods
-// fenced already are answered from their fences without an event: every process checks closes, and the ledger
-// records each close once (two processes racing may record it twice; the second changes nothing).
+// each fence where it was among the board's events (a late score the fence refused is refused again), and the
+// close event goes out only once the standings are frozen (freeze.go). Periods fenced already are answered from
+// their fences without an event, or, when their fence waits for the freeze, frozen and announced: every process
+// checks closes, and the ledger records each close once (two processes racing may record it twice; the second
+// changes nothing).
 func (s *Store) recordClosesLedgered(ctx context.Context, b *Board, periods []closedPeriod, force bool) (
 	[]closeResult, error) {
 	out := make([]closeResult, len(periods))
-	var todo []int
+	var todo, pending []int
 	for i, p := range periods {
 		f, err := s.Fence(ctx, b.ID, p.w, p.period)
 		if err != nil {
 			return nil, err
 		}
-		if f != nil && !(force && f.OutboxID == "") {
+		switch {
+		case f != nil && f.OutboxID == fencePending:
+			pending = append(pending, i)
+		case f != nil && !(force && f.OutboxID == ""):
 			out[i] = closeResult{id: f.OutboxID}
-			continue
+		default:
+			todo = append(todo, i)
 		}
-		todo = append(todo, i)
 	}
-	if len(todo) == 0 {
+	if len(todo) > 0 {
+		a := CloseArgs{Force: force}
+		for _, i := range todo {
+			p := periods[i]
+			a.Periods = append(a.Periods, ClosedPeriodArg{Window: p.w, Period: p.period, EndedAt: p.end.UnixMilli(),
+				MarkTTL: int64(max(p.markTTL, time.Second) / time.Second)})
+		}
+		args, _ := json.Marshal(a)
+		r, err := s.writeOne(ctx, b.ID, LedgerEvent{Kind: EventClose, Args: args})
+		if err != nil {
+			return nil, err
+		}
+		reply, _ := r.([]any)
+		if r != nil && len(reply) != 2*len(todo) {
+			return nil, redisError(fmt.Errorf("close: %d replies for %d periods", len(reply), len(todo)))
+		}
+		for k, i := range todo {
+			id := ""
+			if r == nil { // applied before (by a catch-up)
+				f, err := s.Fence(ctx, b.ID, periods[i].w, periods[i].period)
+				if err != nil {
+					return nil, err
+				}
+				if f != nil {
+					id = f.OutboxID
+				}
+			} else {
+				id = toString(reply[2*k])
+			}
+			if id == fencePending {
+				pending = append(pending, i)
+				continue
+			}
+			out[i] = closeResult{id: id}
+		}
+	}
+	if len(pending) == 0 {
 		return out, nil
 	}
-	a := CloseArgs{Force: force}
-	for _, i := range todo {
-		p := periods[i]
-		a.Periods = append(a.Periods, ClosedPeriodArg{Window: p.w, Period: p.period, EndedAt: p.end.UnixMilli(),
-			MarkTTL: int64(max(p.markTTL, time.Second) / time.Second)})
+	wait := make([]closedPeriod, len(pending))
+	for k, i := range pending {
+		wait[k] = periods[i]
 	}
-	args, _ := json.Marshal(a)
-	r, err := s.writeOne(ctx, b.ID, LedgerEvent{Kind: EventClose, Args: args})
+	res, err := s.freezeAndAnnounce(ctx, b, wait)
 	if err != nil {
 		return nil, err
 	}
-	reply, _ := r.([]any)
-	if r != nil && len(reply) != 2*len(todo) {
-		return nil, redisError(fmt.Errorf("close: %d replies for %d periods", len(reply), len(todo)))
-	}
-	for k, i := range todo {
-		if r == nil { // applied before (by a catch-up)
-			f, err := s.Fence(ctx, b.ID, periods[i].w, periods[i].period)
-			if err != nil {
-				return nil, err
-			}
-			if f != nil {
-				out[i] = closeResult{id: f.OutboxID}
-			}
-			continue
-		}
-		out[i] = closeResult{id: toString(reply[2*k]), recorded: toString(reply[2*k+1]) == "1"}
+	for k, i := range pending {
+		out[i] = res[k]
 	}
 	return out, nil
 }
@@ -955,7 +997,7 @@ func (s *Store) closeArgs(b *Board, e *LedgerEvent, now time.Time) ([]any, error
 	if a.Force {
 		forced = "1"
 	}
-	args := []any{b.sum, b.ID, b.CloseEventTop, now.UnixMilli(), OutboxMaxLen, forced}
+	args := []any{b.sum, b.ID, b.CloseEventTop, now.UnixMilli(), OutboxMaxLen, forced, "f"}
 	for _, p := range a.Periods {
 		args = append(args, windowCodes[p.Window], string(p.Window), p.Period, p.EndedAt, max(p.MarkTTL, 1))
 	}

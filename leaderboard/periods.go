@@ -20,6 +20,8 @@ type ClosedPeriod struct {
 // Retention periods that follow it) and the grace window have passed (the same rule that sets its keys' expiry).
 // For SEASON: the seasons that have ended and are still readable (Seasons), by start, the latest first. ALL_TIME
 // has no closed periods. One pipelined read of the periods' state keys (at most Retention+1 for calendar windows).
+// With the ledger, the periods whose standings are frozen there and that Redis no longer keeps come too, by end
+// (frozenread.go): history outlives the retention.
 func (s *Store) Periods(ctx context.Context, board string, w Window) ([]ClosedPeriod, error) {
 	b, err := s.Board(ctx, board)
 	if err != nil {
@@ -60,18 +62,17 @@ func (s *Store) Periods(ctx context.Context, board string, w Window) ([]ClosedPe
 		}
 	}
 	if len(keys) == 0 {
-		return out, nil
+		return s.frozenPeriods(ctx, b, w, out)
 	}
 	release, err := s.reads.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	base := s.keyBase(b.ID)
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(keys))
 	for i, p := range keys {
-		cmds[i] = pipe.HGet(ctx, base+"s:"+windowCodes[w]+":"+p, "cnt")
+		cmds[i] = pipe.HGet(ctx, s.stateKey(b.ID, w, p), "cnt")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, redisError(err)
@@ -83,5 +84,5 @@ func (s *Store) Periods(ctx context.Context, board string, w Window) ([]ClosedPe
 		}
 		out = append(out, ClosedPeriod{Period: p, Size: n, EndedAt: ends[i]})
 	}
-	return out, nil
+	return s.frozenPeriods(ctx, b, w, out)
 }

@@ -57,6 +57,12 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 	if offset < 0 || offset > MaxOffset {
 		return nil, errorf(Invalid, "offset must be between 0 and %d", MaxOffset)
 	}
+	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+		if err != nil {
+			return nil, err
+		}
+		return s.frozenTop(ctx, f, offset, first)
+	}
 	return s.read(ctx, v, topScript, offset, first)
 }
 
@@ -165,6 +171,16 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 	if err := checkID("player id", player); err != nil {
 		return nil, err
 	}
+	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+		if err != nil {
+			return nil, err
+		}
+		p, err := s.frozenRanks(ctx, f, []string{player}, arg)
+		if err != nil || len(p.Entries) == 0 {
+			return nil, err
+		}
+		return &p.Entries[0], nil
+	}
 	b, err := s.Board(ctx, v.Board)
 	if err != nil {
 		return nil, err
@@ -208,6 +224,12 @@ func (s *Store) Ranks(ctx context.Context, v View, players []string, opts ...Rea
 		if err := checkID("player id", p); err != nil {
 			return nil, err
 		}
+	}
+	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+		if err != nil {
+			return nil, err
+		}
+		return s.frozenRanks(ctx, f, players, readArg(opts))
 	}
 	return s.ranks(ctx, v, players, readArg(opts))
 }
@@ -259,6 +281,12 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 		return nil, err
 	}
 	arg := readArg(opts) & int(FieldUpdatedAt|FieldTieRank|FieldMeta) // what around.lua reads
+	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+		if err != nil {
+			return nil, err
+		}
+		return s.frozenAround(ctx, f, player, radius, arg)
+	}
 	b, err := s.Board(ctx, v.Board)
 	if err != nil {
 		return nil, err
@@ -275,6 +303,12 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 
 // Size returns the number of players with a score in the ranking.
 func (s *Store) Size(ctx context.Context, v View) (int64, error) {
+	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+		if err != nil {
+			return 0, err
+		}
+		return f.fp.Size, nil
+	}
 	r, err := s.Resolve(ctx, v)
 	if err != nil {
 		return 0, err
@@ -284,7 +318,7 @@ func (s *Store) Size(ctx context.Context, v View) (int64, error) {
 		return 0, err
 	}
 	defer release()
-	n, err := s.rdb.HGet(ctx, s.keyBase(r.Board.ID)+"s:"+windowCodes[r.Window]+":"+r.Period, "cnt").Int64()
+	n, err := s.rdb.HGet(ctx, s.stateKey(r.Board.ID, r.Window, r.Period), "cnt").Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, redisError(err)
 	}

@@ -45,6 +45,8 @@ type Snapshot struct {
 
 	s    *Store
 	keys []string // the board's key base (the scripts' KEYS)
+	// frozen: a closed period Redis no longer holds, paged from its frozen standings (no copy).
+	frozen *frozenView
 	id   string
 	once sync.Once
 	stop chan struct{} // closed by Close: the renewals end
@@ -55,6 +57,14 @@ type Snapshot struct {
 // a time in proportion to the period's size (seconds for a million players); ctx, and the client's socket
 // timeout, must allow for that.
 func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
+	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+		if err != nil {
+			return nil, err
+		}
+		sn := &Snapshot{Resolved: f.r, Rows: f.fp.Rows, Size: f.fp.Size, s: s, frozen: f}
+		sn.once.Do(func() {}) // nothing to renew
+		return sn, nil
+	}
 	var snap *Snapshot
 	err := s.fresh(v.Board, func() error {
 		r, err := s.Resolve(ctx, v)
@@ -128,6 +138,9 @@ func (sn *Snapshot) Page(ctx context.Context, offset, n int) (*Page, error) {
 	if n < 0 || n > MaxFirst || offset < 0 {
 		return nil, errorf(Invalid, "offset must be at least 0 and n between 0 and %d", MaxFirst)
 	}
+	if sn.frozen != nil {
+		return sn.s.frozenTop(ctx, sn.frozen, offset, n)
+	}
 	release, err := sn.s.reads.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -148,6 +161,9 @@ func (sn *Snapshot) Close(ctx context.Context) error {
 
 // drop deletes the snapshot's keys.
 func (sn *Snapshot) drop(ctx context.Context) error {
+	if sn.frozen != nil {
+		return nil
+	}
 	err := sn.s.fns.run(ctx, snapKeysScript, sn.keys, sn.id, 0).Err()
 	if err == redis.Nil {
 		err = nil

@@ -206,6 +206,11 @@ func (s *Store) PublishCommand() string { return s.cfg.PublishCommand }
 // keyBase returns the prefix of every key of a board: "<prefix>:{<tag>}:". The tag is the id in unpadded
 // base64url, which cannot contain braces, so any id (braces, colons, emoji) gives a valid, unique hash tag. A
 // board in the definition cache has it made already (every call on a board names its keys).
+// stateKey is the state hash of a window period of a board (common.lua's skey): its player count and layout.
+func (s *Store) stateKey(board string, w Window, period string) string {
+	return s.keyBase(board) + "s:" + windowCodes[w] + ":" + period
+}
+
 func (s *Store) keyBase(board string) string {
 	if v, ok := s.boards.Load(board); ok {
 		return v.(*cachedBoard).keys
@@ -225,6 +230,9 @@ type cachedBoard struct {
 	// submitHead is the submit script's header (submitHeaderArgs) for this board and store, with 0 where a call
 	// puts its own values (submitNowArg, submitCountArg, submitFieldsArg). Shared: never written.
 	submitHead []any
+	// scratch: a replay into scratch keys (scratch.go), whose keys live by each event's own clock, so that
+	// periods whose keys have expired by today's are written too.
+	scratch bool
 }
 
 // cacheBoard keeps b, the board id whose definition has SHA-1 b.sum, in the definition cache.

@@ -76,6 +76,8 @@ type WebhookPayload struct {
 	EndedAt    time.Time      `json:"endedAt"`
 	RecordedAt time.Time      `json:"recordedAt"`
 	Top        []WebhookEntry `json:"top"`
+	Version    int            `json:"version"` // the frozen standings' version: 1, then one more per correction
+	Reason     *string        `json:"reason"`  // why this version replaced the one before; null for version 1
 }
 
 // WebhookEntry is one rank of a payload's top.
@@ -95,7 +97,7 @@ type WebhookEntry struct {
 func webhookBody(ev *leaderboard.CloseEvent) []byte {
 	p := WebhookPayload{ID: ev.ID(), Type: "periodClosed", Board: ev.Board, Window: string(ev.Window),
 		Period: ev.Period, Size: ev.Size, EndedAt: ev.EndedAt, RecordedAt: ev.RecordedAt,
-		Top: make([]WebhookEntry, len(ev.Top))}
+		Top: make([]WebhookEntry, len(ev.Top)), Version: ev.Version, Reason: ev.Reason}
 	for i, e := range ev.Top {
 		p.Top[i] = WebhookEntry{Rank: e.Rank, TieRank: e.TieRank, PlayerID: e.PlayerID, DisplayName: e.DisplayName,
 			Score: e.Score, TopPercent: e.TopPercent, Approximate: e.Approximate, UpdatedAt: e.UpdatedAt,

@@ -1,0 +1,68 @@
+package leaderboard
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+)
+
+// scratch.go: the standings a closed period would have from the events that count now, for a period whose keys
+// have expired (a void's correction of frozen standings, freeze.go). The board's events are applied again, voids
+// included, into the keys of a scratch board that nobody lists, each key living by its event's own clock; the
+// periods are read from there and the scratch keys deleted.
+
+// scratchID is the id of a scratch replay of board: the board's id, NUL, "scratch", NUL and 12 random characters
+// (a client would have to guess them to name it).
+func scratchID(board string) string { return board + "\x00scratch\x00" + rand.Text()[:12] }
+
+// periodStandings is a period's size and rows (ranks 1..n).
+type periodStandings struct {
+	size int64
+	rows []Entry
+}
+
+// scratchStandings replays the board (ledger key key, definition def) into scratch keys and returns the
+// standings of the periods asked for.
+func (s *Store) scratchStandings(ctx context.Context, board string, key int64, def *Board, periods []FrozenPeriod) (
+	[]periodStandings, error) {
+	id := scratchID(board)
+	v := s.newCachedBoard(id, def)
+	v.scratch = true
+	s.restoring.Store(id, v)
+	defer func() {
+		s.restoring.Delete(id)
+		s.forget(id)
+		_ = s.clearBoard(context.WithoutCancel(ctx), id, "")
+	}()
+	var after int64
+	for {
+		evs, err := s.seq.ledger.Events(ctx, key, after, restoreBatch)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		if err := s.applyEvents(ctx, id, evs, true); err != nil {
+			return nil, err
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	// Readable, as restore_done.lua makes a restored board, but on no board list.
+	base := s.makeKeyBase(id)
+	if err := s.rdb.Rename(ctx, base+"rdef", base+"def").Err(); err != nil {
+		return nil, redisError(fmt.Errorf("scratch replay of %q: %w", board, err))
+	}
+	out := make([]periodStandings, len(periods))
+	for i, fp := range periods {
+		size, rows, err := s.standings(ctx, View{Board: id, Window: fp.Window, Period: fp.Period})
+		if err != nil {
+			return nil, err
+		}
+		for k := range rows {
+			rows[k].TopPercent = 0
+		}
+		out[i] = periodStandings{size: size, rows: rows}
+	}
+	return out, nil
+}

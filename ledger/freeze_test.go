@@ -1,0 +1,305 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/pgtest"
+	"github.com/leaderboard/leaderboard/leaderboard"
+	"github.com/leaderboard/leaderboard/ledger"
+)
+
+// advance moves the test clock on.
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// closeSubs are n submissions to board in a fixed order, achieved one second apart before the clock's start (so
+// every updatedAt is known), with many ties, names, metadata and an eventId on each.
+func closeSubs(board string, start time.Time, n, players int) []leaderboard.Submission {
+	subs := make([]leaderboard.Submission, n)
+	for i := range subs {
+		sub := leaderboard.Submission{Board: board, Player: fmt.Sprintf("p%02d", (i*7)%players),
+			Score: float64((i * 13) % 9), EventID: fmt.Sprintf("e%d", i),
+			AchievedAt: start.Add(-time.Duration(n-i) * time.Second)}
+		if i%4 == 0 {
+			name := fmt.Sprintf("Name %d", i)
+			sub.DisplayName = &name
+		}
+		if i%5 == 0 {
+			sub.Metadata = json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))
+		}
+		subs[i] = sub
+	}
+	return subs
+}
+
+// submitInOrder submits subs one call of 25 after another: the ledger's order is theirs.
+func submitInOrder(ctx context.Context, t *testing.T, s *leaderboard.Store, subs []leaderboard.Submission) {
+	t.Helper()
+	for i := 0; i < len(subs); i += 25 {
+		outs, err := s.SubmitMany(ctx, subs[i:min(i+25, len(subs))])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range outs {
+			if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+		}
+	}
+}
+
+// frozenRows reads version v of a period's frozen standings straight from the tables.
+func frozenRows(ctx context.Context, t *testing.T, l *ledger.Ledger, board string, w leaderboard.Window, period string,
+	v int) (size int64, reason string, rows []leaderboard.Entry) {
+	t.Helper()
+	err := l.Pool().QueryRow(ctx, `SELECT c.size, c.reason FROM closes c JOIN boards b USING (board_key)
+		WHERE b.id = $1 AND b.deleted_at IS NULL AND c.win = $2 AND c.period = $3 AND c.version = $4`,
+		[]byte(board), string(w), period, v).Scan(&size, &reason)
+	if err != nil {
+		t.Fatalf("version %d of %s %s: %v", v, w, period, err)
+	}
+	q, err := l.Pool().Query(ctx, `SELECT s.rank, s.tie_rank, s.player, s.score, s.name, s.meta, s.updated_ms
+		FROM standings s JOIN boards b USING (board_key)
+		WHERE b.id = $1 AND b.deleted_at IS NULL AND s.win = $2 AND s.period = $3 AND s.version = $4 ORDER BY s.rank`,
+		[]byte(board), string(w), period, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	for q.Next() {
+		var e leaderboard.Entry
+		var player, name []byte
+		var meta *string
+		var ms int64
+		if err := q.Scan(&e.Rank, &e.TieRank, &player, &e.Score, &name, &meta, &ms); err != nil {
+			t.Fatal(err)
+		}
+		e.PlayerID = string(player)
+		if name != nil {
+			n := string(name)
+			e.DisplayName = &n
+		}
+		if meta != nil {
+			e.Metadata = json.RawMessage(*meta)
+		}
+		e.UpdatedAt = time.UnixMilli(ms).UTC()
+		e.TopPercent = leaderboard.TopPercent(e.Rank, size)
+		rows = append(rows, e)
+	}
+	if err := q.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return size, reason, rows
+}
+
+// sameEntries fails the test unless got equals want in every field a user sees.
+func sameEntries(t *testing.T, what string, got, want []leaderboard.Entry) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d entries, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if !g.UpdatedAt.Equal(w.UpdatedAt) {
+			t.Fatalf("%s: row %d updatedAt %v, want %v", what, i, g.UpdatedAt, w.UpdatedAt)
+		}
+		g.UpdatedAt, w.UpdatedAt = time.Time{}, time.Time{}
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("%s: row %d is %+v, want %+v", what, i, g, w)
+		}
+	}
+}
+
+// checkClosedReads holds every read of a closed period to want (its standings while Redis held it).
+func checkClosedReads(ctx context.Context, t *testing.T, s *leaderboard.Store, v leaderboard.View, want []leaderboard.Entry,
+	size int64) {
+	t.Helper()
+	got, n, err := standings(ctx, t, s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != size {
+		t.Fatalf("top: size %d, want %d", n, size)
+	}
+	sameEntries(t, "top", got, want)
+	if n, err := s.Size(ctx, v); err != nil || n != size {
+		t.Fatalf("size %d (%v), want %d", n, err, size)
+	}
+	byID := map[string]leaderboard.Entry{}
+	for _, e := range want {
+		byID[e.PlayerID] = e
+	}
+	for i, e := range want {
+		r, err := s.Rank(ctx, v, e.PlayerID)
+		if err != nil || r == nil {
+			t.Fatalf("rank of %s: %v %v", e.PlayerID, r, err)
+		}
+		sameEntries(t, "rank of "+e.PlayerID, []leaderboard.Entry{*r}, []leaderboard.Entry{e})
+		// aroundMe, radius 2, filled in at the edges.
+		start := max(0, i-2)
+		stop := min(len(want)-1, start+4)
+		start = max(0, stop-4)
+		around, err := s.Around(ctx, v, e.PlayerID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameEntries(t, "around "+e.PlayerID, around, want[start:stop+1])
+	}
+	if r, err := s.Rank(ctx, v, "nobody"); err != nil || r != nil {
+		t.Fatalf("rank of a player without a score: %+v, %v", r, err)
+	}
+	friends := []string{want[len(want)-1].PlayerID, "nobody", want[0].PlayerID}
+	fr, err := s.Friends(ctx, v, want[len(want)/2].PlayerID, friends)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameEntries(t, "friends", fr, []leaderboard.Entry{want[0], byID[want[len(want)/2].PlayerID], want[len(want)-1]})
+	ps, err := s.Periods(ctx, v.Board, v.Window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range ps {
+		found = found || (p.Period == v.Period && p.Size == size)
+	}
+	if !found {
+		t.Fatalf("periods %+v lack %s of size %d", ps, v.Period, size)
+	}
+	sn, err := s.Snapshot(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Close(ctx)
+	if sn.Size != size || sn.Rows != int64(len(want)) {
+		t.Fatalf("export: size %d rows %d, want %d and %d", sn.Size, sn.Rows, size, len(want))
+	}
+	var rows []leaderboard.Entry
+	for off := 0; off < len(want); off += 7 {
+		p, err := sn.Page(ctx, off, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, p.Entries...)
+	}
+	sameEntries(t, "export", rows, want)
+}
+
+// waitReadable reads v until the board's restore is done (UNAVAILABLE until then).
+func waitReadable(ctx context.Context, t *testing.T, s *leaderboard.Store, v leaderboard.View) {
+	t.Helper()
+	waitRestored(ctx, t, s, []leaderboard.View{v})
+}
+
+// A close is a freeze: the period's standings (every row, every field, the size) are in the ledger before the
+// close event goes out, the event carries exactly those, and once Redis no longer holds the period (its keys
+// expired, then Redis lost everything) every read of it (top, rank, aroundMe, friends, size, periods, export)
+// answers what Redis answered while it held it.
+func TestCloseFreezes(t *testing.T) {
+	for _, tg := range targets(t) {
+		t.Run(tg.name, func(t *testing.T) {
+			pg := pgtest.Shared(t)
+			ctx := ctxT(t, 2*time.Minute)
+			rdb := tg.rdb(t)
+			l := openLedger(t, pg.Database(t))
+			c := newClock()
+			s := newStore(rdb, l, c)
+			for _, mode := range []leaderboard.Mode{leaderboard.Best, leaderboard.Sum} {
+				board := "frz-" + string(mode)
+				if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: board, Mode: mode, CloseEventTop: 10,
+					Windows: []leaderboard.Window{leaderboard.Daily}}); err != nil {
+					t.Fatal(err)
+				}
+				submitInOrder(ctx, t, s, closeSubs(board, c.Now(), 300, 40))
+			}
+			type closed struct {
+				v    leaderboard.View
+				want []leaderboard.Entry
+				size int64
+			}
+			var all []closed
+			for _, mode := range []leaderboard.Mode{leaderboard.Best, leaderboard.Sum} {
+				board := "frz-" + string(mode)
+				v := views(ctx, t, s, board)[0]
+				want, size, err := standings(ctx, t, s, v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				id, recorded, err := s.RecordClose(ctx, board, leaderboard.Daily, v.Period, c.Now())
+				if err != nil || !recorded {
+					t.Fatalf("close: %q %v %v", id, recorded, err)
+				}
+				fsize, reason, frozen := frozenRows(ctx, t, l, board, leaderboard.Daily, v.Period, 1)
+				if fsize != size || reason != "" {
+					t.Fatalf("frozen size %d reason %q, want %d and none", fsize, reason, size)
+				}
+				sameEntries(t, "frozen standings", frozen, want)
+				evs, err := s.Closes(ctx, board, "0-0", 10)
+				if err != nil || len(evs) != 1 {
+					t.Fatalf("close events %+v %v", evs, err)
+				}
+				ev := evs[0]
+				if ev.OutboxID != id || ev.Size != size || ev.Version != 1 || ev.Reason != nil {
+					t.Fatalf("close event %+v, want id %s size %d version 1", ev, id, size)
+				}
+				sameEntries(t, "close event", ev.Top, want[:10])
+				// Closing again (another process's check) sends nothing more.
+				if id2, rec2, err := s.RecordClose(ctx, board, leaderboard.Daily, v.Period, c.Now()); err != nil || rec2 || id2 != id {
+					t.Fatalf("closing again: %q %v %v, want %q, not recorded", id2, rec2, err, id)
+				}
+				all = append(all, closed{v, want, size})
+			}
+			// The period's keys expire (the clock passes its retention), then Redis loses everything: the
+			// restore does not write the expired period, and its reads answer from the frozen standings.
+			c.advance(30 * 24 * time.Hour)
+			flushAll(ctx, t, rdb)
+			s2 := newStore(rdb, l, c)
+			for _, x := range all {
+				waitReadable(ctx, t, s2, leaderboard.View{Board: x.v.Board})
+				// Redis holds nothing of the closed period (the reads below cannot come from there).
+				keys, err := scanKeys(ctx, rdb, s2.BoardKeys(x.v.Board))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, k := range keys {
+					if strings.Contains(k, x.v.Period) && !strings.Contains(k, ":x:") { // the fence outlives the keys
+						t.Fatalf("Redis still holds %q of the expired period", k)
+					}
+				}
+				checkClosedReads(ctx, t, s2, x.v, x.want, x.size)
+			}
+		})
+	}
+}
+
+// scanKeys returns the keys matching pattern on every primary.
+func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([]string, error) {
+	var out []string
+	scan := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, pattern, 1000).Iterator()
+		for iter.Next(ctx) {
+			out = append(out, iter.Val())
+		}
+		return iter.Err()
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		return out, cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return scan(ctx, c)
+		})
+	}
+	return out, scan(ctx, rdb.(*redis.Client))
+}
