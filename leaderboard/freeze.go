@@ -166,7 +166,6 @@ func encodeCloseTop(b *Board, top []Entry) (string, error) {
 	return string(enc), err
 }
 
-
 // correctFrozen brings the frozen standings of the board's closed periods in line with the events that count now
 // (after a void and its rebuild): each period whose standings changed gets a new version with the reason, and a
 // correction event (the close event again, with its version and reason) goes out. A period Redis still holds is

@@ -30,7 +30,9 @@ type frozenLookup struct {
 // frozenCache remembers frozen lookups; made with the sequencer.
 type frozenCache = lru.LRU[frozenLookup]
 
-func newFrozenCache() *frozenCache { return lru.New[frozenLookup](frozenCacheEntries, frozenCacheEntries) }
+func newFrozenCache() *frozenCache {
+	return lru.New[frozenLookup](frozenCacheEntries, frozenCacheEntries)
+}
 
 // frozenView is a closed period's frozen standings to answer a read from.
 type frozenView struct {

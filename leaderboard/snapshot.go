@@ -47,10 +47,10 @@ type Snapshot struct {
 	keys []string // the board's key base (the scripts' KEYS)
 	// frozen: a closed period Redis no longer holds, paged from its frozen standings (no copy).
 	frozen *frozenView
-	id   string
-	once sync.Once
-	stop chan struct{} // closed by Close: the renewals end
-	done chan struct{} // closed when they have
+	id     string
+	once   sync.Once
+	stop   chan struct{} // closed by Close: the renewals end
+	done   chan struct{} // closed when they have
 }
 
 // Snapshot copies the standings of v as they are now (see Snapshot). The copy is one script that holds Redis for
