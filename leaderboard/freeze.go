@@ -84,6 +84,11 @@ func (s *Store) standings(ctx context.Context, v View) (size int64, rows []Entry
 		return 0, nil, err
 	}
 	defer sn.Close(context.WithoutCancel(ctx)) //nolint:errcheck // the copy expires by itself
+	return sn.all(ctx)
+}
+
+// all reads every row of a snapshot.
+func (sn *Snapshot) all(ctx context.Context) (size int64, rows []Entry, err error) {
 	rows = make([]Entry, 0, sn.Rows)
 	for int64(len(rows)) < sn.Rows {
 		pg, err := sn.Page(ctx, len(rows), freezePage)

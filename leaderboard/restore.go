@@ -230,8 +230,8 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 // an Event, so every listener reads the board again.
 const RestoredNotice = "restored"
 
-// clearBoard deletes every key of a board but the restore lock (a rebuild, or what a failed restore left): the
-// board answers NOT_FOUND (UNAVAILABLE with the ledger) from the first step on.
+// clearBoard deletes every key of a board but the restore lock and the outbox (a rebuild, or what a failed restore
+// left): the board answers NOT_FOUND (UNAVAILABLE with the ledger) from the first step on.
 func (s *Store) clearBoard(ctx context.Context, board, lock string) error {
 	base := s.makeKeyBase(board)
 	node, err := s.slotNode(ctx, base)
@@ -251,7 +251,9 @@ func (s *Store) clearBoard(ctx context.Context, board, lock string) error {
 		}
 		del := keys[:0]
 		for _, k := range keys {
-			if k != lock {
+			// The outbox and its dead letters stay: the close events that went out, and the webhooks'
+			// deliveries of them, are not the index's to rebuild.
+			if k != lock && k != s.outboxKey(board) && k != s.deadLetterKey(board) {
 				del = append(del, k)
 			}
 		}

@@ -48,19 +48,22 @@ func (s *Store) scratchStandings(ctx context.Context, board string, key int64, d
 		}
 		after = evs[len(evs)-1].Seq
 	}
-	// Readable, as restore_done.lua makes a restored board, but on no board list.
+	// The snapshot script checks the definition where a readable board keeps it, as restore_done.lua moves it.
 	base := s.makeKeyBase(id)
 	if err := s.rdb.Rename(ctx, base+"rdef", base+"def").Err(); err != nil {
 		return nil, redisError(fmt.Errorf("scratch replay of %q: %w", board, err))
 	}
+	// Read by the scratch's keys: its definition names the board itself, and a read by id would find the board.
 	out := make([]periodStandings, len(periods))
 	for i, fp := range periods {
-		size, rows, err := s.standings(ctx, View{Board: id, Window: fp.Window, Period: fp.Period})
+		sn, err := s.snapshotOf(ctx, Resolved{Board: def, Window: fp.Window, Period: fp.Period}, base)
 		if err != nil {
 			return nil, err
 		}
-		for k := range rows {
-			rows[k].TopPercent = 0
+		size, rows, err := sn.all(ctx)
+		_ = sn.drop(context.WithoutCancel(ctx))
+		if err != nil {
+			return nil, err
 		}
 		out[i] = periodStandings{size: size, rows: rows}
 	}

@@ -71,31 +71,8 @@ func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
 		if err != nil {
 			return err
 		}
-		release, err := s.writes.acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer release()
-		sn := &Snapshot{Resolved: r, s: s, keys: []string{s.keyBase(r.Board.ID)}, id: rand.Text()}
-		reply, err := s.fns.run(ctx, snapshotScript, sn.keys, r.Board.sum, windowCodes[r.Window], r.Period, sn.id,
-			s.snapshotTTL().Milliseconds()).Int64Slice()
-		if err == nil && len(reply) != 2 {
-			err = fmt.Errorf("snapshot script returned %d values", len(reply))
-		}
-		if err != nil {
-			err = redisError(err)
-			if code := ErrorCode(err); (code == Unavailable || code == Internal) && !errors.Is(err, errStaleDef) {
-				// Not a refusal of the script's: the copy may have been made (or still be running: Redis runs
-				// this after it). Deleting a copy that was never made changes nothing.
-				dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				_ = sn.drop(dropCtx)
-				cancel()
-			}
-			return err
-		}
-		sn.Rows, sn.Size = reply[0], reply[1]
-		snap = sn
-		return nil
+		snap, err = s.snapshotOf(ctx, r, s.keyBase(r.Board.ID))
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -103,6 +80,35 @@ func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
 	snap.stop, snap.done = make(chan struct{}), make(chan struct{})
 	go snap.renew()
 	return snap, nil
+}
+
+// snapshotOf copies a resolved window period of the board whose keys start at base (see Snapshot); the caller
+// starts its renewals.
+func (s *Store) snapshotOf(ctx context.Context, r Resolved, base string) (*Snapshot, error) {
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	sn := &Snapshot{Resolved: r, s: s, keys: []string{base}, id: rand.Text()}
+	reply, err := s.fns.run(ctx, snapshotScript, sn.keys, r.Board.sum, windowCodes[r.Window], r.Period, sn.id,
+		s.snapshotTTL().Milliseconds()).Int64Slice()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("snapshot script returned %d values", len(reply))
+	}
+	if err != nil {
+		err = redisError(err)
+		if code := ErrorCode(err); (code == Unavailable || code == Internal) && !errors.Is(err, errStaleDef) {
+			// Not a refusal of the script's: the copy may have been made (or still be running: Redis runs
+			// this after it). Deleting a copy that was never made changes nothing.
+			dropCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = sn.drop(dropCtx)
+			cancel()
+		}
+		return nil, err
+	}
+	sn.Rows, sn.Size = reply[0], reply[1]
+	return sn, nil
 }
 
 // snapshotTTL is Config.SnapshotTTL or its default.

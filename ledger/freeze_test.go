@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/pgtest"
+	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/ledger"
 )
@@ -302,4 +303,107 @@ func scanKeys(ctx context.Context, rdb redis.UniversalClient, pattern string) ([
 		})
 	}
 	return out, scan(ctx, rdb.(*redis.Client))
+}
+
+// A void corrects the frozen standings of a closed period: a new version with the reason, equal to the standings
+// of an oracle board fed the same submissions but the voided ones, and a correction event that carries them;
+// the period's reads answer the new version. For BEST, SUM and LATEST boards, on a period Redis still holds and
+// on one whose keys expired (recomputed from a scratch replay of the ledger). Voiding again changes nothing.
+func TestVoidCorrectsAClosedPeriod(t *testing.T) {
+	for _, expired := range []bool{false, true} {
+		name := "held"
+		if expired {
+			name = "expired"
+		}
+		t.Run(name, func(t *testing.T) {
+			pg := pgtest.Shared(t)
+			ctx := ctxT(t, 2*time.Minute)
+			rdb := redistest.Standalone(t).Client(t)
+			l := openLedger(t, pg.Database(t))
+			c := newClock()
+			s := newStore(rdb, l, c)
+			modes := []leaderboard.Mode{leaderboard.Best, leaderboard.Sum, leaderboard.Latest}
+			start := c.Now()
+			// The events voided: p00's best (i = 200, score 8) and last (i = 280), which change its standing in
+			// every mode, and one of another player's.
+			voided := map[string]bool{"e200": true, "e280": true, "e7": true}
+			ids := []string{"e200", "e280", "e7"}
+			var views []leaderboard.View
+			for _, mode := range modes {
+				for _, oracle := range []bool{false, true} {
+					board := "void-" + string(mode)
+					if oracle {
+						board += "-oracle"
+					}
+					if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: board, Mode: mode, CloseEventTop: 10,
+						Windows: []leaderboard.Window{leaderboard.Daily}}); err != nil {
+						t.Fatal(err)
+					}
+					subs := closeSubs(board, start, 300, 40)
+					if oracle {
+						kept := subs[:0]
+						for _, sub := range subs {
+							if !voided[sub.EventID] {
+								kept = append(kept, sub)
+							}
+						}
+						subs = kept
+					}
+					submitInOrder(ctx, t, s, subs)
+					v := leaderboard.View{Board: board, Window: leaderboard.Daily,
+						Period: start.UTC().Format("2006-01-02")}
+					if _, _, err := s.RecordClose(ctx, board, leaderboard.Daily, v.Period, c.Now()); err != nil {
+						t.Fatal(err)
+					}
+					views = append(views, v)
+				}
+			}
+			if expired {
+				c.advance(30 * 24 * time.Hour)
+				flushAll(ctx, t, rdb)
+				s = newStore(rdb, l, c)
+				for _, v := range views {
+					waitReadable(ctx, t, s, leaderboard.View{Board: v.Board})
+				}
+			}
+			for k, mode := range modes {
+				v, ov := views[2*k], views[2*k+1]
+				n, err := s.VoidScoreEvents(ctx, v.Board, ids, "fraud")
+				if err != nil || n != 3 {
+					t.Fatalf("%s: void: %d, %v; want 3 voided", mode, n, err)
+				}
+				wsize, _, want := frozenRows(ctx, t, l, ov.Board, ov.Window, ov.Period, 1)
+				size, reason, got := frozenRows(ctx, t, l, v.Board, v.Window, v.Period, 2)
+				if size != wsize || reason != "fraud" {
+					t.Fatalf("%s: version 2 size %d reason %q, want %d and fraud", mode, size, reason, wsize)
+				}
+				sameEntries(t, string(mode)+": version 2", got, want)
+				evs, err := s.Closes(ctx, v.Board, "0-0", 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := evs[len(evs)-1]
+				if last.Version != 2 || last.Reason == nil || *last.Reason != "fraud" || last.Size != wsize {
+					t.Fatalf("%s: correction event %+v, want version 2, reason fraud, size %d", mode, last, wsize)
+				}
+				if !expired && len(evs) != 2 {
+					t.Fatalf("%s: %d close events, want the close and its correction", mode, len(evs))
+				}
+				sameEntries(t, string(mode)+": correction event", last.Top, want[:10])
+				checkClosedReads(ctx, t, s, v, want, wsize)
+				// Again: nothing voided, no new version, no new event.
+				if n, err := s.VoidScoreEvents(ctx, v.Board, ids, "fraud"); err != nil || n != 0 {
+					t.Fatalf("%s: voiding again: %d, %v; want 0", mode, n, err)
+				}
+				var versions int
+				if err := l.Pool().QueryRow(ctx, `SELECT count(*) FROM closes c JOIN boards b USING (board_key)
+					WHERE b.id = $1 AND b.deleted_at IS NULL`, []byte(v.Board)).Scan(&versions); err != nil || versions != 2 {
+					t.Fatalf("%s: %d versions after voiding again (%v), want 2", mode, versions, err)
+				}
+				if again, _ := s.Closes(ctx, v.Board, "0-0", 10); len(again) != len(evs) {
+					t.Fatalf("%s: voiding again sent %d more events", mode, len(again)-len(evs))
+				}
+			}
+		})
+	}
 }
