@@ -407,3 +407,94 @@ func TestVoidCorrectsAClosedPeriod(t *testing.T) {
 		})
 	}
 }
+
+// failingFreeze is the ledger of a process that stops after a close's fence and before its freeze: Freeze fails.
+type failingFreeze struct{ *ledger.Ledger }
+
+func (failingFreeze) Freeze(context.Context, int64, leaderboard.FrozenPeriod, []leaderboard.Entry) (bool, error) {
+	return false, &leaderboard.Error{Code: leaderboard.Unavailable, Message: "stopped before the freeze"}
+}
+
+// A close that stopped between its fence and its freeze sends nothing, and leaves the fence waiting; the next
+// close check of any process freezes the standings and sends the event with them. On an exactTop board the frozen
+// standings are the exact tier: once the period expired, a tail player's rank is null.
+func TestFreezeResumesAfterAStop(t *testing.T) {
+	pg := pgtest.Shared(t)
+	ctx := ctxT(t, 2*time.Minute)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	stopped := newStore(rdb, failingFreeze{l}, c)
+	const board = "resume"
+	if _, err := stopped.CreateBoard(ctx, leaderboard.Board{ID: board, ExactTop: 10, CloseEventTop: 5,
+		Windows: []leaderboard.Window{leaderboard.Daily}}); err != nil {
+		t.Fatal(err)
+	}
+	submitInOrder(ctx, t, stopped, closeSubs(board, c.Now(), 120, 30))
+	v := views(ctx, t, stopped, board)[0]
+	want, size, err := standings(ctx, t, stopped, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 10 || size != 30 {
+		t.Fatalf("%d rows of %d players, want the exact tier of 10 of 30", len(want), size)
+	}
+	tail := ""
+	for i := range 30 {
+		if p := fmt.Sprintf("p%02d", i); !slicesContain(want, p) {
+			tail = p
+			break
+		}
+	}
+	c.advance(24*time.Hour + 10*time.Minute) // the day and its grace are over
+	if _, _, err := stopped.RecordDueCloses(ctx, board); leaderboard.ErrorCode(err) != leaderboard.Unavailable {
+		t.Fatalf("the close check of the stopping process: %v, want its freeze's error", err)
+	}
+	f, err := stopped.Fence(ctx, board, leaderboard.Daily, v.Period)
+	if err != nil || f == nil || f.OutboxID != "~" {
+		t.Fatalf("fence %+v (%v), want one waiting for the freeze", f, err)
+	}
+	if evs, err := stopped.Closes(ctx, board, "0-0", 10); err != nil || len(evs) != 0 {
+		t.Fatalf("events sent before the freeze: %+v %v", evs, err)
+	}
+	other := newStore(rdb, l, c)
+	ids, _, err := other.RecordDueCloses(ctx, board)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("the next close check: %v %v, want one event", ids, err)
+	}
+	fsize, _, frozen := frozenRows(ctx, t, l, board, leaderboard.Daily, v.Period, 1)
+	if fsize != size {
+		t.Fatalf("frozen size %d, want %d", fsize, size)
+	}
+	sameEntries(t, "frozen", frozen, want)
+	evs, err := other.Closes(ctx, board, "0-0", 10)
+	if err != nil || len(evs) != 1 || evs[0].OutboxID != ids[0] || evs[0].Size != size {
+		t.Fatalf("events %+v (%v), want the one close of size %d", evs, err, size)
+	}
+	sameEntries(t, "close event", evs[0].Top, want[:5])
+	if f, err := other.Fence(ctx, board, leaderboard.Daily, v.Period); err != nil || f == nil || f.OutboxID != ids[0] {
+		t.Fatalf("fence %+v (%v), want the event's id %s", f, err, ids[0])
+	}
+	// Expired: the exact tier answers from the frozen standings, the tail has no row.
+	c.advance(30 * 24 * time.Hour)
+	flushAll(ctx, t, rdb)
+	after := newStore(rdb, l, c)
+	waitReadable(ctx, t, after, leaderboard.View{Board: board})
+	got, n, err := standings(ctx, t, after, v)
+	if err != nil || n != size {
+		t.Fatalf("expired period: size %d (%v), want %d", n, err, size)
+	}
+	sameEntries(t, "expired period", got, want)
+	if r, err := after.Rank(ctx, v, tail); err != nil || r != nil {
+		t.Fatalf("rank of tail player %s in the expired period: %+v %v, want none", tail, r, err)
+	}
+}
+
+func slicesContain(es []leaderboard.Entry, player string) bool {
+	for _, e := range es {
+		if e.PlayerID == player {
+			return true
+		}
+	}
+	return false
+}
