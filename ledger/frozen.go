@@ -159,11 +159,15 @@ func scanStanding(r pgx.CollectableRow) (leaderboard.Entry, error) {
 // FrozenRows returns up to limit rows of a version's standings after rank after, in rank order.
 func (l *Ledger) FrozenRows(ctx context.Context, key int64, w leaderboard.Window, period string, version int,
 	after int64, limit int) ([]leaderboard.Entry, error) {
+	return l.standings(ctx, `WHERE board_key = $1 AND win = $2 AND period = $3 AND version = $4 AND rank > $5
+		ORDER BY rank LIMIT $6`, key, string(w), period, version, after, limit)
+}
+
+// standings reads the standings rows a WHERE clause (and its order and limit) selects.
+func (l *Ledger) standings(ctx context.Context, where string, args ...any) ([]leaderboard.Entry, error) {
 	ctx, cancel := l.bound(ctx)
 	defer cancel()
-	rows, err := l.pool.Query(ctx, `SELECT `+standingColumns+` FROM standings
-		WHERE board_key = $1 AND win = $2 AND period = $3 AND version = $4 AND rank > $5 ORDER BY rank LIMIT $6`,
-		key, string(w), period, version, after, limit)
+	rows, err := l.pool.Query(ctx, `SELECT `+standingColumns+` FROM standings `+where, args...)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -177,21 +181,10 @@ func (l *Ledger) FrozenRows(ctx context.Context, key int64, w leaderboard.Window
 // FrozenPlayers returns the rows of the players that have one in a version's standings, in rank order.
 func (l *Ledger) FrozenPlayers(ctx context.Context, key int64, w leaderboard.Window, period string, version int,
 	players []string) ([]leaderboard.Entry, error) {
-	ctx, cancel := l.bound(ctx)
-	defer cancel()
 	ids := make([][]byte, len(players))
 	for i, p := range players {
 		ids[i] = []byte(p)
 	}
-	rows, err := l.pool.Query(ctx, `SELECT `+standingColumns+` FROM standings
-		WHERE board_key = $1 AND win = $2 AND period = $3 AND version = $4 AND player = ANY($5) ORDER BY rank`,
-		key, string(w), period, version, ids)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	out, err := pgx.CollectRows(rows, scanStanding)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return out, nil
+	return l.standings(ctx, `WHERE board_key = $1 AND win = $2 AND period = $3 AND version = $4 AND player = ANY($5)
+		ORDER BY rank`, key, string(w), period, version, ids)
 }
