@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -636,4 +637,79 @@ func testLedgerWrites(t *testing.T, clock *closeClock, cfg Config) {
 	if got, want := kinds("league"), fmt.Sprint([]leaderboard.EventKind{create}); got != want {
 		t.Errorf("league created again, in the ledger: %s, want %s", got, want)
 	}
+}
+
+// With the ledger a close event carries version 1 and no reason; a void that changes the closed period's
+// standings sends a correction to the webhooks and to periodClosed: version 2, the void's reason, and the top
+// without the voided score (a model: the scores but the voided one, descending).
+func TestLedgerCloseCorrection(t *testing.T) {
+	t.Parallel()
+	day := ledgerStart
+	clock := &closeClock{t: day}
+	rx := newHookReceiver(t, 0, nil)
+	cfg := closeTestConfig(t, clock, rx.srv.URL)
+	cfg.DatabaseURL = ledgerConfig(t, clock).DatabaseURL
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "cup", "windows": []string{"DAILY"}, "graceSeconds": 60, "closeEventTop": 2})
+	for _, sc := range []struct {
+		id, event string
+		score     float64
+	}{{"ann", "a1", 50}, {"bob", "b1", 70}, {"cid", "c1", 60}} {
+		s.submit(t, map[string]any{"board": "cup", "playerId": sc.id, "score": sc.score, "eventId": sc.event})
+	}
+	conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+	if err := conn.Subscribe("c", `subscription($b: ID!) { periodClosed(board: $b) { id size version reason
+		top { playerId rank score } } }`, map[string]any{"b": "cup"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the subscription starts (it only sees events recorded after it started)
+	clock.Set(day.Add(15*time.Hour + 2*time.Minute)) // the day and its grace are over
+	type event struct {
+		ID      string
+		Size    int
+		Version int
+		Reason  *string
+		Top     []struct {
+			PlayerID string
+			Rank     int
+			Score    float64
+		}
+	}
+	next := func(want int, size int, reason *string, top ...string) {
+		t.Helper()
+		var h hookRequest
+		select {
+		case h = <-rx.arrived:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no webhook of version %d within 10 s", want)
+		}
+		var body event
+		if err := json.Unmarshal(h.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		var sub struct{ PeriodClosed event }
+		conn.NextData(t, ctxT(t, 10*time.Second), "c", &sub)
+		for _, ev := range []event{body, sub.PeriodClosed} {
+			if ev.Version != want || ev.Size != size || (ev.Reason == nil) != (reason == nil) ||
+				reason != nil && *ev.Reason != *reason || len(ev.Top) != len(top) {
+				t.Fatalf("event %s, want version %d size %d reason %v top %v", h.body, want, size, reason, top)
+			}
+			for i, p := range top {
+				if ev.Top[i].PlayerID != p || ev.Top[i].Rank != i+1 {
+					t.Fatalf("event %+v: rank %d is not %s", ev, i+1, p)
+				}
+			}
+		}
+		if body.ID != sub.PeriodClosed.ID {
+			t.Fatalf("webhook id %s, subscription id %s", body.ID, sub.PeriodClosed.ID)
+		}
+	}
+	next(1, 3, nil, "bob", "cid")
+	var n struct{ VoidScoreEvents int }
+	s.must(t, testAdminKey, voidMutation, map[string]any{"b": "cup", "ids": []string{"b1"}, "r": "fraud"}, &n)
+	if n.VoidScoreEvents != 1 {
+		t.Fatalf("voided %d, want 1", n.VoidScoreEvents)
+	}
+	reason := "fraud"
+	next(2, 2, &reason, "cid", "ann")
 }
