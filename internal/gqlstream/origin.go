@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"log/slog"
@@ -10,6 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/gqlhttp"
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // originPolicy decides which browser origins may open websockets: the CORS allow-list (CORS_ORIGINS), the
@@ -109,17 +113,17 @@ func (l *refusedOrigins) log(log *slog.Logger, origin string) {
 	log.Warn("websocket refused", "err", originRefusal(origin))
 }
 
-// checkOrigin answers a page's question whether its origin may open websockets (POST /websocket-origin; a
+// CheckOrigin answers a page's question whether its origin may open websockets (POST /websocket-origin; a
 // browser sends its Origin with every POST): 204, or 403 FORBIDDEN with originRefusal. The dashboard asks when its
 // websocket closed before it opened, since a browser shows no page why an upgrade failed.
-func (s *websockets) checkOrigin(w http.ResponseWriter, r *http.Request) {
+func (s *Streams) CheckOrigin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, codeInvalid, "POST only: the browser sends its Origin with it")
+		gqlhttp.WriteError(w, http.StatusMethodNotAllowed, string(leaderboard.Invalid), "POST only: the browser sends its Origin with it")
 		return
 	}
 	if !s.origins.allowWebsocket(r) {
-		writeError(w, http.StatusForbidden, codeForbidden, originRefusal(r.Header.Get("Origin")))
+		gqlhttp.WriteError(w, http.StatusForbidden, string(graph.Forbidden), originRefusal(r.Header.Get("Origin")))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
