@@ -68,6 +68,12 @@ const (
 	DefaultWriteTimeout = 10 * time.Second
 )
 
+// CloseLinger is how long a connection that we close waits for the peer's close frame, discarding what the peer
+// still sends, before the TCP connection is closed: closing it with unread input would reset it, and the peer
+// could lose the close frame with its code. On shutdown it is one wait shared by all connections; an event
+// stream's last writes get it too.
+const CloseLinger = time.Second
+
 // Metrics are the collectors the transports count in, from the server's registry. A nil field is not counted.
 type Metrics struct {
 	Conns    prometheus.Gauge       // open websocket connections

@@ -10,10 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/leaderboard/leaderboard/graph"
-	"github.com/leaderboard/leaderboard/internal/gqlhttp"
-	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // originPolicy decides which browser origins may open websockets: the CORS allow-list (CORS_ORIGINS), the
@@ -111,20 +107,4 @@ func (l *refusedOrigins) log(log *slog.Logger, origin string) {
 		return
 	}
 	log.Warn("websocket refused", "err", originRefusal(origin))
-}
-
-// CheckOrigin answers a page's question whether its origin may open websockets (POST /websocket-origin; a
-// browser sends its Origin with every POST): 204, or 403 FORBIDDEN with originRefusal. The dashboard asks when its
-// websocket closed before it opened, since a browser shows no page why an upgrade failed.
-func (s *Streams) CheckOrigin(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		gqlhttp.WriteError(w, http.StatusMethodNotAllowed, string(leaderboard.Invalid), "POST only: the browser sends its Origin with it")
-		return
-	}
-	if !s.origins.allowWebsocket(r) {
-		gqlhttp.WriteError(w, http.StatusForbidden, string(graph.Forbidden), originRefusal(r.Header.Get("Origin")))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }

@@ -37,14 +37,6 @@ type sseStream struct {
 	finished bool      // the handler is returning: stopping must not touch the connection any more
 }
 
-// streamWriteTimeout is the write timeout of a stream opened now: the websockets' (Settings.WriteTimeout; Tune
-// changes it on a running server).
-func (s *Streams) streamWriteTimeout() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.set.WriteTimeout
-}
-
 func newSSEStream(w http.ResponseWriter, r *http.Request, conn net.Conn, timeout, ping time.Duration) *sseStream {
 	s := &sseStream{w: w, rc: http.NewResponseController(w), ctx: r.Context(), conn: conn, timeout: timeout, ping: ping}
 	s.stop = context.AfterFunc(s.ctx, s.stopping)

@@ -27,12 +27,6 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// CloseLinger is how long a connection that we close waits for the peer's close frame, discarding what the peer
-// still sends, before the TCP connection is closed: closing it with unread input would reset it, and the peer
-// could lose the close frame with its code. On shutdown it is one wait shared by all connections; an event
-// stream's last writes get it too.
-const CloseLinger = time.Second
-
 // Streams accepts websocket connections on gorilla/websocket for its websocket transport (in the shape of
 // gqlgen's WebsocketImplementation) and runs event streams. It keeps every open connection and stream so that
 // shutdown can close them (http.Server.Shutdown does not touch hijacked connections), and counts them per client
@@ -128,6 +122,22 @@ func (s *Streams) Stats() Stats {
 		}
 	}
 	return st
+}
+
+// CheckOrigin answers a page's question whether its origin may open websockets (POST /websocket-origin; a
+// browser sends its Origin with every POST): 204, or 403 FORBIDDEN with originRefusal. The dashboard asks when its
+// websocket closed before it opened, since a browser shows no page why an upgrade failed.
+func (s *Streams) CheckOrigin(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		gqlhttp.WriteError(w, http.StatusMethodNotAllowed, string(leaderboard.Invalid), "POST only: the browser sends its Origin with it")
+		return
+	}
+	if !s.origins.allowWebsocket(r) {
+		gqlhttp.WriteError(w, http.StatusForbidden, string(graph.Forbidden), originRefusal(r.Header.Get("Origin")))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // Guard rejects websocket upgrades from origins outside the allow-list (403) and from addresses that already
@@ -268,4 +278,12 @@ func (s *Streams) CloseAll() {
 		}()
 	}
 	wg.Wait()
+}
+
+// streamWriteTimeout is the write timeout of a stream opened now: the websockets' (Settings.WriteTimeout; Tune
+// changes it on a running server).
+func (s *Streams) streamWriteTimeout() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.set.WriteTimeout
 }
