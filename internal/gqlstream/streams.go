@@ -130,7 +130,8 @@ func (s *Streams) Stats() Stats {
 func (s *Streams) CheckOrigin(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		gqlhttp.WriteError(w, http.StatusMethodNotAllowed, string(leaderboard.Invalid), "POST only: the browser sends its Origin with it")
+		gqlhttp.WriteError(w, http.StatusMethodNotAllowed, string(leaderboard.Invalid),
+			"POST only: the browser sends its Origin with it")
 		return
 	}
 	if !s.origins.allowWebsocket(r) {

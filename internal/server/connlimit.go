@@ -187,7 +187,7 @@ type countedConn struct {
 }
 
 // SyscallConn gives the connection's socket (syscall.Conn), which the embedded interface hides: the websocket's
-// stream writes use it (wsConn.writeNow).
+// stream writes use it (gqlstream: wsConn.writeNow).
 func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
 	sc, ok := c.Conn.(syscall.Conn)
 	if !ok {
