@@ -1,10 +1,9 @@
 // Package server is the leaderboard's HTTP service: New wires Redis (or the embedded store), the store, the live
-// hub, the GraphQL handler (gqlgen with the server's limits) and the routes; Serve answers until its context ends
-// and shuts down gracefully. The files: app (wiring), routes, serve (listener, timeouts, shutdown), config
-// (LoadConfig), middleware (body limits, error coding, logging), websocket and wsprotocol (the websocket
-// transport and graphql-transport-ws rules), sse and ssestream (the event-stream transport), httpget (GraphQL over
-// GET), origin (websocket origins), connlimit (MAX_CONNS), metrics, auth (API keys), redisopts (Redis clients),
-// embedded (miniredis for `make run`), querycache (bounded gqlgen caches).
+// hub, the GraphQL handler (gqlgen with the server's limits and transports) and the routes; Serve answers until
+// its context ends and shuts down gracefully. The files: app (wiring), routes, serve (listener, timeouts,
+// shutdown), config (LoadConfig), middleware (body limits, error coding, logging), httpget (GraphQL over GET),
+// connlimit (MAX_CONNS), metrics, auth (API keys), redisopts (Redis clients), embedded (miniredis for `make run`),
+// querycache (bounded gqlgen caches). The websocket and event-stream transports are package gqlstream's.
 package server
 
 import (
@@ -24,6 +23,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/leaderboard/leaderboard/demo"
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/ledger"
 	"github.com/leaderboard/leaderboard/pubsub"
@@ -48,8 +48,8 @@ type App struct {
 	// GeneratedKey is the admin key made at start when API_KEYS is empty ("" otherwise).
 	GeneratedKey string
 	Metrics      *Metrics
-	ws           *websockets
-	exports      *exports // EXPORT_CONCURRENCY slots and their Redis client (export.go)
+	streams      *gqlstream.Streams // the websocket and event-stream transports, their guard and their shutdown
+	exports      *exports           // EXPORT_CONCURRENCY slots and their Redis client (export.go)
 	gql          *handler.Server
 	schema       *ast.Schema
 	tracing      *sdktrace.TracerProvider // nil: tracing off
@@ -159,10 +159,23 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.Metrics.WatchHub(a.Hub, a.rdb)
 	a.rdb.AddHook(redisHook{a.Metrics, log})
 	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
-	a.ws = newWebsockets(newOriginPolicy(cfg.CORSOrigins, cfg.PublicOrigins), cfg.WSPingInterval, wsInitTimeout,
-		cfg.MaxSubscriptionsPerConn, a.Metrics)
-	a.ws.clientAddr = px.limitAddr
-	a.ws.log = log
+	a.streams = gqlstream.New(gqlstream.Config{
+		CORSOrigins:     cfg.CORSOrigins,
+		PublicOrigins:   cfg.PublicOrigins,
+		PingInterval:    cfg.WSPingInterval,
+		ProtocolPings:   cfg.WSProtocolPings,
+		MaxOpsPerConn:   cfg.MaxSubscriptionsPerConn,
+		MaxConnsPerAddr: cfg.MaxConnsPerAddr,
+		MaxMessageBytes: cfg.MaxWSMessageBytes,
+		ClientAddr:      px.limitAddr,
+		NetConn:         requestConn,
+		Init:            a.websocketInit,
+		OnError: func(ctx context.Context, err error) {
+			log.Debug("websocket error", "err", err)
+		},
+		Log:     log,
+		Metrics: a.Metrics.transports(),
+	})
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())
@@ -201,19 +214,10 @@ func (a *App) checkLedger(ctx context.Context) {
 
 func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv := handler.New(schema)
-	a.ws.protocolPings = a.cfg.WSProtocolPings
-	srv.AddTransport(wsTransport{
-		ws:          a.ws,
-		initFunc:    a.websocketInit,
-		initTimeout: 2 * wsInitTimeout, // a backstop: a.ws closes first (4408; 1002 on graphql-ws)
-		readLimit:   a.cfg.MaxWSMessageBytes,
-		onError: func(ctx context.Context, err error) {
-			a.log.Debug("websocket error", "err", err)
-		},
-	})
+	srv.AddTransport(a.streams.Websocket())
 	srv.AddTransport(transport.Options{})
-	srv.AddTransport(sseTransport{streams: a.ws, pingInterval: a.cfg.WSPingInterval}) // before GET and POST (sse.go)
-	srv.AddTransport(getTransport{})                                                  // a mutation is a 405 (httpget.go)
+	srv.AddTransport(a.streams.EventStream()) // before GET and POST
+	srv.AddTransport(getTransport{})          // a mutation is a 405 (httpget.go)
 	srv.AddTransport(transport.POST{})
 	srv.SetQueryCache(newDocCache(a.cfg.QueryCacheSize, a.cfg.QueryCacheBytes))
 	if a.tracing != nil {
@@ -268,7 +272,7 @@ func (a *App) websocketInit(ctx context.Context, payload transport.InitPayload) 
 		p = a.Keys.Lookup(auth)
 	}
 	reject := func(msg string) (context.Context, *transport.InitPayload, error) {
-		ctx = withWSClose(ctx, 4403, "UNAUTHENTICATED: "+msg)
+		ctx = gqlstream.WithCloseCode(ctx, 4403, "UNAUTHENTICATED: "+msg)
 		return ctx, nil, errors.New("UNAUTHENTICATED: " + msg)
 	}
 	if p.Presented && p.Roles == 0 {
@@ -279,11 +283,6 @@ func (a *App) websocketInit(ctx context.Context, payload transport.InitPayload) 
 	}
 	ctx = graph.WithPrincipal(ctx, p)
 	ctx = graph.WithConn(ctx, graph.NewConn(a.cfg.MaxSubscriptionsPerConn))
-	if h, ok := ctx.Value(connHolderKey{}).(*connHolder); ok && h.c != nil {
-		// topUpdates data is written as rendered, and the connection writes the streams' later responses
-		// (graph.PayloadHolder, graph.StreamHolder)
-		ctx = graph.WithPayloadHolder(ctx, h.c.holder())
-	}
 	return ctx, nil, nil
 }
 

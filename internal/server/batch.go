@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/gqlhttp"
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
 
@@ -30,15 +32,15 @@ func batches(max int, timeout time.Duration, newBudget func() *graph.Budget, nex
 		}
 		var ops []json.RawMessage
 		if err := json.Unmarshal(body, &ops); err != nil {
-			writeError(w, http.StatusBadRequest, codeInvalid, "the batch is not a JSON array of requests")
+			gqlhttp.WriteError(w, http.StatusBadRequest, codeInvalid, "the batch is not a JSON array of requests")
 			return
 		}
 		if max <= 0 {
-			writeError(w, http.StatusBadRequest, codeInvalid, "batched requests are not accepted here: send one request per POST")
+			gqlhttp.WriteError(w, http.StatusBadRequest, codeInvalid, "batched requests are not accepted here: send one request per POST")
 			return
 		}
 		if len(ops) == 0 || len(ops) > max {
-			writeError(w, http.StatusBadRequest, codeInvalid,
+			gqlhttp.WriteError(w, http.StatusBadRequest, codeInvalid,
 				"a batch holds 1 to "+strconv.Itoa(max)+" requests, this one "+strconv.Itoa(len(ops)))
 			return
 		}
@@ -77,7 +79,7 @@ func batches(max int, timeout time.Duration, newBudget func() *graph.Budget, nex
 
 // batchBody returns the body of a JSON POST that starts with '[' (a batch), leaving r readable either way.
 func batchBody(r *http.Request) ([]byte, bool) {
-	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Upgrade") != "" || isSSE(r) {
+	if r.Method != http.MethodPost || r.Body == nil || r.Header.Get("Upgrade") != "" || gqlstream.IsEventStream(r) {
 		return nil, false
 	}
 	if !mediatype.IsJSON(r.Header.Get("Content-Type")) {

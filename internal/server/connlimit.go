@@ -153,6 +153,15 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 	return ctx
 }
 
+// requestConn is the connection r came on (nil: not one of the server's listener's), for the event streams
+// (gqlstream.Config.NetConn).
+func requestConn(r *http.Request) net.Conn {
+	if cc, ok := r.Context().Value(countedConnKey{}).(*countedConn); ok {
+		return cc.Conn
+	}
+	return nil
+}
+
 // markUpload records, until done is called, that the request of ctx is reading its body.
 func markUpload(ctx context.Context) (done func()) {
 	cc, ok := ctx.Value(countedConnKey{}).(*countedConn)
@@ -178,7 +187,7 @@ type countedConn struct {
 }
 
 // SyscallConn gives the connection's socket (syscall.Conn), which the embedded interface hides: the websocket's
-// stream writes use it (wsConn.writeNow).
+// stream writes use it (gqlstream: wsConn.writeNow).
 func (c *countedConn) SyscallConn() (syscall.RawConn, error) {
 	sc, ok := c.Conn.(syscall.Conn)
 	if !ok {

@@ -196,11 +196,11 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 	addr := a.proxies.clientAddr(r)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	retryAfter(w, exportRetryAfter) // for reserve's refusals; an export that starts drops it
-	if !a.ws.reserve(w, addr, a.cfg.MaxConnsPerAddr, &cancel) {
+	retryAfter(w, exportRetryAfter) // for Reserve's refusals; an export that starts drops it
+	if !a.streams.Reserve(w, addr, &cancel) {
 		return
 	}
-	defer a.ws.releaseStream(addr, &cancel)
+	defer a.streams.Release(addr, &cancel)
 	if !a.exports.acquire() {
 		exportError(w, http.StatusServiceUnavailable, leaderboard.RateLimited,
 			"too many exports are running on this server; retry later")

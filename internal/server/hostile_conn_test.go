@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -297,4 +298,10 @@ func TestMetricsAddr(t *testing.T) {
 		}
 	}
 	t.Fatalf("/metrics on METRICS_ADDR: %d", st)
+}
+
+// isTimeout reports whether err is a network timeout (a read deadline that passed).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }

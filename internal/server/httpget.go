@@ -2,14 +2,11 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
-	"net/url"
-	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/leaderboard/leaderboard/internal/gqlhttp"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
@@ -30,7 +27,7 @@ func (getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	contentType := postContentType(r.Header.Get("Accept")) // gqlgen's rule, the same for GET
 	w.Header().Set("Content-Type", contentType)
 	start := graphql.Now()
-	params, err := urlParams(r)
+	params, err := gqlhttp.URLParams(r)
 	if err != nil {
 		w.WriteHeader(http.StatusBadRequest)
 		writeResponse(w, &graphql.Response{Errors: gqlerror.List{{Message: err.Error()}}})
@@ -39,8 +36,8 @@ func (getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	rc, errs := exec.CreateOperationContext(r.Context(), params)
-	if isMutation(rc) {
-		refuseGETMutation(w)
+	if gqlhttp.IsMutation(rc) {
+		gqlhttp.RefuseGETMutation(w)
 		return
 	}
 	if errs != nil {
@@ -71,32 +68,4 @@ func writeResponse(w http.ResponseWriter, resp *graphql.Response) {
 		panic(err) // as gqlgen: the handler's recover answers it
 	}
 	w.Write(b)
-}
-
-// urlParams reads a GraphQL request from a GET's URL (query, operationName, variables, extensions), as gqlgen's
-// GET transport reads it: the same errors for a URL query or a JSON object that does not decode.
-func urlParams(r *http.Request) (*graphql.RawParams, error) {
-	q, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		return nil, err
-	}
-	params := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
-	if v := q.Get("variables"); v != "" {
-		if jsonDecode(strings.NewReader(v), &params.Variables) != nil {
-			return nil, errors.New("variables could not be decoded")
-		}
-	}
-	if e := q.Get("extensions"); e != "" {
-		if jsonDecode(strings.NewReader(e), &params.Extensions) != nil {
-			return nil, errors.New("extensions could not be decoded")
-		}
-	}
-	return params, nil
-}
-
-// jsonDecode decodes r into v as gqlgen's transports decode requests (numbers kept as json.Number).
-func jsonDecode(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
-	dec.UseNumber()
-	return dec.Decode(v)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/pubsub"
@@ -188,7 +189,7 @@ func (s topCacheStats) Uncached() { s.m.topCacheUncached.Inc() }
 func (m *Metrics) timeRoute(route string, next http.Handler) http.Handler {
 	h := m.httpDur.WithLabelValues(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "" || isSSE(r) {
+		if r.Header.Get("Upgrade") != "" || gqlstream.IsEventStream(r) {
 			next.ServeHTTP(w, r) // a websocket or an event stream lives for hours; the gauges tell more
 			return
 		}
@@ -229,6 +230,12 @@ func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.Re
 		e.m.opDuration.WithLabelValues(typ, field).Observe(time.Since(start).Seconds())
 	}
 	return resp
+}
+
+// transports are the collectors the websocket and event-stream transports count in.
+func (m *Metrics) transports() gqlstream.Metrics {
+	return gqlstream.Metrics{Conns: m.wsConns, Rejected: m.wsRejected, Operations: m.operations,
+		CountOperation: m.countOperation}
 }
 
 // countOperation counts one response (nil: the end of a subscription) of an operation of type typ on root field

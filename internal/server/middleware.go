@@ -14,17 +14,8 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/gqlhttp"
 )
-
-// writeError answers with a GraphQL-shaped error body: {"errors":[{"message":..., "extensions":{"code":...}}]}.
-func writeError(w http.ResponseWriter, status int, code, message string) {
-	body, _ := json.Marshal(map[string]any{"errors": []map[string]any{
-		{"message": message, "extensions": map[string]any{"code": code}}}})
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	w.Write(body)
-}
 
 // limitBody reads request bodies of at most max bytes before any handler sees them: a larger one is refused with
 // 413 whether it was declared (Content-Length) or not (chunked). Bodies and URL parameters that are not valid
@@ -33,7 +24,7 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 func limitBody(max int64, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tooLarge := func() {
-			writeError(w, http.StatusRequestEntityTooLarge, codeInvalid,
+			gqlhttp.WriteError(w, http.StatusRequestEntityTooLarge, codeInvalid,
 				"request body too large: at most "+strconv.FormatInt(max, 10)+" bytes")
 		}
 		if r.ContentLength > max {
@@ -42,13 +33,13 @@ func limitBody(max int64, next http.Handler) http.Handler {
 		}
 		if r.URL.RawQuery != "" && r.Header.Get("Upgrade") == "" { // most requests have none: no parse of nothing
 			if msg := graph.CheckText([]byte(r.URL.RawQuery)); msg != "" {
-				writeError(w, http.StatusBadRequest, codeInvalid, msg)
+				gqlhttp.WriteError(w, http.StatusBadRequest, codeInvalid, msg)
 				return
 			}
 			for _, vs := range r.URL.Query() {
 				for _, v := range vs {
 					if msg := graph.CheckText([]byte(v)); msg != "" {
-						writeError(w, http.StatusBadRequest, codeInvalid, msg)
+						gqlhttp.WriteError(w, http.StatusBadRequest, codeInvalid, msg)
 						return
 					}
 				}
@@ -59,7 +50,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 			body, err := readAtMost(r.Body, r.ContentLength, max)
 			done()
 			if err != nil {
-				writeError(w, http.StatusBadRequest, codeInvalid, "could not read the request body")
+				gqlhttp.WriteError(w, http.StatusBadRequest, codeInvalid, "could not read the request body")
 				return
 			}
 			if int64(len(body)) > max {
@@ -67,7 +58,7 @@ func limitBody(max int64, next http.Handler) http.Handler {
 				return
 			}
 			if msg := graph.CheckText(body); msg != "" {
-				writeError(w, http.StatusBadRequest, codeInvalid, msg)
+				gqlhttp.WriteError(w, http.StatusBadRequest, codeInvalid, msg)
 				return
 			}
 			r.Body = newReadBody(body)
@@ -264,7 +255,7 @@ func logRequests(log *slog.Logger, clientAddr func(*http.Request) string, next h
 				}
 				log.Error("panic in handler", "panic", p, "path", r.URL.Path)
 				if sw.status == 0 {
-					writeError(sw, http.StatusInternalServerError, codeInternal, "internal error")
+					gqlhttp.WriteError(sw, http.StatusInternalServerError, codeInternal, "internal error")
 				}
 			}
 			if debug {

@@ -6,12 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 )
 
 // withTimeout bounds HTTP GraphQL requests by REQUEST_TIMEOUT (not websockets and event streams, which live long).
 func (a *App) withTimeout(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") == "" && !isSSE(r) && a.cfg.RequestTimeout > 0 {
+		if r.Header.Get("Upgrade") == "" && !gqlstream.IsEventStream(r) && a.cfg.RequestTimeout > 0 {
 			ctx := newRequestContext(r.Context(), time.Now().Add(a.cfg.RequestTimeout))
 			defer ctx.end()
 			r = r.WithContext(ctx)

@@ -37,7 +37,7 @@ func (a *App) routes() *http.ServeMux {
 	requests = topcache.New(requests, a.Hub, a.Keys.ReadKeyRequired, a.Metrics.TopCacheStats(), a.schema) // repeated top queries skip gqlgen
 	gql := upgradesTo(a.gql, requests)
 	gql = a.withTimeout(gql)
-	gql = a.ws.guard(a.cfg.MaxConnsPerAddr, gql)
+	gql = a.streams.Guard(gql)
 	gql = a.Keys.middleware(gql)
 	gql = codeErrors(gql)
 	// Each operation of a batch goes through all of the above, under one budget of the request limits.
@@ -50,7 +50,7 @@ func (a *App) routes() *http.ServeMux {
 	mux.Handle("/graphiql", gi)
 	mux.Handle("/graphiql/", gi)
 	mux.Handle("/", web.Handler())
-	mux.HandleFunc("/websocket-origin", a.ws.checkOrigin) // the dashboard asks why its websocket never opens
+	mux.HandleFunc("/websocket-origin", a.streams.CheckOrigin) // the dashboard asks why its websocket never opens
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.Handle("/readyz", a.Metrics.timeRoute("readyz", http.HandlerFunc(a.ready)))
 	if a.cfg.MetricsAddr == "" {

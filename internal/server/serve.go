@@ -13,7 +13,7 @@ import (
 // Serve answers on ln until ctx is done, then shuts down: it stops accepting, closes websockets (with a
 // going-away frame), lets in-flight requests finish within SHUTDOWN_TIMEOUT, and stops the live hub.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
-	a.ws.origins.listening(ln.Addr())
+	a.streams.Listening(ln.Addr())
 	limit := newConnLimit(ln, a.cfg.MaxConns, func() { a.Metrics.connsRefused.Inc() })
 	srv := &http.Server{
 		Handler:           a.Handler(),
@@ -27,7 +27,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 	}
-	srv.RegisterOnShutdown(a.ws.closeAll)
+	srv.RegisterOnShutdown(a.streams.CloseAll)
 	srv.RegisterOnShutdown(limit.closeUnused) // the listener is closed by then: no new ones come
 	a.log.Info("listening", "addr", ln.Addr().String(), "graphql", "/graphql", "graphiql", "/graphiql",
 		"embedded_redis", a.embedded != nil)
@@ -62,7 +62,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		a.log.Warn("requests still running at the shutdown deadline; closing them")
 		err = srv.Close()
 	}
-	a.ws.closeAll() // a connection upgraded while Shutdown ran
+	a.streams.CloseAll() // a connection upgraded while Shutdown ran
 	a.stopHub()
 	if err == nil || errors.Is(err, http.ErrServerClosed) {
 		return nil

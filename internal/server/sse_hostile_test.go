@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/internal/childproc"
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 )
 
@@ -274,20 +275,16 @@ func goroutinesIn(fn string) int {
 
 // setStreamWriteTimeout sets the write timeout of the streams and websockets that s accepts from now on, and
 // returns the one it had.
-func setStreamWriteTimeout(s *testServer, d time.Duration) time.Duration {
-	s.App.ws.mu.Lock()
-	defer s.App.ws.mu.Unlock()
-	old := s.App.ws.writeTimeout
-	s.App.ws.writeTimeout = d
+func setStreamWriteTimeout(s *testServer, d time.Duration) (old time.Duration) {
+	s.App.streams.Tune(func(set *gqlstream.Settings) { old, set.WriteTimeout = set.WriteTimeout, d })
 	return old
 }
 
-// streamsOpen is how many event streams s has registered (for closeAll), and the addresses holding a share of
+// streamsOpen is how many event streams s has registered (for CloseAll), and the addresses holding a share of
 // MAX_CONNS_PER_ADDR.
 func streamsOpen(s *testServer) (streams, addrs int) {
-	s.App.ws.mu.Lock()
-	defer s.App.ws.mu.Unlock()
-	return len(s.App.ws.streams), len(s.App.ws.perAddr)
+	st := s.App.streams.Stats()
+	return st.Streams, st.Addrs
 }
 
 // Issue 43: event streams left open and never read. Each stays until one write has waited the write timeout (10 s,
@@ -349,7 +346,7 @@ func TestSSEStuckStreamsReleased(t *testing.T) {
 		t.Errorf("%d of the %d streams got stuck: the test tested the others only", len(everFull), streams)
 	}
 	waitUntil(t, 10*time.Second, "the streams' goroutines ended", func() bool {
-		return goroutinesIn("server.(*sseStream)") == 0 && runtime.NumGoroutine() <= base+2
+		return goroutinesIn("gqlstream.(*sseStream)") == 0 && runtime.NumGoroutine() <= base+2
 	})
 	if h := heap(); h > heapBase+8<<20 {
 		t.Errorf("heap %d KB after the streams were released, %d KB before", h>>10, heapBase>>10)
@@ -361,7 +358,7 @@ func TestSSEStuckStreamsReleased(t *testing.T) {
 }
 
 // Issue 43: SIGTERM with an event stream whose client does not read ends at once, not after SHUTDOWN_TIMEOUT nor
-// the write timeout: the stream's write under way gets wsCloseLinger (1 s), and the stream ends. Not parallel: it
+// the write timeout: the stream's write under way gets gqlstream.CloseLinger (1 s), and the stream ends. Not parallel: it
 // counts the process's goroutines.
 func TestSSEShutdownWithStuckStream(t *testing.T) {
 	cfg := testConfig(t)
@@ -387,6 +384,6 @@ func TestSSEShutdownWithStuckStream(t *testing.T) {
 		t.Errorf("%d sockets of the server left after shutdown", n)
 	}
 	waitUntil(t, 10*time.Second, "the stream's goroutines ended", func() bool {
-		return goroutinesIn("server.(*sseStream)") == 0 && runtime.NumGoroutine() <= base+2
+		return goroutinesIn("gqlstream.(*sseStream)") == 0 && runtime.NumGoroutine() <= base+2
 	})
 }

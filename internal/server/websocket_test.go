@@ -12,6 +12,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
 
@@ -348,7 +349,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
-// TestGracefulShutdownLinger: shutdown waits for the peers' close frames, up to one wsCloseLinger shared by all
+// TestGracefulShutdownLinger: shutdown waits for the peers' close frames, up to one gqlstream.CloseLinger shared by all
 // connections (not one per connection), closes each connection as soon as its peer has answered, and every peer
 // gets the going-away frame, also one that answers late and one that never answers.
 func TestGracefulShutdownLinger(t *testing.T) {
@@ -385,7 +386,7 @@ func TestGracefulShutdownLinger(t *testing.T) {
 		if d < late {
 			t.Errorf("shutdown took %v: it did not wait for the peers that answer after %v", d, late)
 		}
-		if d >= wsCloseLinger*9/10 {
+		if d >= gqlstream.CloseLinger*9/10 {
 			t.Errorf("shutdown took %v: the connections were not closed when their peers answered (after %v)", d, late)
 		}
 		for range conns {
@@ -396,14 +397,14 @@ func TestGracefulShutdownLinger(t *testing.T) {
 	})
 	t.Run("silent peers", func(t *testing.T) {
 		t.Parallel()
-		// They read only after shutdown: one wsCloseLinger each would be 4 s.
+		// They read only after shutdown: one gqlstream.CloseLinger each would be 4 s.
 		s := startServer(t, testConfig(t))
 		conns := dialN(s, 4)
 		d := shutdown(s)
 		t.Logf("shutdown took %v", d.Round(time.Millisecond))
-		if d > wsCloseLinger+time.Second {
+		if d > gqlstream.CloseLinger+time.Second {
 			t.Errorf("shutdown took %v with %d peers that never answer: the linger (%v) is not shared",
-				d, len(conns), wsCloseLinger)
+				d, len(conns), gqlstream.CloseLinger)
 		}
 		for _, ws := range conns {
 			if err := wantGoingAway(ws); err != nil {

@@ -11,22 +11,10 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
-
-// inFlight returns the operations in flight on all graphql-transport-ws connections.
-func (s *websockets) inFlight() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for c := range s.conns {
-		if c.tws != nil {
-			n += c.tws.inFlight()
-		}
-	}
-	return n
-}
 
 // TestWSOperationsInFlight: a connection has at most MAX_SUBSCRIPTIONS_PER_CONN operations in flight, queries
 // and mutations included (they were not bounded at all). With Redis paused, three times as many rank queries as
@@ -147,7 +135,7 @@ func TestWSStuckReaderClosed(t *testing.T) {
 	cfg.WSPingInterval = time.Minute // the pong deadline (2 minutes) must not be what closes it
 	s := startServer(t, cfg)
 	const writeTimeout = 500 * time.Millisecond
-	wsSettings(s, func(w *websockets) { w.writeTimeout = writeTimeout })
+	s.App.streams.Tune(func(set *gqlstream.Settings) { set.WriteTimeout = writeTimeout })
 	// The client's socket buffer holds what the kernel gives an application that does not read (128 KB), the
 	// server's grows to its maximum (4 MB on Linux); the writes block once both are full.
 	d := websocket.Dialer{Subprotocols: []string{wstest.TransportWS}, HandshakeTimeout: 5 * time.Second}
@@ -280,7 +268,7 @@ func TestWSIDReuse(t *testing.T) {
 	}
 	// Every subscription was stopped by a complete.
 	waitMetric(t, s, `lb_subscriptions{field="topUpdates"}`, 0, 5*time.Second)
-	if n := s.App.ws.inFlight(); n != 0 {
+	if n := s.App.streams.Stats().OpsInFlight; n != 0 {
 		t.Errorf("%d operations in flight", n)
 	}
 }

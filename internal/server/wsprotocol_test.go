@@ -14,6 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
 
@@ -89,19 +90,8 @@ func wsWantClose(t testing.TB, ws *websocket.Conn, code int, d time.Duration) st
 	}
 }
 
-// wsSettings changes the settings of the websocket connections s accepts from now on.
-func wsSettings(s *testServer, f func(w *websockets)) {
-	s.App.ws.mu.Lock()
-	defer s.App.ws.mu.Unlock()
-	f(s.App.ws)
-}
-
 // wsOpenConns is the number of websocket connections s has open.
-func wsOpenConns(s *testServer) int {
-	s.App.ws.mu.Lock()
-	defer s.App.ws.mu.Unlock()
-	return len(s.App.ws.conns)
-}
+func wsOpenConns(s *testServer) int { return s.App.streams.Stats().Conns }
 
 // metricSum adds up the samples of /metrics whose line starts with name and contains every one of labels.
 func metricSum(t testing.TB, s *testServer, name string, labels ...string) float64 {
@@ -300,7 +290,7 @@ func TestWSInitTimeout(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, testConfig(t))
 	const timeout = 400 * time.Millisecond
-	wsSettings(s, func(w *websockets) { w.initTimeout = timeout })
+	s.App.streams.Tune(func(set *gqlstream.Settings) { set.InitTimeout = timeout })
 	t.Run("graphql-transport-ws", func(t *testing.T) {
 		t.Parallel()
 		ws := wsDial(t, s, wstest.TransportWS)
@@ -361,7 +351,7 @@ func TestWSDuplicateID(t *testing.T) {
 			}
 			wsSend(t, ws, wsSubscribe(id, wsRankSub))
 			r := wsWantClose(t, ws, 4409, 5*time.Second)
-			if want := "Subscriber for " + id + " already exists"; r != truncateString(want, 123) ||
+			if want := "Subscriber for " + id + " already exists"; r != gqlstream.CloseReason(want) ||
 				!utf8.ValidString(r) {
 				t.Errorf("reason %q", r)
 			}
@@ -374,15 +364,5 @@ func TestWSDuplicateID(t *testing.T) {
 	waitMetric(t, s, `lb_subscriptions{field="topUpdates"}`, 0, 5*time.Second)
 	if n := metricSum(t, s, "lb_subscriptions", `field="rankUpdates"`); n != 0 {
 		t.Errorf("%v rankUpdates running", n)
-	}
-}
-
-// TestWriteCloseReason: close reasons are cut to 123 bytes on a character boundary.
-func TestWriteCloseReason(t *testing.T) {
-	for _, s := range []string{strings.Repeat("é", 100), "x" + strings.Repeat("€", 60), strings.Repeat("a", 200)} {
-		got := truncateString(s, 123)
-		if len(got) > 123 || len(got) < 120 || !utf8.ValidString(got) || !strings.HasPrefix(s, got) {
-			t.Errorf("%q -> %q", s, got)
-		}
 	}
 }

@@ -18,8 +18,8 @@ import (
 )
 
 // TestIdleConnectionStack: an idle websocket with a live subscription costs one goroutine of at most 4 KiB of
-// stack, on both protocols (offStack: what the connection does with a message runs off its stack; without it,
-// 8.5 KiB on graphql-transport-ws, 5.9 on graphql-ws). The clients are bare sockets (rawWSClient), which start
+// stack, on both protocols (gqlstream's offStack: what the connection does with a message runs off its stack;
+// without it, 8.5 KiB on graphql-transport-ws, 5.9 on graphql-ws). The clients are bare sockets (rawWSClient), which start
 // no goroutines, so the process's stack growth is the server's. It measures a process that has run nothing else
 // (make test runs it on its own, without the race detector, whose instrumentation doubles stacks): stacks freed
 // earlier in the process could be reused and hide growth.

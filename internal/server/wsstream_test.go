@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/leaderboard/leaderboard/internal/gqlstream"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
 
@@ -33,13 +34,9 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 	for _, proto := range []string{wstest.TransportWS, wstest.LegacyWS} {
 		t.Run(proto, func(t *testing.T) {
 			dial := func(noStreams bool) *wstest.Conn {
-				s.App.ws.mu.Lock()
-				s.App.ws.noStreams = noStreams
-				s.App.ws.mu.Unlock()
+				s.App.streams.Tune(func(set *gqlstream.Settings) { set.NoStreams = noStreams })
 				c := wstest.Dial(t, s.WSURL, proto, nil)
-				s.App.ws.mu.Lock()
-				s.App.ws.noStreams = false
-				s.App.ws.mu.Unlock()
+				s.App.streams.Tune(func(set *gqlstream.Settings) { set.NoStreams = false })
 				for id, q := range map[string]string{"top": top, "rank": rank} {
 					if err := c.Subscribe(id, q, map[string]any{"b": "frames", "p": "watched"}); err != nil {
 						t.Fatal(err)
@@ -48,7 +45,7 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 				return c
 			}
 			streamed, gqlgen := dial(false), dial(true)
-			frames := streamedFrames.Load()
+			frames := gqlstream.StreamedFrames()
 			ops := func() float64 {
 				return metricSum(t, s, "lb_graphql_operations_total", `type="subscription"`, `outcome="ok"`)
 			}
@@ -101,7 +98,7 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 				same(i, "top")
 				same(i, "rank")
 			}
-			if n := streamedFrames.Load() - frames; n < 2*12 {
+			if n := gqlstream.StreamedFrames() - frames; n < 2*12 {
 				t.Fatalf("%d responses went the stream path, want the 24 after the first ones", n)
 			}
 			if n := ops() - opsBefore; n != 4*12 {
@@ -126,13 +123,9 @@ func TestStreamedRenderingOutlivesItsFirstSubscriber(t *testing.T) {
 	vars := map[string]any{"b": "owner"}
 	s.submit(t, map[string]any{"board": "owner", "playerId": "p0", "score": 1.0, "displayName": "Zoë <b>&"})
 	dial := func(noStreams bool) *wstest.Conn {
-		s.App.ws.mu.Lock()
-		s.App.ws.noStreams = noStreams
-		s.App.ws.mu.Unlock()
+		s.App.streams.Tune(func(set *gqlstream.Settings) { set.NoStreams = noStreams })
 		c := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
-		s.App.ws.mu.Lock()
-		s.App.ws.noStreams = false
-		s.App.ws.mu.Unlock()
+		s.App.streams.Tune(func(set *gqlstream.Settings) { set.NoStreams = false })
 		doc := top
 		if noStreams {
 			// Another text of the same document: rendered apart from the streamed ones (an update is rendered
@@ -200,7 +193,7 @@ func TestStreamedRenderingOutlivesItsFirstSubscriber(t *testing.T) {
 
 // Peers that read too slowly do not hold up the others' updates: a stream writer writes what a peer's socket takes
 // at once, hands a peer that has not taken it all to a goroutine of its own, and that peer's later writes stay off
-// the stream writers for slowFor, so each slow connection costs the writers one hand-off, not one each time its
+// the stream writers for gqlstream.SlowFor, so each slow connection costs the writers one hand-off, not one each time its
 // buffers fill.
 // The slow peers here read in bursts: nothing for 800 ms (their socket buffers fill), then what there is, for at
 // most 200 ms.
@@ -223,7 +216,7 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 		map[string]any{"in": in}, nil)
 	const slow, subsEach = 3, 60
 	// Hand-offs are counted from here: the first of each peer may come with its subscriptions' snapshots.
-	before, start := slowHandoffs.Load(), time.Now()
+	before, start := gqlstream.SlowHandoffs(), time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -290,20 +283,20 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 	// and on until a write has been handed off (a loaded machine may deliver too few updates to fill the slow
 	// peers' buffers in the first pauses), within a generous bound.
 	rounds := 0
-	for ; rounds < 60 || slowHandoffs.Load() == before && time.Since(start) < 30*time.Second; rounds++ {
+	for ; rounds < 60 || gqlstream.SlowHandoffs() == before && time.Since(start) < 30*time.Second; rounds++ {
 		s.submit(t, map[string]any{"board": "slow", "playerId": fmt.Sprintf("climber-%d", rounds),
 			"score": float64(1000 + rounds)})
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitLive(t, s, l, "slow", 5*time.Second) // the reading client kept up
-	handoffs, elapsed := slowHandoffs.Load()-before, time.Since(start)
+	handoffs, elapsed := gqlstream.SlowHandoffs()-before, time.Since(start)
 	t.Logf("%d hand-offs for %d slow connections over their snapshots and %d updates in %v (frames %d)", handoffs, slow, rounds,
-		elapsed, streamedFrames.Load())
+		elapsed, gqlstream.StreamedFrames())
 	if handoffs == 0 {
 		t.Fatal("no write was handed off: the slow peers' socket buffers never filled (make the updates bigger)")
 	}
-	// At most one each per slowFor begun (a slow run under the race detector may outlast it).
-	if handoffs > int64(slow*(int(elapsed/slowFor)+2)) {
+	// At most one each per gqlstream.SlowFor begun (a slow run under the race detector may outlast it).
+	if handoffs > int64(slow*(int(elapsed/gqlstream.SlowFor)+2)) {
 		t.Fatalf("%d hand-offs for %d slow connections: the slow peers keep coming back to the stream writers",
 			handoffs, slow)
 	}
@@ -317,9 +310,7 @@ func TestStreamWritesAfterAnExpiredDeadline(t *testing.T) {
 	s := startServer(t, testConfig(t))
 	s.create(t, map[string]any{"id": "late"})
 	s.submit(t, map[string]any{"board": "late", "playerId": "p0", "score": 1.0})
-	s.App.ws.mu.Lock()
-	s.App.ws.writeTimeout = 50 * time.Millisecond
-	s.App.ws.mu.Unlock()
+	s.App.streams.Tune(func(set *gqlstream.Settings) { set.WriteTimeout = 50 * time.Millisecond })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	score := 100.0

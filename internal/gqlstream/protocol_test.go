@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"encoding/json"
@@ -193,5 +193,15 @@ func TestIsTimeoutOfNilAllocatesNothing(t *testing.T) {
 	}
 	if !isTimeout(os.ErrDeadlineExceeded) || isTimeout(io.EOF) {
 		t.Error("isTimeout reads deadline errors wrong")
+	}
+}
+
+// TestWriteCloseReason: close reasons are cut to 123 bytes on a character boundary.
+func TestWriteCloseReason(t *testing.T) {
+	for _, s := range []string{strings.Repeat("é", 100), "x" + strings.Repeat("€", 60), strings.Repeat("a", 200)} {
+		got := CloseReason(s)
+		if len(got) > 123 || len(got) < 120 || !utf8.ValidString(got) || !strings.HasPrefix(s, got) {
+			t.Errorf("%q -> %q", s, got)
+		}
 	}
 }

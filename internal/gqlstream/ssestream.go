@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"context"
@@ -21,13 +21,13 @@ import (
 // reading) ends the stream, and the connection is reset so that the kernel drops what it still held for the
 // client at once (a socket closed with unsent bytes otherwise keeps them, up to the few MB of its send buffer,
 // until the kernel gives up on the peer). When the stream's context ends (the client left, or shutdown, see
-// websockets.closeAll) the operation is stopped and complete is written within wsCloseLinger; a write under way
+// Streams.CloseAll) the operation is stopped and complete is written within CloseLinger; a write under way
 // then gets the same deadline.
 type sseStream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
-	ctx     context.Context // the request's, ended by closeAll at shutdown
-	conn    *countedConn    // nil when the listener is not the server's (connContext)
+	ctx     context.Context // the request's, ended by CloseAll at shutdown
+	conn    net.Conn        // the TCP connection, for abortiveClose (Config.NetConn; nil: unknown)
 	timeout time.Duration   // one write
 	ping    time.Duration   // a `: ping` after this long without a write; 0: none
 
@@ -37,29 +37,20 @@ type sseStream struct {
 	finished bool      // the handler is returning: stopping must not touch the connection any more
 }
 
-// streamWriteTimeout is the write timeout of a stream opened now: the websockets' (tests change it on a running
-// server).
-func (s *websockets) streamWriteTimeout() time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.writeTimeout
-}
-
-func newSSEStream(w http.ResponseWriter, r *http.Request, timeout, ping time.Duration) *sseStream {
-	s := &sseStream{w: w, rc: http.NewResponseController(w), ctx: r.Context(), timeout: timeout, ping: ping}
-	s.conn, _ = r.Context().Value(countedConnKey{}).(*countedConn)
+func newSSEStream(w http.ResponseWriter, r *http.Request, conn net.Conn, timeout, ping time.Duration) *sseStream {
+	s := &sseStream{w: w, rc: http.NewResponseController(w), ctx: r.Context(), conn: conn, timeout: timeout, ping: ping}
 	s.stop = context.AfterFunc(s.ctx, s.stopping)
 	return s
 }
 
-// stopping cuts the deadline of the write under way, and of those to come, to wsCloseLinger from now.
+// stopping cuts the deadline of the write under way, and of those to come, to CloseLinger from now.
 func (s *sseStream) stopping() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.finished {
 		return
 	}
-	s.stopBy = time.Now().Add(wsCloseLinger)
+	s.stopBy = time.Now().Add(CloseLinger)
 	_ = s.rc.SetWriteDeadline(s.stopBy)
 }
 
@@ -173,7 +164,7 @@ func (s *sseStream) abortiveClose(on bool) {
 	if s.conn == nil {
 		return
 	}
-	if tc, ok := s.conn.Conn.(*net.TCPConn); ok {
+	if tc, ok := s.conn.(*net.TCPConn); ok {
 		secs := -1 // the default: the kernel sends what it holds after the close
 		if on {
 			secs = 0

@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // The graphql-transport-ws protocol (https://github.com/enisdenjo/graphql-ws/blob/master/PROTOCOL.md), enforced
@@ -26,7 +27,7 @@ const (
 
 // rateLimitedPayload answers a subscribe beyond the connection's operations in flight (MAX_SUBSCRIPTIONS_PER_CONN).
 var rateLimitedPayload = []byte(`[{"message":"too many operations in flight on this connection",` +
-	`"extensions":{"code":"` + codeRateLimited + `"}}]`)
+	`"extensions":{"code":"` + string(leaderboard.RateLimited) + `"}}]`)
 
 // transportState is the graphql-transport-ws state of one connection.
 //
@@ -263,25 +264,6 @@ func wsJSONString(raw json.RawMessage) (string, bool) {
 
 func isJSONObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
 func isJSONNull(raw json.RawMessage) bool   { return string(raw) == "null" }
-
-// appendProtocolMessage appends {"payload":...,"id":...,"type":...} (payload and id only when set), the way
-// encoding/json writes gqlgen's message structs.
-func appendProtocolMessage(buf, payload []byte, id, typ string) []byte {
-	buf = append(buf, '{')
-	if len(payload) > 0 {
-		buf = append(buf, `"payload":`...)
-		buf = append(buf, payload...)
-		buf = append(buf, ',')
-	}
-	if id != "" {
-		buf = append(buf, `"id":`...)
-		buf = appendJSONString(buf, id)
-		buf = append(buf, ',')
-	}
-	buf = append(buf, `"type":`...)
-	buf = appendJSONString(buf, typ)
-	return append(buf, '}')
-}
 
 // truncateString cuts s to at most n bytes without splitting a UTF-8 sequence.
 func truncateString(s string, n int) string {

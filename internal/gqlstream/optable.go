@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 // opTable maps the operation ids of one connection to V. It is a slice, not a map: a connection runs few
 // operations at once (at most MAX_SUBSCRIPTIONS_PER_CONN, 100 by default) and an idle screen runs one, which a Go

@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"log/slog"
@@ -107,20 +107,4 @@ func (l *refusedOrigins) log(log *slog.Logger, origin string) {
 		return
 	}
 	log.Warn("websocket refused", "err", originRefusal(origin))
-}
-
-// checkOrigin answers a page's question whether its origin may open websockets (POST /websocket-origin; a
-// browser sends its Origin with every POST): 204, or 403 FORBIDDEN with originRefusal. The dashboard asks when its
-// websocket closed before it opened, since a browser shows no page why an upgrade failed.
-func (s *websockets) checkOrigin(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, codeInvalid, "POST only: the browser sends its Origin with it")
-		return
-	}
-	if !s.origins.allowWebsocket(r) {
-		writeError(w, http.StatusForbidden, codeForbidden, originRefusal(r.Header.Get("Origin")))
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
 }

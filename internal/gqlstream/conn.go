@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"bytes"
@@ -17,24 +17,24 @@ import (
 )
 
 // wsConn adapts a gorilla connection to gqlgen's WebsocketConn. On graphql-transport-ws it enforces the protocol
-// (tws, wsprotocol.go): the transport (wsTransport) reads only checked messages and writes through it.
+// (tws, protocol.go): the transport (wsTransport) reads only checked messages and writes through it.
 type wsConn struct {
 	ws           *websocket.Conn
-	owner        *websockets
+	owner        *Streams
 	tws          *transportState // nil on graphql-ws
 	writeTimeout time.Duration
-	noStreams    bool            // gqlgen writes every response (websockets.noStreams)
+	noStreams    bool            // gqlgen writes every response (Settings.NoStreams)
 	initTimer    *time.Timer     // closes a peer that sends no connection_init in time
-	wl           writeLock       // held while a frame is written (wswrite.go)
+	wl           writeLock       // held while a frame is written (write.go)
 	raw          syscall.RawConn // the socket, for writes that do not wait (writeNow; under wl)
 	rawLooked    bool            // raw was looked up (under wl)
-	// Streams woken by the hub whose responses are to be written (wswrite.go), and whether a goroutine is
+	// Streams woken by the hub whose responses are to be written (streamwrite.go), and whether a goroutine is
 	// writing them.
 	readyMu  sync.Mutex
 	ready    []*streamOp
 	turn     []*streamOp // the streams of the turn being written (owned by whoever set flushing)
 	flushing bool
-	// slowUntil: the peer did not take a write in time (wswrite.go); until then its writes have goroutines of
+	// slowUntil: the peer did not take a write in time (streamwrite.go); until then its writes have goroutines of
 	// their own.
 	slowUntil time.Time
 	once      sync.Once
@@ -122,11 +122,11 @@ func (c *wsConn) readError(err error) error {
 }
 
 // fail closes the connection for a protocol violation: a close frame with code, then (this is the reading
-// goroutine) what the peer still sends is discarded until its close frame or wsCloseLinger, then the connection
+// goroutine) what the peer still sends is discarded until its close frame or CloseLinger, then the connection
 // is closed.
 func (c *wsConn) fail(code int, reason string) error {
 	_ = c.WriteClose(code, reason)
-	_ = c.ws.SetReadDeadline(time.Now().Add(wsCloseLinger))
+	_ = c.ws.SetReadDeadline(time.Now().Add(CloseLinger))
 	for {
 		_, r, err := c.ws.NextReader()
 		if err == nil {
@@ -153,7 +153,7 @@ func (c *wsConn) initExpired() {
 	}
 	_ = c.WriteClose(code, reason)
 	// The reader (gqlgen's init, in NextReader) discards until the peer's close frame or this deadline.
-	_ = c.ws.SetReadDeadline(time.Now().Add(wsCloseLinger))
+	_ = c.ws.SetReadDeadline(time.Now().Add(CloseLinger))
 }
 
 func (c *wsConn) stopInitTimer() {
@@ -239,4 +239,43 @@ func offStack(f func()) {
 	if p != nil {
 		panic(p)
 	}
+}
+
+// the connection to end (its reader, in NextReader, discards what the peer still sends and ends at the peer's
+// close frame or the deadline), then closes it.
+func (c *wsConn) shutdown(deadline time.Time) {
+	_ = c.writeClose(websocket.CloseGoingAway, "server shutting down", deadline)
+	_ = c.ws.SetReadDeadline(deadline)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-c.done:
+	case <-t.C:
+	}
+	c.Close()
+}
+
+func (c *wsConn) Subprotocol() string      { return c.ws.Subprotocol() }
+func (c *wsConn) SetReadLimit(limit int64) { c.ws.SetReadLimit(limit) }
+
+// SetReadDeadline is gqlgen's pong deadline (unused: MissingPongOk); while we close, the linger deadline stands.
+func (c *wsConn) SetReadDeadline(t time.Time) error {
+	if c.closeSent.Load() {
+		return nil
+	}
+	return c.ws.SetReadDeadline(t)
+}
+
+func (c *wsConn) Close() error {
+	var err error
+	c.once.Do(func() {
+		c.stopInitTimer()
+		close(c.done)
+		err = c.ws.Close()
+		c.owner.mu.Lock()
+		delete(c.owner.conns, c)
+		c.owner.mu.Unlock()
+		c.owner.metrics.Conns.Dec()
+	})
+	return err
 }

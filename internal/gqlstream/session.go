@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"bytes"
@@ -24,14 +24,14 @@ import (
 // wsTransport serves GraphQL over websockets (graphql-transport-ws and the legacy graphql-ws) with gqlgen's
 // executor. It answers message for message as gqlgen's transport.Websocket (v0.17.98) does — the same messages,
 // errors and close codes; wsConn enforces the graphql-transport-ws rules before a message gets here — with fewer
-// goroutines: one per connection (its reader), none for its keep-alives (websockets.pingAll sends them), and none
+// goroutines: one per connection (its reader), none for its keep-alives (Streams.pingAll sends them), and none
 // for a subscription whose responses the connection writes itself (graph.StreamHolder) once its first response is
 // out: its end is taken up when the stream ends or the subscription is stopped. An idle screen costs one goroutine,
 // not three.
 type wsTransport struct {
-	ws          *websockets
+	ws          *Streams
 	initFunc    transport.WebsocketInitFunc
-	initTimeout time.Duration // a backstop: wsConn closes first (4408; 1002 on graphql-ws)
+	initTimeout time.Duration // a backstop: wsConn closes first (4408; 1002 on graphql-ws); 2 * Config.InitTimeout
 	readLimit   int64         // bytes of one message from the peer
 	onError     func(ctx context.Context, err error)
 }
@@ -73,7 +73,7 @@ var (
 	errWSReadTimeout    = errors.New("read timeout")
 )
 
-// wsCloseCode and wsCloseReason are what an init function's refusal closes the connection with (withWSClose).
+// wsCloseAs is what an init function's refusal closes the connection with (WithCloseCode).
 type wsCloseKey struct{}
 
 type wsCloseAs struct {
@@ -81,8 +81,9 @@ type wsCloseAs struct {
 	reason string
 }
 
-// withWSClose returns ctx from which a refused connection_init closes the connection with code and reason.
-func withWSClose(ctx context.Context, code int, reason string) context.Context {
+// WithCloseCode returns ctx from which a refused connection_init (Config.Init returns it with its error) closes
+// the connection with code and reason.
+func WithCloseCode(ctx context.Context, code int, reason string) context.Context {
 	return context.WithValue(ctx, wsCloseKey{}, wsCloseAs{code, reason})
 }
 
@@ -296,6 +297,11 @@ func (s *wsSession) init() bool {
 			}
 			s.ctx, ack = ctx, p
 		}
+		if h, ok := s.ctx.Value(connHolderKey{}).(*connHolder); ok && h.c != nil {
+			// topUpdates data is written as rendered, and the connection writes the streams' later responses
+			// (graph.PayloadHolder, graph.StreamHolder)
+			s.ctx = graph.WithPayloadHolder(s.ctx, h.c.holder())
+		}
 		var payload []byte
 		if ack != nil {
 			payload, _ = json.Marshal(*ack)
@@ -347,7 +353,7 @@ func (s *wsSession) run() {
 	}
 }
 
-// wsPings are the protocol keep-alives websockets.pingAll sends every interval: "ka" on graphql-ws, and the ping
+// wsPings are the protocol keep-alives Streams.pingAll sends every interval: "ka" on graphql-ws, and the ping
 // message on graphql-transport-ws when WS_PROTOCOL_PINGS is set (protocolPings).
 func (s *wsSession) keepAlive(protocolPings bool) {
 	if s.legacy {
@@ -443,10 +449,10 @@ func (o *wsOperation) finishStream(st *graph.LiveStream) {
 	}()
 	metrics := o.s.c.owner.metrics
 	resp := st.Last(o.life)
-	metrics.countOperation(string(ast.Subscription), st.Field(), resp)
+	metrics.CountOperation(string(ast.Subscription), st.Field(), resp)
 	if resp != nil {
 		o.s.sendResponse(o.id, resp)
-		metrics.countOperation(string(ast.Subscription), st.Field(), nil)
+		metrics.CountOperation(string(ast.Subscription), st.Field(), nil)
 	}
 }
 

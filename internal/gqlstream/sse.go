@@ -1,4 +1,4 @@
-package server
+package gqlstream
 
 import (
 	"bytes"
@@ -11,11 +11,12 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/leaderboard/leaderboard/graph"
+	"github.com/leaderboard/leaderboard/internal/gqlhttp"
 	"github.com/leaderboard/leaderboard/internal/mediatype"
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // GraphQL over server-sent events (graphql-sse's distinct-connections mode): a request whose Accept prefers
@@ -26,8 +27,8 @@ import (
 // ended at shutdown; a write the client does not take within the websocket write timeout closes it
 // (ssestream.go). Auth, limits and the shared rendering of live updates are those of every other transport.
 
-// isSSE reports whether r asks for an event stream: a GET, or a POST of JSON, whose Accept prefers one.
-func isSSE(r *http.Request) bool {
+// IsEventStream reports whether r asks for an event stream: a GET, or a POST of JSON, whose Accept prefers one.
+func IsEventStream(r *http.Request) bool {
 	if r.Header.Get("Upgrade") != "" {
 		return false
 	}
@@ -44,15 +45,15 @@ func isSSE(r *http.Request) bool {
 }
 
 // sseTransport is the event-stream transport (a graphql.Transport, run by gqlgen's handler before its GET and POST
-// transports). Its streams are registered with streams, which ends them at shutdown (websockets.stream).
+// transports). Its streams are registered with streams, which ends them at shutdown (Streams.stream).
 type sseTransport struct {
-	streams      *websockets
+	streams      *Streams
 	pingInterval time.Duration // a `: ping` comment after this long without an event (WS_PING_INTERVAL)
 }
 
 var _ graphql.Transport = sseTransport{}
 
-func (sseTransport) Supports(r *http.Request) bool { return isSSE(r) }
+func (sseTransport) Supports(r *http.Request) bool { return IsEventStream(r) }
 
 // Do answers one event-stream request. Nothing is written before the operation is known: an undecodable request
 // is a 400 and a mutation over GET a 405, with JSON bodies; then the stream opens, and the operation's results
@@ -62,23 +63,23 @@ func (t sseTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Gr
 	var params *graphql.RawParams
 	var err error
 	if r.Method == http.MethodGet {
-		params, err = urlParams(r)
+		params, err = gqlhttp.URLParams(r)
 	} else {
 		params, err = bodyParams(r)
 	}
 	if err != nil {
-		writeError(w, http.StatusBadRequest, codeInvalid, err.Error())
+		gqlhttp.WriteError(w, http.StatusBadRequest, string(leaderboard.Invalid), err.Error())
 		return
 	}
 	params.Headers = r.Header
 	params.ReadTime = graphql.TraceTiming{Start: start, End: graphql.Now()}
 	ctx := r.Context()
 	rc, errs := exec.CreateOperationContext(ctx, params)
-	if r.Method == http.MethodGet && isMutation(rc) {
-		refuseGETMutation(w)
+	if r.Method == http.MethodGet && gqlhttp.IsMutation(rc) {
+		gqlhttp.RefuseGETMutation(w)
 		return
 	}
-	s := newSSEStream(w, r, t.streams.streamWriteTimeout(), t.pingInterval)
+	s := newSSEStream(w, r, t.streams.netConn(r), t.streams.streamWriteTimeout(), t.pingInterval)
 	defer s.end()
 	if !s.open() {
 		return
@@ -118,19 +119,6 @@ func runOperation(ctx context.Context, exec graphql.GraphExecutor, rc *graphql.O
 	}
 }
 
-// isMutation reports whether rc's operation is a mutation, whatever carried its document (query text, a persisted
-// query's hash).
-func isMutation(rc *graphql.OperationContext) bool {
-	return rc != nil && rc.Operation != nil && rc.Operation.Operation == ast.Mutation
-}
-
-// refuseGETMutation answers a GET whose operation is a mutation, before anything runs: 405, as GraphQL over HTTP
-// asks, and the method that may carry it.
-func refuseGETMutation(w http.ResponseWriter) {
-	w.Header().Set("Allow", http.MethodPost)
-	writeError(w, http.StatusMethodNotAllowed, codeInvalid, "mutations are not allowed over GET: use POST")
-}
-
 // bodyParams decodes a POST's JSON body as gqlgen's POST transport does.
 func bodyParams(r *http.Request) (*graphql.RawParams, error) {
 	body, err := io.ReadAll(r.Body)
@@ -138,7 +126,7 @@ func bodyParams(r *http.Request) (*graphql.RawParams, error) {
 		return nil, errors.New("could not read the request body")
 	}
 	params := &graphql.RawParams{}
-	if err := jsonDecode(bytes.NewReader(body), params); err != nil {
+	if err := gqlhttp.JSONDecode(bytes.NewReader(body), params); err != nil {
 		return nil, errors.New("the request body is not a GraphQL request (a JSON object): " + err.Error())
 	}
 	return params, nil
@@ -172,7 +160,7 @@ func sseNext(resp *graphql.Response, held *sseHeld) []byte {
 	b, err := json.Marshal(resp)
 	if err != nil {
 		b, _ = json.Marshal(&graphql.Response{Errors: gqlerror.List{{Message: "internal error",
-			Extensions: map[string]any{"code": codeInternal}}}})
+			Extensions: map[string]any{"code": string(leaderboard.Internal)}}}})
 	}
 	ev := make([]byte, 0, len(sseNextPrefix)+len(b)+2)
 	ev = append(ev, sseNextPrefix...)

@@ -1,14 +1,9 @@
-package server
+package gqlstream
 
 import (
-	"encoding/binary"
-	"errors"
-	"io"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,178 +11,9 @@ import (
 	"github.com/leaderboard/leaderboard/graph"
 )
 
-// Every frame to the peer is written here, as bytes on the connection (gorilla only reads): one write may carry
-// the frames of several subscriptions (a connection's streams, pulled together), and a frame is built in one
-// buffer without gorilla's per-connection write buffer. Each frame batch goes out in one Write call, so the
-// control frames gorilla itself still writes on read errors (a 1009 close) never interleave with ours.
-
-// Frame opcodes (RFC 6455 section 5.2).
-const (
-	opText  = 1
-	opClose = 8
-	opPing  = 9
-	opPong  = 10
-)
-
-// maxKeptWriteBuf: a write buffer that grew beyond this (a large response) is not kept for the next write.
-const maxKeptWriteBuf = 64 << 10
-
-// appendFrameHeader appends the header of one final, unmasked server frame of n payload bytes.
-func appendFrameHeader(dst []byte, opcode byte, n int) []byte {
-	dst = append(dst, 0x80|opcode)
-	switch {
-	case n < 126:
-		return append(dst, byte(n))
-	case n <= 0xFFFF:
-		return append(dst, 126, byte(n>>8), byte(n))
-	default:
-		return binary.BigEndian.AppendUint64(append(dst, 127), uint64(n))
-	}
-}
-
-// unusedWriteBuffers is gorilla's write buffer pool: it would take a buffer only to write a frame itself, which
-// it does for the close frame after a read error (rare).
-var unusedWriteBuffers = &sync.Pool{}
-
-// onPeerPing answers a ping from the peer (gorilla's default handler would write with its own writer).
-func (c *wsConn) onPeerPing(data string) error {
-	_ = c.send(opPong, []byte(data))
-	return nil
-}
-
-// writeLock is the connection's one writer: a channel, so that a close frame can give up waiting at its
-// deadline behind a write to a peer that does not read.
-type writeLock chan struct{}
-
-func (l writeLock) lock()   { l <- struct{}{} }
-func (l writeLock) unlock() { <-l }
-
-func (l writeLock) lockBy(deadline time.Time) bool {
-	select {
-	case l <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case l <- struct{}{}:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// send writes one frame within the write timeout (a failed write closes the connection), unless a close frame
-// has gone already.
-func (c *wsConn) send(opcode byte, payload []byte) error {
-	c.wl.lock()
-	defer c.wl.unlock()
-	if c.closeSent.Load() {
-		return errWSClosing
-	}
-	bp := getFrameBuf()
-	defer putFrameBuf(bp)
-	*bp = append(appendFrameHeader((*bp)[:0], opcode, len(payload)), payload...)
-	return c.flushLocked(*bp, time.Time{})
-}
-
-// frameBufs are the buffers frames are built in, shared by the connections: an idle connection holds none.
-var frameBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-
-func getFrameBuf() *[]byte { return frameBufs.Get().(*[]byte) }
-
-// putFrameBuf gives a buffer back, unless it grew beyond maxKeptWriteBuf (a large response).
-func putFrameBuf(bp *[]byte) {
-	if cap(*bp) <= maxKeptWriteBuf {
-		*bp = (*bp)[:0]
-		frameBufs.Put(bp)
-	}
-}
-
-// flushLocked writes b by deadline (zero: the write timeout). The lock is held. A failed write closes the
-// connection: a peer that stopped reading must not keep it.
-func (c *wsConn) flushLocked(b []byte, deadline time.Time) error {
-	if deadline.IsZero() {
-		deadline = time.Now().Add(c.writeTimeout)
-	}
-	_, err := c.writeBy(b, deadline)
-	if err != nil {
-		c.Close()
-	}
-	return err
-}
-
-// writeBy writes b by deadline. The lock is held.
-func (c *wsConn) writeBy(b []byte, deadline time.Time) (int, error) {
-	conn := c.ws.NetConn()
-	_ = conn.SetWriteDeadline(deadline)
-	return conn.Write(b)
-}
-
-// errWouldBlock: the socket's send buffer filled before all of a write went in (writeNow).
-var errWouldBlock = errors.New("websocket: the peer's socket buffer is full")
-
-// writeNow writes as much of b as the socket's send buffer takes at once, without waiting for the peer, and says
-// errWouldBlock when that was not all of it. The lock is held. It sets no deadline: a deadline per stream write
-// (the peer's slice of a stream writer's time) cost a fan-out ~7 % of the server's CPU in timer work, each
-// write arming a timer that fired after the write was long done. Without raw access to the socket it gives the
-// write streamWriteSlice instead.
-func (c *wsConn) writeNow(b []byte) (n int, err error) {
-	raw := c.rawConn()
-	if raw == nil {
-		n, err = c.writeBy(b, time.Now().Add(streamWriteSlice))
-		if isTimeout(err) {
-			err = errWouldBlock
-		}
-		return n, err
-	}
-	try := func() error {
-		return raw.Write(func(fd uintptr) bool {
-			for n < len(b) {
-				m, e := syscall.Write(int(fd), b[n:])
-				if m > 0 {
-					n += m
-				}
-				switch {
-				case e == syscall.EINTR:
-				case e == syscall.EAGAIN:
-					err = errWouldBlock
-					return true
-				case e != nil:
-					err = e
-					return true
-				case m <= 0:
-					err = io.ErrShortWrite
-					return true
-				}
-			}
-			return true // done: never wait for the socket here
-		})
-	}
-	rerr := try()
-	if isTimeout(rerr) && n == 0 {
-		// A deadline left by an earlier write (the connection's own writes, gorilla's control frames) has
-		// passed, and the socket refuses writes until it is cleared.
-		_ = c.ws.NetConn().SetWriteDeadline(time.Time{})
-		rerr = try()
-	}
-	if err == nil {
-		err = rerr
-	}
-	return n, err
-}
-
-// rawConn returns the connection's socket for writeNow (nil: none, as behind TLS), looked up once.
-func (c *wsConn) rawConn() syscall.RawConn {
-	if !c.rawLooked {
-		c.rawLooked = true
-		if sc, ok := c.ws.NetConn().(syscall.Conn); ok {
-			c.raw, _ = sc.SyscallConn()
-		}
-	}
-	return c.raw
-}
+// A subscription whose first response is out is written by its connection (graph.StreamHolder): the hub wakes
+// the stream, and the connection joins the queue of the stream writers, which write what its streams have waiting
+// in one write, as far as the peer takes it at once; a slow peer's writes go on in a goroutine of its own.
 
 // streamOp is a subscription whose responses after the first the connection writes itself (graph.StreamHolder).
 type streamOp struct {
@@ -203,7 +29,7 @@ type streamOp struct {
 // as peerID.
 func (c *wsConn) bind(s *graph.LiveStream, id, peerID, typ string) {
 	op := &streamOp{s: s, peerJSON: appendJSONString(nil, peerID), typJSON: appendJSONString(nil, typ),
-		count: c.owner.metrics.operations.WithLabelValues("subscription", s.Field(), "ok")}
+		count: c.owner.metrics.Operations.WithLabelValues("subscription", s.Field(), "ok")}
 	if c.tws != nil {
 		if op.state = c.tws.op(id); op.state == nil {
 			return // ended already
@@ -252,9 +78,9 @@ func (c *wsConn) wake(op *streamOp) {
 	}
 }
 
-// slowFor is how long a connection whose peer did not take a stream writer's write (writeNow) keeps writing from
+// SlowFor is how long a connection whose peer did not take a stream writer's write (writeNow) keeps writing from
 // goroutines of its own instead of the stream writers: each slow write would cost a writer a hand-off again.
-const slowFor = 10 * time.Second
+const SlowFor = 10 * time.Second
 
 // takeReady takes the woken streams; with none left it ends the connection's turn (flushing false).
 func (c *wsConn) takeReady() []*streamOp {
@@ -377,7 +203,7 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 		} else if n, err := c.writeNow(buf); err == errWouldBlock {
 			slowHandoffs.Add(1)
 			c.readyMu.Lock()
-			c.slowUntil = time.Now().Add(slowFor) // before writeRest can end the turn
+			c.slowUntil = time.Now().Add(SlowFor) // before writeRest can end the turn
 			c.readyMu.Unlock()
 			go c.writeRest(bp, buf[n:], ended) // bp goes back to the pool there
 			return true
@@ -397,18 +223,13 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 // connection's own (tests check that those paths ran).
 var streamedFrames, slowHandoffs atomic.Int64
 
-// streamWriteSlice is how long a stream writer waits for one peer to take a write before a goroutine of the
-// connection's own takes it over, on a connection without raw access to its socket (writeNow waits for none): a
-// peer that reads slowly must not hold up the others.
-const streamWriteSlice = 5 * time.Millisecond
+// StreamedFrames is the number of subscription responses that connections have written themselves, in this
+// process.
+func StreamedFrames() int64 { return streamedFrames.Load() }
 
-func isTimeout(err error) bool {
-	if err == nil {
-		return false // before ne: errors.As makes it escape, an allocation per stream write
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
+// SlowHandoffs is the number of stream writes that a peer did not take at once and a goroutine of its connection
+// finished, in this process.
+func SlowHandoffs() int64 { return slowHandoffs.Load() }
 
 // streamWriters are the few goroutines (streamWriterCount, started when there is work, ending when there is
 // none) that write the connections' stream responses. A fan-out to 10,000 connections woke 10,000 goroutines at
