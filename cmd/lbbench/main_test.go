@@ -71,10 +71,10 @@ func TestLedgerScenario(t *testing.T) {
 	num := `[\d.]+k?`
 	for _, step := range []string{`submitScore, 32 clients`, `submitScores, 1000 × 8`} {
 		for _, side := range []string{"off", "on"} {
-			// items/s, p50, p99, server CPU, the four CPU figures, (on: the ledger's commits/s and items a
-			// commit), no errors.
+			// items/s, p50, p99, server CPU, the four CPU figures, the machine's cores, (on: the ledger's commits/s
+			// and items a commit), no errors.
 			re := `(?m)^\| ` + step + ` +\| ` + side + ` +\| ` + num + ` +\| ` + num + `[µm]?s +\| ` + num +
-				`[µm]?s +\| [\d.]+ +\| \d+ / \d+ / \d+ / \d+ +\| `
+				`[µm]?s +\| [\d.]+ +\| \d+ / \d+ / \d+ / \d+ +\| [\d.]+ +\| `
 			if side == "on" {
 				re += `\d+ +\| [\d.]+ +\| 0 +\|$`
 			} else {
@@ -88,10 +88,12 @@ func TestLedgerScenario(t *testing.T) {
 			t.Errorf("no on/off row of %q:\n%s", step, text)
 		}
 	}
-	// The restore: its time and rate, the writers before and during (none failed), no partial answer, the top 10
-	// as before.
+	// The restore: its time and rate, the writers before and during (none failed), the CPU of the four
+	// processes before and during, the reads' answers counted.
+	cores := `[\d.]+ / [\d.]+ / [\d.]+ / [\d.]+ \([\d.]+\)`
 	if !regexp.MustCompile(`(?m)^\| 2000 +\| ` + num + `m?s +\| ` + num + ` +\| ` + num + ` → ` + num +
-		` +\| [\d.]+× +\| ` + num + `m?s → ` + num + `m?s +\| \d+ +\| 0 +\| yes +\| 0 +\|$`).MatchString(text) {
+		` +\| [\d.]+× +\| ` + num + `m?s → ` + num + `m?s +\| ` + cores + ` +\| ` + cores +
+		` +\| \d+ +\| \d+ / \d+ +\| 0 +\|$`).MatchString(text) {
 		t.Errorf("no complete restore row:\n%s", text)
 	}
 	m := regexp.MustCompile(`(?m)^\| (\d+) +\| [^|]+ B/event\) +\| [^|]+ B/event\) +\| [^|]+\| (\d+) +\| (\d+) +\|$`).

@@ -222,15 +222,16 @@ func (e *env) ledgerStep(ctx context.Context, db *ledgerDB, sv *service, st Step
 		drive(ctx, Step{Workers: st.Workers, Duration: st.Warmup, MaxOps: 1 << 62}, op)
 		st.Warmup = 0
 	}
-	c0, t0 := db.cpu(), time.Now()
+	c0, m0, t0 := db.cpu(), machineBusy(), time.Now()
 	s := e.stepOn(ctx, sv, st, op)
-	c1, t1 := db.cpu(), time.Now()
+	c1, m1, t1 := db.cpu(), machineBusy(), time.Now()
 	s.ItemsPerOp = items
 	el := s.Elapsed.Seconds()
 	if el <= 0 {
 		return s, nil
 	}
 	s.Extra["pg_cpu"] = (c1 - c0).Seconds() / el
+	s.Extra["machine"] = (m1 - m0).Seconds() / t1.Sub(t0).Seconds()
 	if ledgered {
 		events, txns, err := db.recorded(ctx, board, t0, t1)
 		if err != nil {
@@ -269,10 +270,12 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 	sz := e.sizes()
 	t := &table{title: "7. The ledger: submissions with DATABASE_URL (on) and without (off), same binary, same redis-server",
 		head: []string{"step", "side", "items/s", "p50", "p99", "server CPU",
-			"CPU µs/item (server / redis / postgres / loadgen)", "ledger commits/s", "items/commit", "errors"}}
+			"CPU µs/item (server / redis / postgres / loadgen)", "machine busy", "ledger commits/s", "items/commit",
+			"errors"}}
 	rt := &table{title: "7b. The ledger: restore of a board Redis lost, writers on other boards meanwhile",
 		head: []string{"events", "restore", "events/s", "other boards' writes/s (before → during)", "during/before",
-			"their p99 (before → during)", "UNAVAILABLE answers", "partial answers", "top 10 as before", "errors"}}
+			"their p99 (before → during)", "CPU before, cores (server / redis / postgres / loadgen (machine))",
+			"CPU during", "UNAVAILABLE answers", "NOT_FOUND / partial answers", "errors"}}
 	st := &table{title: "7c. The ledger: size in PostgreSQL",
 		head: []string{"events in the ledger", "heap", "indexes", "total (pg_total_relation_size)", "bytes/event",
 			"WAL bytes/event (filling the restore board)"}}
@@ -302,7 +305,8 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 		"wal_sync_method %s, data under %s). Both against the same redis-server, measured in alternating rounds "+
 		"(off then on in the 1st, 3rd, ... run, on then off in the others), each step on a fresh board; figures are "+
 		"medians over the runs, on/off the median of the per-round ratios. The requests carry no eventId (as in "+
-		"steps 1 and 2). CPU from /proc, per item: PostgreSQL's is the postmaster's and all its processes'. "+
+		"steps 1 and 2). CPU from /proc, per item: PostgreSQL's is the postmaster's and all its processes'; "+
+		"machine busy: the cores the whole machine used over the phase, others' processes too (/proc/stat). "+
 		"Ledger commits: the transactions that recorded the measured phase's events of the step's board "+
 		"(distinct xmin of the rows with a recorded_ms in the phase), each a WAL flush to disk that the "+
 		"requests waiting in it share; items/commit: how many they carried. The disk under the "+
@@ -352,7 +356,7 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 				commits, per = fmt.Sprintf("%.0f", c), fmt.Sprintf("%.1f", m.Extra["per_commit"])
 			}
 			t.add(sd.key, label, fmtRate(m.ItemRate()), fmtDur(m.P50), fmtDur(m.P99), fmtCores(m.CPU),
-				cpuPerItem(m), commits, per, fmtErrs(m))
+				cpuPerItem(m), fmtCores(m.Extra["machine"]), commits, per, fmtErrs(m))
 		}
 		ratio := func(f func(Sample) float64) string { return fmtTimes(medianRatio(runs[1], runs[0], f)) }
 		perItem := func(f func(Sample) float64) func(Sample) float64 {
@@ -370,7 +374,7 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 			ratio(func(s Sample) float64 { return s.CPU }),
 			ratio(perItem(func(s Sample) float64 { return s.CPU }))+" / "+
 				ratio(perItem(func(s Sample) float64 { return s.Extra["redis_cpu"] }))+" / - / "+
-				ratio(perItem(func(s Sample) float64 { return s.Extra["gen_cpu"] })), "", "", "")
+				ratio(perItem(func(s Sample) float64 { return s.Extra["gen_cpu"] })), "", "", "", "")
 		mOn, mOff := medianSample(runs[1]), medianSample(runs[0])
 		errs := mOn.Errs + mOff.Errs
 		if k == 0 {
@@ -422,19 +426,19 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 	var took []time.Duration
 	var shares []float64
 	var before, during []Sample
-	var unavailable, partial, failed int
-	sameTop := true
-	var firstErr string
+	var sum restoreResult
 	time.Sleep(min(e.o.Duration/5, time.Second)) // the writers' warm-up
 	for r := 0; r < e.o.Runs; r++ {
 		m.take()
+		c0 := e.cpuSnap(on, db)
 		if err := sleepCtx(ctx, e.o.Duration); err != nil {
 			return tables, err
 		}
 		b := m.take()
-		top, err := readWhole(ctx, on, board)
-		if err != nil {
-			return tables, fmt.Errorf("restore board before the loss: %w", err)
+		b.Extra = c0.cores(e.cpuSnap(on, db))
+		top, found, err := readWhole(ctx, on, board)
+		if err != nil || !found {
+			return tables, fmt.Errorf("restore board before the loss: found %v, %v", found, err)
 		}
 		if top.size != n {
 			return tables, fmt.Errorf("restore board: %d players before the loss, want %d", top.size, n)
@@ -447,8 +451,10 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 			return tables, fmt.Errorf("deleting the restore board's keys: %w", err)
 		}
 		m.take() // the deletion is the loss, not the restore
+		c0 = e.cpuSnap(on, db)
 		res, err := waitWhole(ctx, on, board, top, restoreTimeout(n))
 		d := m.take()
+		d.Extra = c0.cores(e.cpuSnap(on, db))
 		if err != nil {
 			return tables, err
 		}
@@ -459,13 +465,7 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 		if b.Rate > 0 {
 			shares = append(shares, d.Rate/b.Rate)
 		}
-		unavailable += res.unavailable
-		partial += res.partial
-		failed += res.failed
-		sameTop = sameTop && res.sameTop
-		if firstErr == "" {
-			firstErr = res.firstErr
-		}
+		sum.add(res)
 	}
 	stopWriters()
 	slices.Sort(took)
@@ -478,13 +478,17 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 	share := median(shares)
 	wErrs := sumErrs(b, d)
 	errText := fmtErrs(wErrs)
-	if failed > 0 {
-		errText = fmt.Sprintf("%s; %d failed reads of the restored board (%s)", errText, failed, truncate(firstErr, 60))
+	if sum.failed > 0 {
+		errText = fmt.Sprintf("%s; %d failed reads of the restored board (%s)", errText, sum.failed,
+			truncate(sum.firstErr, 60))
 	}
 	rt.add(fmt.Sprint(n), tookText, fmtRate(float64(n)/tookMed.Seconds()),
 		fmt.Sprintf("%s → %s", fmtRate(b.Rate), fmtRate(d.Rate)), fmtTimes(share),
-		fmt.Sprintf("%s → %s", fmtDur(b.P99), fmtDur(d.P99)), fmt.Sprint(unavailable), fmt.Sprint(partial),
-		yesNo(sameTop), errText)
+		fmt.Sprintf("%s → %s", fmtDur(b.P99), fmtDur(d.P99)), fmtCoreSet(b.Extra), fmtCoreSet(d.Extra),
+		fmt.Sprint(sum.unavailable), fmt.Sprintf("%d / %d", sum.notFound, sum.partial), errText)
+	if sum.notFound > 0 {
+		rt.notes = append(rt.notes, "NOT_FOUND: "+sum.firstWrong)
+	}
 	limit := time.Duration(float64(ledgerRestoreMillion) * float64(n) / 1e6)
 	rt.notes = append(rt.notes, fmt.Sprintf("The board: %d players, one event each, written through the ledger "+
 		"server with submitScores of %d items from %d callers in %s (%s events/s). Then, %d time(s): %d closed-loop "+
@@ -494,7 +498,11 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 		"size and top 10 answers %d players and the same top 10 as before the loss (reads every 50 ms; the "+
 		"writers' rate during: the same span). Restore: median (range) of the runs; writers: medians of the runs, "+
 		"during/before the median of per-run ratios. UNAVAILABLE answers: reads that were told the board is being "+
-		"restored; partial answers (must be 0): reads that answered fewer players or another top 10.",
+		"restored; NOT_FOUND / partial answers (must be 0 / 0: the README's \"never NOT_FOUND, an empty or a "+
+		"partial list\"): reads that answered the board null (with no error), or fewer players or another top 10. "+
+		"CPU: cores of the ledger server, redis-server, PostgreSQL (all its processes) and the load generator, "+
+		"and in parentheses of the whole machine (others' processes too: /proc/stat), over the writers' span "+
+		"before and over the restore.",
 		n, leaderboard.MaxBulk, sz.LoadWorkers, fill.Round(100*time.Millisecond), fmtRate(float64(n)/fill.Seconds()),
 		e.o.Runs, sz.LedgerWriters, len(others), e.o.Duration, n))
 	e.check(fmt.Sprintf("ledger: restore of a board of %d events", n),
@@ -502,7 +510,8 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 			fmtDur(limit), fmtDur(ledgerRestoreMillion), ledgerOthersKeepShare),
 		fmt.Sprintf("%s, writers %s (%s → %s writes/s)", fmtDur(tookMed), fmtTimes(share), fmtRate(b.Rate),
 			fmtRate(d.Rate)),
-		tookMed <= limit && share >= ledgerOthersKeepShare && sameTop && partial == 0 && failed == 0 && wErrs.Errs == 0)
+		tookMed <= limit && share >= ledgerOthersKeepShare && sum.notFound == 0 && sum.partial == 0 &&
+			sum.failed == 0 && wErrs.Errs == 0)
 
 	// The size.
 	var heap, indexes, total, events int64
@@ -532,11 +541,56 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 	return tables, nil
 }
 
-func yesNo(b bool) string {
-	if b {
-		return "yes"
+// cpuSnap is the CPU time so far of the processes of a ledger step: the server, redis-server, PostgreSQL (the
+// postmaster and all its processes) and the load generator; and of the whole machine, others' processes too.
+type cpuSnap struct {
+	at                              time.Time
+	server, redis, pg, gen, machine time.Duration
+}
+
+func (e *env) cpuSnap(sv *service, db *ledgerDB) cpuSnap {
+	return cpuSnap{at: time.Now(), server: sv.usage().CPU, redis: e.redisUsage().CPU, pg: db.cpu(), gen: selfUsage().CPU,
+		machine: machineBusy()}
+}
+
+// machineBusy is the CPU time all the machine's cores spent busy so far (every state of /proc/stat's cpu line but
+// idle and iowait).
+func machineBusy() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
 	}
-	return "**no**"
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest and guest_nice are already in user and nice
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	const ticksPerSecond = 100 // USER_HZ
+	return time.Duration(busy) * time.Second / ticksPerSecond
+}
+
+// cores returns the cores each process used from a to b, as a Sample's Extra.
+func (a cpuSnap) cores(b cpuSnap) map[string]float64 {
+	el := b.at.Sub(a.at).Seconds()
+	if el <= 0 {
+		return map[string]float64{}
+	}
+	c := func(x, y time.Duration) float64 { return (y - x).Seconds() / el }
+	return map[string]float64{"server": c(a.server, b.server), "redis": c(a.redis, b.redis), "pg": c(a.pg, b.pg),
+		"gen": c(a.gen, b.gen), "machine": c(a.machine, b.machine)}
+}
+
+// fmtCoreSet formats the cores of a span: the four processes, then the machine's.
+func fmtCoreSet(x map[string]float64) string {
+	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f (%.2f)", x["server"], x["redis"], x["pg"], x["gen"], x["machine"])
 }
 
 // restoreTimeout bounds the wait for a restore of n events: ten times the target's time for n, at least two
@@ -647,11 +701,11 @@ type boardView struct {
 
 const wholeQuery = `query($b: ID!) { leaderboard(id: $b) { size } top(board: $b, first: 10) { playerId score } }`
 
-// readWhole reads a board's size and top 10 through sv's API.
-func readWhole(ctx context.Context, sv *service, board string) (boardView, error) {
+// readWhole reads a board's size and top 10 through sv's API; found is false when the board answered null.
+func readWhole(ctx context.Context, sv *service, board string) (v boardView, found bool, err error) {
 	data, err := sv.call(ctx, "", wholeQuery, map[string]any{"b": board})
 	if err != nil {
-		return boardView{}, err
+		return v, false, err
 	}
 	var r struct {
 		Data struct {
@@ -659,28 +713,42 @@ func readWhole(ctx context.Context, sv *service, board string) (boardView, error
 			Top         json.RawMessage
 		}
 	}
-	var v boardView
 	if err := json.Unmarshal(data, &r); err != nil {
-		return v, err
+		return v, false, err
+	}
+	if err := json.Unmarshal(r.Data.Top, &v.top); err != nil {
+		return v, false, err
 	}
 	if r.Data.Leaderboard == nil {
-		return v, fmt.Errorf("board %q: null (not found)", board)
+		return v, false, nil
 	}
 	v.size = r.Data.Leaderboard.Size
-	if err := json.Unmarshal(r.Data.Top, &v.top); err != nil {
-		return v, err
-	}
-	return v, nil
+	return v, true, nil
 }
 
 // restoreResult is what waitWhole saw.
 type restoreResult struct {
 	took        time.Duration
 	unavailable int // reads answered UNAVAILABLE (the board is being restored)
+	notFound    int // reads that answered the board null, without an error
 	partial     int // reads that answered fewer players or another top 10
 	failed      int // reads that failed otherwise
 	firstErr    string
-	sameTop     bool // the read that ended the wait had want's top 10
+	firstWrong  string // what the first NOT_FOUND read was
+}
+
+// add adds o's counts to r (the first messages kept).
+func (r *restoreResult) add(o restoreResult) {
+	r.unavailable += o.unavailable
+	r.notFound += o.notFound
+	r.partial += o.partial
+	r.failed += o.failed
+	if r.firstErr == "" {
+		r.firstErr = o.firstErr
+	}
+	if r.firstWrong == "" {
+		r.firstWrong = o.firstWrong
+	}
 }
 
 // waitWhole reads board through sv every 50 ms until it answers want's size and top 10, and returns how long
@@ -688,8 +756,8 @@ type restoreResult struct {
 func waitWhole(ctx context.Context, sv *service, board string, want boardView, timeout time.Duration) (restoreResult, error) {
 	var res restoreResult
 	start := time.Now()
-	for {
-		v, err := readWhole(ctx, sv, board)
+	for read := 1; ; read++ {
+		v, found, err := readWhole(ctx, sv, board)
 		switch {
 		case err != nil && strings.Contains(err.Error(), "UNAVAILABLE"):
 			res.unavailable++
@@ -697,15 +765,22 @@ func waitWhole(ctx context.Context, sv *service, board string, want boardView, t
 			if res.failed++; res.failed == 1 {
 				res.firstErr = err.Error()
 			}
+		case !found:
+			if res.notFound++; res.notFound == 1 {
+				res.firstWrong = fmt.Sprintf("read %d after the loss (%s after the first) answered leaderboard(id: %q) "+
+					"null without an error, and top(first: 10) %d entries (the same as before the loss: %v)", read,
+					fmtDur(time.Since(start)), board, len(v.top), slices.Equal(v.top, want.top))
+			}
 		case v.size == want.size && slices.Equal(v.top, want.top):
-			res.took, res.sameTop = time.Since(start), true
+			res.took = time.Since(start)
 			return res, nil
 		default:
 			res.partial++
 		}
 		if time.Since(start) > timeout {
-			return res, fmt.Errorf("board %q not whole again %s after its loss (%d UNAVAILABLE, %d partial, %d "+
-				"failed reads: %s)", board, timeout, res.unavailable, res.partial, res.failed, res.firstErr)
+			return res, fmt.Errorf("board %q not whole again %s after its loss (%d UNAVAILABLE, %d NOT_FOUND, %d "+
+				"partial, %d failed reads: %s)", board, timeout, res.unavailable, res.notFound, res.partial,
+				res.failed, res.firstErr)
 		}
 		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 			return res, err
