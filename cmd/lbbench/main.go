@@ -1,7 +1,8 @@
 // Command lbbench benchmarks the leaderboard service side by side with the raw Redis limit, in one run.
 //
 // It starts everything it needs itself: a non-persistent redis-server on a free loopback port and, for the
-// scenarios that go through the API, the server binary built from this repository (what ships). Load is bounded
+// scenarios that go through the API, the server binary built from this repository (what ships), and for the
+// ledger scenario a PostgreSQL (internal/pgserver) and a second server process with DATABASE_URL. Load is bounded
 // by count and time, every step ends by itself, and it prints markdown tables of medians over -runs repetitions
 // with service/raw ratios taken inside each run. `make bench` runs it with the defaults; BENCHMARKS.md records
 // results.
@@ -14,6 +15,7 @@
 //	go run ./cmd/lbbench -quick                         # small sizes, a few minutes
 //	go run ./cmd/lbbench -scenarios submit,reads -runs 5
 //	go run ./cmd/lbbench -baseline c650df0 -scenarios submit,bulk,reads
+//	go run ./cmd/lbbench -scenarios ledger -ledger-events 50000   # the ledger on vs off; also starts PostgreSQL
 package main
 
 import (
