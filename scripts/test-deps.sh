@@ -5,8 +5,8 @@
 #                            redis-tools)
 #   chromium                 the dashboard test drives headless Chromium (Debian: chromium)
 #   node (18 or newer)       the dashboard's JavaScript tests run with `node --test` (Debian: nodejs)
-#   initdb, postgres         the ledger's tests start real PostgreSQL servers (Debian: postgresql); like
-#                            internal/pgtest, the script looks on PATH, then in `pg_config --bindir`, then in
+#   initdb, postgres         the ledger's tests and lbbench start real PostgreSQL servers (Debian: postgresql); like
+#                            internal/pgserver, the script looks on PATH, then in `pg_config --bindir`, then in
 #                            /usr/lib/postgresql/*/bin (its tests name another directory in LB_TEST_DEPS_PG_LIBDIR)
 #
 # When something is missing and the script runs as root, or sudo works without a password, on a system with

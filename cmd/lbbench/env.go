@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaderboard/leaderboard/internal/pgserver"
 	"github.com/leaderboard/leaderboard/internal/redisinfo"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -121,6 +122,8 @@ type sizes struct {
 	Subscribers   []int // fan-out steps
 	SubmitRate    int   // fan-out: submissions per second
 	LoadWorkers   int   // goroutines loading fixture boards
+	LedgerEvents  int   // ledger: events on the restored board
+	LedgerWriters int   // ledger: clients writing to other boards around the restore
 }
 
 func (e *env) sizes() sizes {
@@ -134,6 +137,12 @@ func (e *env) sizes() sizes {
 	if e.o.SubmitRate > 0 {
 		s.SubmitRate = e.o.SubmitRate
 	}
+	if e.o.LedgerEvents > 0 {
+		s.LedgerEvents = e.o.LedgerEvents
+	}
+	if e.o.LedgerWriters > 0 {
+		s.LedgerWriters = e.o.LedgerWriters
+	}
 	return s
 }
 
@@ -141,12 +150,13 @@ func (e *env) defaultSizes() sizes {
 	if e.o.Quick {
 		return sizes{SubmitClients: []int{32, 128}, BulkSizes: []int{100, 1000}, BulkClients: []int{8, 32},
 			ReadBoard: 20_000, ReadClients: 32, MemorySizes: []int{10_000}, ExactTop: 1000, GrowthSizes: []int{1000, 10_000},
-			Subscribers: []int{100}, SubmitRate: 200, LoadWorkers: 4}
+			Subscribers: []int{100}, SubmitRate: 200, LoadWorkers: 4, LedgerEvents: ledgerEventsQuick,
+			LedgerWriters: ledgerWritersDefault}
 	}
 	return sizes{SubmitClients: []int{8, 32, 128}, BulkSizes: []int{100, 1000}, BulkClients: []int{8, 32},
 		ReadBoard: 1_000_000, ReadClients: 32, MemorySizes: []int{100_000, 1_000_000}, ExactTop: 1000,
 		GrowthSizes: []int{10_000, 100_000, 1_000_000}, Subscribers: []int{1000, 10_000}, SubmitRate: 1000,
-		LoadWorkers: 4}
+		LoadWorkers: 4, LedgerEvents: ledgerEventsFull, LedgerWriters: ledgerWritersDefault}
 }
 
 func newEnv(ctx context.Context, o options) (*env, error) {
@@ -217,6 +227,7 @@ func (e *env) close() {
 		e.rdb.Close()
 	}
 	e.redis.stop()
+	pgserver.StopAll() // the ledger scenario's PostgreSQL, if it is still there, and its directories
 	if e.tempDir {
 		os.RemoveAll(e.dir)
 	}

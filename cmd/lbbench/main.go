@@ -1,7 +1,8 @@
 // Command lbbench benchmarks the leaderboard service side by side with the raw Redis limit, in one run.
 //
 // It starts everything it needs itself: a non-persistent redis-server on a free loopback port and, for the
-// scenarios that go through the API, the server binary built from this repository (what ships). Load is bounded
+// scenarios that go through the API, the server binary built from this repository (what ships), and for the
+// ledger scenario a PostgreSQL (internal/pgserver) and a second server process with DATABASE_URL. Load is bounded
 // by count and time, every step ends by itself, and it prints markdown tables of medians over -runs repetitions
 // with service/raw ratios taken inside each run. `make bench` runs it with the defaults; BENCHMARKS.md records
 // results.
@@ -14,6 +15,7 @@
 //	go run ./cmd/lbbench -quick                         # small sizes, a few minutes
 //	go run ./cmd/lbbench -scenarios submit,reads -runs 5
 //	go run ./cmd/lbbench -baseline c650df0 -scenarios submit,bulk,reads
+//	go run ./cmd/lbbench -scenarios ledger -ledger-events 50000   # the ledger on vs off; also starts PostgreSQL
 package main
 
 import (
@@ -51,6 +53,7 @@ var scenarios = []scenario{
 	{"bulk", 2, "submitScores with 100 and 1000 items from 8 and 32 callers vs the script over a pipelined client", true, runBulk},
 	{"reads", 3, "top/rank/aroundMe/friends on a big board vs the scripts and plain ZRANGE/ZREVRANK", true, runReads},
 	{"fanout", 5, "live topUpdates to N websocket subscribers while M submissions/s touch the top", true, runFanout},
+	{"ledger", 7, "the PostgreSQL ledger on vs off: submitScore, submitScores, a board's restore from the ledger, bytes per event", true, runLedger},
 }
 
 // fanoutServerEnv turns the server's heap floor off when the fan-out scenario runs, for the reason printed with it
@@ -78,6 +81,9 @@ type options struct {
 	Clients     []int // submit scenario's client counts
 	Subscribers []int // fan-out scenario's subscriber counts
 	SubmitRate  int   // fan-out scenario's submissions per second
+	// Ledger scenario: events on the board it restores, and writers on other boards meanwhile.
+	LedgerEvents  int
+	LedgerWriters int
 	// Profile builds the server with net/http/pprof (through go build -overlay; the repository is not changed)
 	// and saves CPU and allocation profiles of the key steps into Workdir.
 	Profile bool
@@ -104,7 +110,7 @@ func main() {
 	}
 	var o options
 	var list string
-	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5); empty: all")
+	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5, ledger=7); empty: all")
 	flag.DurationVar(&o.Duration, "duration", 0, "measured time of each load step (default 4s, 1s with -quick)")
 	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each step; tables show medians (default 3, 1 with -quick)")
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes and short steps: a smoke run (about a minute; a few with -baseline)")
@@ -116,6 +122,8 @@ func main() {
 	flag.StringVar(&clients, "clients", "", "submit scenario: comma-separated client counts (default 8,32,128; 32,128 with -quick)")
 	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
 	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
+	flag.IntVar(&o.LedgerEvents, "ledger-events", 0, fmt.Sprintf("ledger scenario: events (players) on the board it restores from the ledger (default %d, %d with -quick)", ledgerEventsFull, ledgerEventsQuick))
+	flag.IntVar(&o.LedgerWriters, "ledger-writers", 0, fmt.Sprintf("ledger scenario: closed-loop submitScore clients writing to %d other boards before and during the restore (default %d)", ledgerWriterBoards, ledgerWritersDefault))
 	flag.BoolVar(&o.SubmitProcess, "submit-process", false, "fan-out steps: submit from a process of their own (this binary re-run), as game servers would, instead of from goroutines that share the load generator's scheduler with the subscribers' readers; response times go through a shared memory file")
 	flag.BoolVar(&o.Floor, "floor", false, "with -baseline: add the HTTP floor to the submit and reads steps, a net/http server (this binary re-run) that answers every request with the new server's answer to one request of the step and does nothing else; its throughput is the ceiling of any server on net/http here, and \"of floor\" the share of it reached")
 	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir (and a 2 s execution trace of each fan-out step), and the load generator's own CPU profile of the whole run (lbbench.cpu.pprof)")
@@ -124,12 +132,13 @@ func main() {
 		fmt.Fprintf(w, "Usage: go run ./cmd/lbbench [flags]\n\n"+
 			"Benchmarks the leaderboard service (built from this repository) against the raw Redis limit on a\n"+
 			"redis-server it starts itself, over 127.0.0.1 only, every step bounded in time and count; prints\n"+
-			"markdown tables of medians. Scenarios: memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5.\n"+
+			"markdown tables of medians. Scenarios: memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5,\n"+
+			"ledger=7 (also starts PostgreSQL: initdb into a temporary directory, as user nobody when run as root).\n"+
 			"The raw side of submit and bulk is the physical limit: leaderboard.Store (the server's own script\n"+
 			"and arguments) over go-redis's AutoPipeliner, many calls in flight.\n"+
 			"-baseline REV adds a build of revision REV (\"base\") to submit, bulk and reads, and to fanout's\n"+
 			"one-board and 100-board steps (its churn, idle, rank-watch and cluster steps run on the new server\n"+
-			"only); memory and growth do not use a server.\n\n")
+			"only); memory and growth do not use a server; ledger runs on the new server's binary only.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

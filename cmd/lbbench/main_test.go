@@ -51,6 +51,69 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
+// TestLedgerScenario runs the ledger scenario at tiny sizes (the tool builds the server and starts its own
+// redis-server and PostgreSQL) and checks that it reports every figure: both sides of both steps with their
+// ratio, the restore with the other boards' writers, the size, and the four targets. It asserts what was
+// measured, never how fast.
+func TestLedgerScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := run(ctx, options{Scenarios: []string{"ledger"}, Quick: true, Duration: 200 * time.Millisecond, Runs: 1,
+		LedgerEvents: 2000, LedgerWriters: 2, Out: &out})
+	text := out.String()
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, text)
+	}
+	num := `[\d.]+k?`
+	for _, step := range []string{`submitScore, 32 clients`, `submitScores, 1000 × 8`} {
+		for _, side := range []string{"off", "on"} {
+			// items/s, p50, p99, server CPU, the four CPU figures, the machine's cores, (on: the ledger's commits/s
+			// and items a commit), no errors.
+			re := `(?m)^\| ` + step + ` +\| ` + side + ` +\| ` + num + ` +\| ` + num + `[µm]?s +\| ` + num +
+				`[µm]?s +\| [\d.]+ +\| \d+ / \d+ / \d+ / \d+ +\| [\d.]+ +\| `
+			if side == "on" {
+				re += `\d+ +\| [\d.]+ +\| 0 +\|$`
+			} else {
+				re += `- +\| - +\| 0 +\|$`
+			}
+			if !regexp.MustCompile(re).MatchString(text) {
+				t.Errorf("no complete %s row of %q:\n%s", side, step, text)
+			}
+		}
+		if !regexp.MustCompile(`(?m)^\| ` + step + ` +\| on/off +\| [\d.]+× +\|`).MatchString(text) {
+			t.Errorf("no on/off row of %q:\n%s", step, text)
+		}
+	}
+	// The restore: its time and rate, the writers before and during (none failed), the CPU of the four
+	// processes before and during, the reads' answers counted.
+	cores := `[\d.]+ / [\d.]+ / [\d.]+ / [\d.]+ \([\d.]+\)`
+	if !regexp.MustCompile(`(?m)^\| 2000 +\| ` + num + `m?s +\| ` + num + ` +\| ` + num + ` → ` + num +
+		` +\| [\d.]+× +\| ` + num + `m?s → ` + num + `m?s +\| ` + cores + ` +\| ` + cores +
+		` +\| \d+ +\| \d+ / \d+ +\| 0 +\|$`).MatchString(text) {
+		t.Errorf("no complete restore row:\n%s", text)
+	}
+	m := regexp.MustCompile(`(?m)^\| (\d+) +\| [^|]+ B/event\) +\| [^|]+ B/event\) +\| [^|]+\| (\d+) +\| (\d+) +\|$`).
+		FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no size row:\n%s", text)
+	}
+	events, _ := strconv.Atoi(m[1])
+	per, _ := strconv.Atoi(m[2])
+	if events < 2000 || per < 20 || per > 5000 {
+		t.Errorf("%d events at %d bytes each: not a plausible measurement", events, per)
+	}
+	for _, target := range []string{"ledger: submitScore, 32 clients", "ledger: submitScores, 1000 items × 8 callers",
+		"ledger: restore of a board of 2000 events", "ledger: size in PostgreSQL"} {
+		if !regexp.MustCompile(`(?m)^\| ` + regexp.QuoteMeta(target) + ` +\|`).MatchString(text) {
+			t.Errorf("no target %q:\n%s", target, text)
+		}
+	}
+}
+
 func TestSelectScenarios(t *testing.T) {
 	got, err := selectScenarios([]string{"5", "memory"})
 	if err != nil || len(got) != 2 || got[0].name != "memory" || got[1].name != "fanout" {

@@ -16,6 +16,24 @@ const submitMutation = `mutation($in: ScoreInput!) { submitScore(input: $in) { e
 // bulkMutation is the bulk form.
 const bulkMutation = `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { entry { rank } updated } }`
 
+// bulkOp submits n items of the workload (call i's are workload(i*n) .. workload(i*n+n-1)) to board in one
+// submitScores through sv's API.
+func bulkOp(sv *service, board string, n int) Op {
+	return func(ctx context.Context, w int, i int64) error {
+		vars := []byte(`{"in":[`)
+		for k := 0; k < n; k++ {
+			if k > 0 {
+				vars = append(vars, ',')
+			}
+			p, sc := workload(i*int64(n) + int64(k))
+			vars = scoreInput(vars, board, p, sc)
+		}
+		vars = append(vars, "]}"...)
+		_, err := sv.hot.post(ctx, w, submitKey, request(bulkMutation, vars))
+		return err
+	}
+}
+
 // rawFields and rawBulkFields are what the server asks its store for with submitMutation's and bulkMutation's
 // selections (no tieRank, no names; previousRank only in the first): the raw side does the same script work.
 var (
@@ -210,19 +228,7 @@ func runBulk(ctx context.Context, e *env) ([]*table, error) {
 					if r == 0 && k == 0 {
 						e.profileNext(fmt.Sprintf("bulk-%d-%d", n, callers))
 					}
-					s := e.stepOn(ctx, sv, e.stepOf(callers), func(ctx context.Context, w int, i int64) error {
-						vars := []byte(`{"in":[`)
-						for k := 0; k < n; k++ {
-							if k > 0 {
-								vars = append(vars, ',')
-							}
-							p, sc := workload(i*int64(n) + int64(k))
-							vars = scoreInput(vars, board, p, sc)
-						}
-						vars = append(vars, "]}"...)
-						_, err := sv.hot.post(ctx, w, submitKey, request(bulkMutation, vars))
-						return err
-					})
+					s := e.stepOn(ctx, sv, e.stepOf(callers), bulkOp(sv, board, n))
 					s.ItemsPerOp = n
 					svc[k] = append(svc[k], s)
 				}

@@ -3,36 +3,26 @@
 // (Server.Database), or a private server per test (Start) that the test may stop, kill -9 and start again on the
 // same data.
 //
-// initdb and postgres are looked up on PATH, else in `pg_config --bindir`, else in the newest
-// /usr/lib/postgresql/*/bin (Debian's layout); when they are missing the test fails with a hint to install them
-// (apt-get install -y postgresql). initdb runs once per test binary, into a template cluster that every server
-// copies: a copy of a fresh cluster (about 40 MB, 1,000 files) takes a tenth of the time of an initdb.
-//
-// Servers listen on free 127.0.0.1 ports (no Unix socket), trust every local connection as the superuser
-// "postgres" and keep their data in a directory of their own under os.TempDir(), removed when they are done.
-// They run with PostgreSQL's durable defaults, fsync=on and synchronous_commit=on: a commit returns once its
-// write-ahead log is on disk, so a committed row survives Server.Kill (kill -9), with the fsyncs, and the group
-// commit, of production; Start takes other settings. The cluster uses encoding UTF8, locale C and time zone UTC.
-// Server logs (postgres.log; log_min_messages=warning) are shown in failures.
-//
-// initdb and postgres refuse to run as root: when the test binary runs as root they run as the user "nobody"
-// (uid and gid 65534 where there is no such user), which owns their directories. Every directory above
-// os.TempDir() must then be searchable by that user (it is for /tmp).
+// It is a thin testing wrapper over internal/pgserver, which owns the processes: how initdb and postgres are
+// found (a test fails with a hint to install them: apt-get install -y postgresql), the template cluster that
+// every server copies, the free 127.0.0.1 ports, the durable defaults (fsync=on, synchronous_commit=on: a
+// committed row survives Server.Kill), the run user "nobody" when the tests run as root, and the parent-death
+// signal that keeps any server from outliving the test binary. Server logs are shown in failures.
 //
 // Packages that use pgtest must call Main from TestMain, which stops the servers and removes their directories
 // when the tests are done:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
-// No server outlives the test binary: on Linux each postmaster gets a parent-death signal (SIGKILL), so it dies
-// with the test binary however that ends (Ctrl-C, SIGTERM, -timeout panic, SIGKILL), and its backends exit as
-// soon as they notice, within a tenth of a second; elsewhere Main installs a SIGINT/SIGTERM handler that stops
-// the servers before exiting. The directories of a test binary that died before Main's cleanup are removed by
-// the next one.
+// Elsewhere than on Linux (no parent-death signal), Main installs a SIGINT/SIGTERM handler that stops the
+// servers before exiting. The directories of a test binary that died before Main's cleanup are removed by the
+// next one.
 package pgtest
 
 import (
+	"context"
 	"crypto/rand"
+	"errors"
 	"os"
 	"os/signal"
 	"strconv"
@@ -41,8 +31,13 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leaderboard/leaderboard/internal/childproc"
+	"github.com/leaderboard/leaderboard/internal/pgserver"
 )
 
 var (
@@ -98,8 +93,7 @@ func (w withServers) Run() int {
 
 func stopAll() {
 	mainDone.Store(true)
-	stopAllProcs()
-	removeBase()
+	pgserver.StopAll()
 }
 
 func requireMain(tb testing.TB, fn string) {
@@ -110,6 +104,26 @@ func requireMain(tb testing.TB, fn string) {
 	if mainDone.Load() {
 		tb.Fatalf("pgtest: %s called after pgtest.Main stopped the servers", fn)
 	}
+}
+
+// requireBinaries fails tb unless initdb and postgres of PostgreSQL >= 13 were found.
+func requireBinaries(tb testing.TB) {
+	tb.Helper()
+	if err := pgserver.CheckBinaries(); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+}
+
+// Server is one real PostgreSQL server listening on 127.0.0.1 (a pgserver.Server: Addr, URL, Stop, Kill,
+// Start, ...), with a test's databases on it.
+//
+// A Server returned by Start belongs to one test: it is shut down and its directory removed when that test's
+// cleanup runs. The Server returned by Shared lives until Main returns; tests must not stop, kill or restart it
+// (Stop and Kill panic on it, Start fails).
+type Server struct {
+	*pgserver.Server
+	owner  testing.TB // the test of a private server
+	shared bool
 }
 
 // Shared returns the test binary's shared server, starting it on first use (default settings, as Start). Its
@@ -123,9 +137,9 @@ func Shared(tb testing.TB) *Server {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared == nil && sharedErr == nil {
-		shared, sharedErr = newServer("shared", nil)
-		if shared != nil {
-			shared.shared = true
+		var s *pgserver.Server
+		if s, sharedErr = pgserver.New(pgserver.Options{Name: "shared"}); sharedErr == nil {
+			shared = &Server{Server: s, shared: true}
 		}
 	}
 	if sharedErr != nil {
@@ -137,7 +151,7 @@ func Shared(tb testing.TB) *Server {
 // Start starts a private server for tb from a copy of the template cluster and returns once it accepts
 // connections (waiting at most 30 s). settings are extra server settings as "name=value" (e.g. "fsync=off"),
 // given to postgres as -c name=value after the defaults, which they override; listen_addresses, port and
-// unix_socket_directories are pgtest's. In tb's cleanup the server is shut down (immediate shutdown, SIGKILL
+// unix_socket_directories are pgserver's. In tb's cleanup the server is shut down (immediate shutdown, SIGKILL
 // after 30 s) and its directory removed.
 //
 // With "fsync=off" a committed row still survives Kill (the commit has written the log to the kernel, which a
@@ -148,25 +162,100 @@ func Start(tb testing.TB, settings ...string) *Server {
 	tb.Helper()
 	requireMain(tb, "Start")
 	requireBinaries(tb)
-	var cs []string
-	for _, kv := range settings {
-		name, value, ok := strings.Cut(kv, "=")
-		name, value = strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(value)
-		switch {
-		case !ok || name == "":
-			tb.Fatalf("pgtest: setting %q is not name=value", kv)
-		case name == "listen_addresses" || name == "port" || name == "unix_socket_directories":
-			tb.Fatalf("pgtest: setting %q: %s is set by pgtest", kv, name)
-		}
-		cs = append(cs, name+"="+value)
+	if _, err := pgserver.CheckSettings(settings); err != nil {
+		tb.Fatalf("pgtest: %v", err)
 	}
-	s, err := newServer("private", cs)
+	s, err := pgserver.New(pgserver.Options{Name: "private", Settings: settings})
 	if err != nil {
 		tb.Fatalf("pgtest: starting a postgres server: %v", err)
 	}
-	s.owner = tb
-	tb.Cleanup(s.remove)
-	return s
+	tb.Cleanup(s.Remove)
+	return &Server{Server: s, owner: tb}
+}
+
+// Stop shuts the server down cleanly (see pgserver.Server.Stop). Stop panics on the shared server.
+func (s *Server) Stop() {
+	if s.shared {
+		panic("pgtest: Stop called on the shared server; use pgtest.Start for outage tests")
+	}
+	s.Server.Stop()
+}
+
+// Kill crashes the server, like kill -9 (see pgserver.Server.Kill). Kill panics on the shared server.
+func (s *Server) Kill() {
+	if s.shared {
+		panic("pgtest: Kill called on the shared server; use pgtest.Start for crash tests")
+	}
+	s.Server.Kill()
+}
+
+// Start starts a stopped or killed server again on the same address and data (see pgserver.Server.Start). On
+// failure it reports the error, including the server log, to the owning test (so it fails even if the result is
+// ignored) and returns it. Start fails on the shared server.
+func (s *Server) Start() error {
+	if s.shared {
+		return errors.New("pgtest: Start called on the shared server")
+	}
+	err := s.Server.Start()
+	if err != nil {
+		err = errors.New("pgtest: " + err.Error())
+		if s.owner != nil {
+			s.owner.Errorf("%v", err)
+		}
+	}
+	return err
+}
+
+// adminTimeout bounds a CREATE or DROP DATABASE, connection included.
+const adminTimeout = 30 * time.Second
+
+// Database creates a fresh, empty database on s for tb (CREATE DATABASE from template1, named after the test
+// and unique, e.g. "tk7q1b_testledger_crash") and returns its URL, like URL's. In tb's cleanup it is dropped
+// WITH (FORCE), which ends the connections still open to it; on a private server that is stopped by then,
+// nothing is done. Tests that share a server keep apart this way and may run in parallel.
+func (s *Server) Database(tb testing.TB) string {
+	tb.Helper()
+	name := dbName(tb)
+	if err := s.admin("CREATE DATABASE " + pgx.Identifier{name}.Sanitize()); err != nil {
+		tb.Fatalf("pgtest: creating database %s on %s: %v", name, s.Addr, err)
+	}
+	tb.Cleanup(func() {
+		if !s.Running() {
+			return
+		}
+		if err := s.admin("DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"); err != nil {
+			tb.Errorf("pgtest: dropping database %s on %s: %v", name, s.Addr, err)
+		}
+	})
+	return s.DatabaseURL(name)
+}
+
+// admin runs one statement in the postgres database over a connection of its own.
+func (s *Server) admin(sql string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	c, err := pgx.Connect(ctx, s.URL())
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, sql)
+	return err
+}
+
+// Pool returns a pgxpool.Pool (pgx's default settings) on a fresh database of s made by Database, closed in
+// tb's cleanup before the database is dropped. Pool(tb).Config().ConnString() is the database's URL.
+func (s *Server) Pool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	dsn := s.Database(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), adminTimeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		tb.Fatalf("pgtest: pool on %s: %v", dsn, err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool
 }
 
 var (

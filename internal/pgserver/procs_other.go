@@ -1,6 +1,6 @@
 //go:build !linux
 
-package pgtest
+package pgserver
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"fmt"
@@ -12,17 +12,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 )
 
-// minMajor is the oldest PostgreSQL release pgtest supports (DROP DATABASE ... WITH (FORCE) came in 13).
+// minMajor is the oldest PostgreSQL release pgserver supports (DROP DATABASE ... WITH (FORCE), which pgtest uses,
+// came in 13).
 const minMajor = 13
 
 // installHint says how to get PostgreSQL.
 const installHint = "install PostgreSQL >= 13 (apt-get install -y postgresql, or sh scripts/test-deps.sh)"
 
-// binaries are the PostgreSQL programs pgtest runs.
+// binaries are the PostgreSQL programs pgserver runs.
 type binaries struct {
 	initdb, postgres string
 	major            int // e.g. 15
@@ -34,16 +34,14 @@ var (
 	binErr  error
 )
 
-// requireBinaries fails tb unless initdb and postgres of PostgreSQL >= 13 were found (see findBinaries).
-func requireBinaries(tb testing.TB) binaries {
-	tb.Helper()
+// CheckBinaries reports an error, with a hint to install them, unless initdb and postgres of PostgreSQL >= 13
+// are found (looked up once per process: on PATH, else in `pg_config --bindir`, else in the newest
+// /usr/lib/postgresql/*/bin).
+func CheckBinaries() error {
 	binOnce.Do(func() {
 		bin, binErr = findBinaries(exec.LookPath, "/usr/lib/postgresql")
 	})
-	if binErr != nil {
-		tb.Fatalf("pgtest: %v", binErr)
-	}
-	return bin
+	return binErr
 }
 
 // findBinaries finds initdb and postgres: both on PATH (lookPath), else in the directory `pg_config --bindir`
@@ -130,9 +128,10 @@ func compareVersions(a, b string) int {
 	return 0
 }
 
-// The base directory of a test binary, <os.TempDir()>/pgtest-*, holds the template cluster (template/), the
-// initdb log, the owner file and one directory per server (a data directory, data/, and its log, postgres.log).
-// It belongs to the run user and is removed by Main, or by a later test binary if this one dies first.
+// The base directory of a process, <os.TempDir()>/pgserver-*, holds the template cluster (template/), the initdb
+// log, the owner file and one directory per server (a data directory, data/, and its log, postgres.log unless
+// the caller names another). It belongs to the run user and is removed by StopAll, or by a later process's
+// sweep (sweepStale) if this one dies first.
 var base struct {
 	sync.Mutex
 	dir     string
@@ -165,7 +164,7 @@ func makeBaseDir() (string, error) {
 				return "", err
 			}
 			if !searchable(fi.Mode(), fi.Sys()) {
-				return "", fmt.Errorf("postgres runs as uid %d (the tests run as root), which cannot search %s (mode %v): set TMPDIR to a directory below world-searchable ones, e.g. /tmp", uid, d, fi.Mode().Perm())
+				return "", fmt.Errorf("postgres runs as uid %d (this process runs as root), which cannot search %s (mode %v): set TMPDIR to a directory below world-searchable ones, e.g. /tmp", uid, d, fi.Mode().Perm())
 			}
 			if d == filepath.Dir(d) {
 				break
@@ -173,7 +172,7 @@ func makeBaseDir() (string, error) {
 		}
 	}
 	sweepStale(tmp)
-	dir, err := os.MkdirTemp(tmp, "pgtest-")
+	dir, err := os.MkdirTemp(tmp, basePrefix)
 	if err != nil {
 		return "", err
 	}
@@ -189,14 +188,22 @@ func makeBaseDir() (string, error) {
 	return dir, nil
 }
 
-// ownerFile, in a base directory, names the test process that made it: its PID and start time.
+// ownerFile, in a base directory, names the process that made it: its PID and start time.
 const ownerFile = "owner"
 
-// sweepStale removes the base directories in tmp whose test process is gone without removing them (it was
-// killed, or timed out: Main never ran its cleanup). Their servers died with it.
+// basePrefix names base directories; legacyPrefix is what internal/pgtest named them before this package took
+// its servers over (swept too).
+const (
+	basePrefix   = "pgserver-"
+	legacyPrefix = "pgtest-"
+)
+
+// sweepStale removes the base directories in tmp whose process is gone without removing them (it was killed,
+// or a test binary timed out: StopAll never ran). Their servers died with it.
 func sweepStale(tmp string) {
-	dirs, _ := filepath.Glob(filepath.Join(tmp, "pgtest-*"))
-	for _, d := range dirs {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, basePrefix+"*"))
+	legacy, _ := filepath.Glob(filepath.Join(tmp, legacyPrefix+"*"))
+	for _, d := range append(dirs, legacy...) {
 		b, err := os.ReadFile(filepath.Join(d, ownerFile))
 		if err != nil {
 			continue // not ours, or just being made
@@ -208,12 +215,14 @@ func sweepStale(tmp string) {
 	}
 }
 
+// removeBase removes the base directory; a later New makes a new one (and runs initdb again).
 func removeBase() {
 	base.Lock()
 	defer base.Unlock()
 	if base.dir != "" {
 		os.RemoveAll(base.dir)
 	}
+	base.dir, base.err, base.template, base.templateErr = "", nil, "", nil
 }
 
 // newServerDir makes a fresh server directory holding a copy of the template cluster in data/ and returns it,

@@ -1,4 +1,4 @@
-package pgtest
+package pgserver
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ const (
 	// readyTimeout bounds how long a postgres server may take from its start (crash recovery included) until it
 	// accepts connections.
 	readyTimeout = 30 * time.Second
-	// initdbTimeout bounds the one initdb run of a test binary.
+	// initdbTimeout bounds the one initdb run of a process.
 	initdbTimeout = 60 * time.Second
 	// stopGrace is how long a postmaster gets to finish a fast or immediate shutdown before it is killed.
 	stopGrace = 30 * time.Second
@@ -54,7 +54,7 @@ func spawn(path string, args []string, dir, logPath string) (*proc, error) {
 		return nil, err
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	fmt.Fprintf(logf, "=== pgtest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, quoteArgs(args))
+	fmt.Fprintf(logf, "=== pgserver %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, quoteArgs(args))
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = childEnv()

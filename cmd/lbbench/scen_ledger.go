@@ -1,0 +1,813 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderboard/leaderboard/internal/pgserver"
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// The ledger scenario (7): what the PostgreSQL ledger (the server's DATABASE_URL) costs. The server binary under
+// test runs twice against the tool's redis-server: as the new server of every scenario (ledger off, its
+// KEY_PREFIX) and as a second process with DATABASE_URL set (ledger on, KEY_PREFIX lbledger) on a PostgreSQL the
+// tool starts itself (internal/pgserver: initdb into a temporary directory, a free loopback port, fsync=on and
+// synchronous_commit=on). The submit and bulk steps run on both in alternating rounds; the restore and the size
+// are the ledger's alone.
+const (
+	prefixLedger         = "lbledger"
+	ledgerEventsFull     = 1_000_000 // events on the restored board (-ledger-events)
+	ledgerEventsQuick    = 50_000
+	ledgerWritersDefault = 8 // closed-loop writers on other boards around the restore (-ledger-writers)
+	ledgerWriterBoards   = 4
+	ledgerClients        = 32 // submitScore step
+	ledgerBulkItems      = 1000
+	ledgerBulkCallers    = 8
+)
+
+// pgSettings are the tool's PostgreSQL settings beyond pgserver's (fsync=on, synchronous_commit=on, ...):
+// PostgreSQL's own default shared_buffers instead of the 16 MB pgserver gives test servers, and the time of
+// every WAL flush counted (pg_stat_wal.wal_sync_time).
+var pgSettings = []string{"shared_buffers=128MB", "track_wal_io_timing=on"}
+
+// Targets of the ledger issue.
+const (
+	ledgerSubmitOfOff     = 0.6                   // submitScore, 32 clients: share of the ledger-off rate
+	ledgerSubmitP99       = 20 * time.Millisecond // and its p99
+	ledgerBulkRate        = 25_000.0              // submitScores 1000 items × 8 callers: items/s
+	ledgerBulkOfOff       = 0.5                   // and share of the ledger-off rate
+	ledgerRestoreMillion  = 45 * time.Second      // restore of a board of 1,000,000 events (scaled to other sizes)
+	ledgerOthersKeepShare = 0.8                   // other boards' writers during the restore: share of their rate before
+)
+
+// ledgerDB is the tool's PostgreSQL and a connection of its own for statistics.
+type ledgerDB struct {
+	srv     *pgserver.Server
+	conn    *pgx.Conn
+	version string
+	syncBy  string // wal_sync_method
+}
+
+func startLedgerDB(ctx context.Context, dir string) (*ledgerDB, error) {
+	srv, err := pgserver.New(pgserver.Options{Name: "lbbench", Settings: pgSettings,
+		LogPath: filepath.Join(dir, "postgres.log")})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	d := &ledgerDB{srv: srv}
+	if d.conn, err = pgx.Connect(ctx, srv.URL()); err != nil {
+		d.close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	if err = d.conn.QueryRow(ctx, "SELECT current_setting('server_version'), current_setting('wal_sync_method')").
+		Scan(&d.version, &d.syncBy); err != nil {
+		d.close()
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	return d, nil
+}
+
+func (d *ledgerDB) close() {
+	if d.conn != nil {
+		d.conn.Close(context.Background())
+	}
+	d.srv.Remove()
+}
+
+// walFlushes returns the WAL flushes to disk so far and their mean time (pg_stat_wal; PostgreSQL's processes
+// publish their counts within a second when busy, within ten when they turned idle soon after publishing).
+func (d *ledgerDB) walFlushes(ctx context.Context) (n int64, mean time.Duration, err error) {
+	var ms float64
+	err = d.conn.QueryRow(ctx, `SELECT wal_sync, wal_sync_time FROM pg_stat_wal`).Scan(&n, &ms)
+	if n > 0 {
+		mean = time.Duration(ms * float64(time.Millisecond) / float64(n))
+	}
+	return n, mean, err
+}
+
+// walLSN is the WAL position written so far, in bytes: exact, unlike the statistics.
+func (d *ledgerDB) walLSN(ctx context.Context) (int64, error) {
+	var b int64
+	err := d.conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint`).Scan(&b)
+	return b, err
+}
+
+// recorded returns how many events of the live board the ledger recorded with a recorded_ms in [from, to), and
+// in how many transactions (distinct xmin of their rows): how many events a commit carried.
+func (d *ledgerDB) recorded(ctx context.Context, board string, from, to time.Time) (events, txns int64, err error) {
+	err = d.conn.QueryRow(ctx, `SELECT count(*), count(DISTINCT e.xmin::text)
+		FROM events e JOIN boards b USING (board_key)
+		WHERE b.id = $1 AND b.deleted_at IS NULL AND e.recorded_ms >= $2 AND e.recorded_ms < $3`,
+		[]byte(board), from.UnixMilli(), to.UnixMilli()).Scan(&events, &txns)
+	return events, txns, err
+}
+
+// cpu is the CPU time of the postmaster and all its processes so far.
+func (d *ledgerDB) cpu() time.Duration { return treeCPU(d.srv.Pid()) }
+
+// treeCPU is the CPU time (user + system) of process pid and of every process below it, those that exited
+// included (a reaped child's time is in its parent's cutime and cstime): PostgreSQL's postmaster and its
+// backends. 0 when pid is 0.
+func treeCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	kids := map[int][]int{}
+	ticks := map[int]int64{}
+	for _, en := range ents {
+		p, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var t int64
+		for _, k := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime (fields 14-17 of stat)
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			t += v
+		}
+		kids[ppid] = append(kids[ppid], p)
+		ticks[p] = t
+	}
+	var sum int64
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		sum += ticks[queue[0]]
+		queue = append(queue, kids[queue[0]]...)
+	}
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(sum) * time.Second / ticksPerSecond
+}
+
+// probeFsync measures the disk under dir as PostgreSQL's WAL flushes meet it: 8 KiB written over the same place
+// of a file opened with O_DSYNC (each write returns once it is on the disk), as many as fit in d.
+func probeFsync(dir string, d time.Duration) (Sample, error) {
+	f, err := os.CreateTemp(dir, "fsync-probe-")
+	if err != nil {
+		return Sample{}, err
+	}
+	name := f.Name()
+	defer os.Remove(name)
+	buf := make([]byte, 8<<10)
+	_, err = f.Write(buf)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err != nil {
+		return Sample{}, err
+	}
+	if f, err = os.OpenFile(name, os.O_WRONLY|syscall.O_DSYNC, 0); err != nil {
+		return Sample{}, err
+	}
+	defer f.Close()
+	var lat []time.Duration
+	start := time.Now()
+	for time.Since(start) < d && len(lat) < 100_000 {
+		t0 := time.Now()
+		if _, err := f.WriteAt(buf, 0); err != nil {
+			return Sample{}, err
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return summarize(lat, time.Since(start)), nil
+}
+
+// startLedgerServer runs the new server's binary with DATABASE_URL on db (KEY_PREFIX lbledger). Its boards are
+// created through its API, so that the ledger records them.
+func (e *env) startLedgerServer(ctx context.Context, db *ledgerDB) (*service, error) {
+	sv := &service{name: "ledger", desc: e.newSvc().desc + " with DATABASE_URL", prefix: prefixLedger,
+		bin: e.newSvc().bin, viaAPI: true, loaded: map[string]int{}}
+	extra := append([]string{"KEY_PREFIX=" + prefixLedger, "DATABASE_URL=" + db.srv.URL()}, e.o.ServerEnv...)
+	var err error
+	sv.proc, sv.addr, err = startServer(ctx, sv.bin, e.dir, "server-ledger.log", "REDIS_URL=redis://"+e.redisAddr, extra...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger server: %w", err)
+	}
+	sv.hot = newRawHTTP(sv.addr, "/graphql")
+	e.logf("ledger server (%s, KEY_PREFIX %s): pid %d on %s", sv.desc, sv.prefix, sv.proc.pid(), sv.addr)
+	return sv, nil
+}
+
+// ledgerStep is stepOn with PostgreSQL's share over the measured phase: its CPU in cores (Extra pg_cpu) and, for
+// a board of the ledger server (ledgered), the ledger's commits per second that recorded the phase's events of
+// the board and the events each carried (commits, per_commit). items is the items per operation.
+func (e *env) ledgerStep(ctx context.Context, db *ledgerDB, sv *service, st Step, op Op, items int, board string,
+	ledgered bool) (Sample, error) {
+	if st.Warmup > 0 {
+		drive(ctx, Step{Workers: st.Workers, Duration: st.Warmup, MaxOps: 1 << 62}, op)
+		st.Warmup = 0
+	}
+	c0, m0, t0 := db.cpu(), machineBusy(), time.Now()
+	s := e.stepOn(ctx, sv, st, op)
+	c1, m1, t1 := db.cpu(), machineBusy(), time.Now()
+	s.ItemsPerOp = items
+	el := s.Elapsed.Seconds()
+	if el <= 0 {
+		return s, nil
+	}
+	s.Extra["pg_cpu"] = (c1 - c0).Seconds() / el
+	s.Extra["machine"] = (m1 - m0).Seconds() / t1.Sub(t0).Seconds()
+	if ledgered {
+		events, txns, err := db.recorded(ctx, board, t0, t1)
+		if err != nil {
+			return s, fmt.Errorf("postgres: events of %q: %w", board, err)
+		}
+		s.Extra["commits"] = float64(txns) / el
+		if txns > 0 {
+			s.Extra["per_commit"] = float64(events) / float64(txns)
+		}
+	}
+	return s, nil
+}
+
+// cpuPerItem formats the CPU time per item of server, redis-server, PostgreSQL and the load generator, in µs.
+func cpuPerItem(s Sample) string {
+	r := s.ItemRate()
+	if r == 0 {
+		return "-"
+	}
+	us := func(cores float64) string { return fmt.Sprintf("%.0f", cores/r*1e6) }
+	return us(s.CPU) + " / " + us(s.Extra["redis_cpu"]) + " / " + us(s.Extra["pg_cpu"]) + " / " + us(s.Extra["gen_cpu"])
+}
+
+// runLedger (scenario 7): the ledger on vs off. It starts PostgreSQL and the ledger server, then runs
+//   - submitScore from 32 clients and submitScores of 1000 items from 8 callers on both servers, in alternating
+//     rounds (off then on in the 1st, 3rd, ... run, on then off in the others), each step on a fresh board;
+//   - the restore: a board filled with LedgerEvents events through the ledger server (submitScores of 1000 items,
+//     LoadWorkers callers), its keys deleted from Redis (the board lost, the other boards untouched), then timed
+//     from the first request after the loss (which starts the restore) until the board answers whole again,
+//     while LedgerWriters clients write to other boards: their rate meanwhile against their rate just before;
+//   - the ledger's size: pg_total_relation_size of the events table per event.
+func runLedger(ctx context.Context, e *env) ([]*table, error) {
+	if err := e.needServer(ctx); err != nil {
+		return nil, err
+	}
+	sz := e.sizes()
+	t := &table{title: "7. The ledger: submissions with DATABASE_URL (on) and without (off), same binary, same redis-server",
+		head: []string{"step", "side", "items/s", "p50", "p99", "server CPU",
+			"CPU µs/item (server / redis / postgres / loadgen)", "machine busy", "ledger commits/s", "items/commit",
+			"errors"}}
+	rt := &table{title: "7b. The ledger: restore of a board Redis lost, writers on other boards meanwhile",
+		head: []string{"events", "restore", "events/s", "other boards' writes/s (before → during)", "during/before",
+			"their p99 (before → during)", "CPU before, cores (server / redis / postgres / loadgen (machine))",
+			"CPU during", "UNAVAILABLE answers", "NOT_FOUND / partial answers", "errors"}}
+	st := &table{title: "7c. The ledger: size in PostgreSQL",
+		head: []string{"events in the ledger", "heap", "indexes", "total (pg_total_relation_size)", "bytes/event",
+			"WAL bytes/event (filling the restore board)"}}
+	tables := []*table{t, rt, st}
+
+	db, err := startLedgerDB(ctx, e.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer db.close()
+	e.logf("postgres %s on %s (data in %s, wal_sync_method %s)", db.version, db.srv.Addr, db.srv.Dir(), db.syncBy)
+	probe, err := probeFsync(db.srv.Dir(), time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("disk probe: %w", err)
+	}
+	on, err := e.startLedgerServer(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		on.proc.stop()
+		on.hot.closeAll()
+	}()
+	off := e.newSvc()
+	t.notes = append(t.notes, fmt.Sprintf("off: the new server (%s, KEY_PREFIX %s); on: the same binary with "+
+		"DATABASE_URL (KEY_PREFIX %s) on PostgreSQL %s started by the tool (fsync=on, synchronous_commit=on, %s, "+
+		"wal_sync_method %s, data under %s). Both against the same redis-server, measured in alternating rounds "+
+		"(off then on in the 1st, 3rd, ... run, on then off in the others), each step on a fresh board; figures are "+
+		"medians over the runs, on/off the median of the per-round ratios. The requests carry no eventId (as in "+
+		"steps 1 and 2). CPU from /proc, per item: PostgreSQL's is the postmaster's and all its processes'; "+
+		"machine busy: the cores the whole machine used over the phase, others' processes too (/proc/stat). "+
+		"Ledger commits: the transactions that recorded the measured phase's events of the step's board "+
+		"(distinct xmin of the rows with a recorded_ms in the phase), each a WAL flush to disk that the "+
+		"requests waiting in it share; items/commit: how many they carried. The disk under the "+
+		"data directory: %s writes of 8 KiB with O_DSYNC a second from one writer, p50 %s, p99 %s (the flushes "+
+		"a single stream of commits could get).",
+		off.desc, off.prefix, prefixLedger, db.version, strings.Join(pgSettings, ", "), db.syncBy,
+		os.TempDir(), fmtRate(probe.Rate), fmtDur(probe.P50), fmtDur(probe.P99)))
+
+	// Submit and bulk, on and off in alternating rounds.
+	sides := []*service{off, on}
+	type stepDef struct {
+		key     string
+		workers int
+		items   int
+		op      func(sv *service, board string) Op
+	}
+	steps := []stepDef{
+		{fmt.Sprintf("submitScore, %d clients", ledgerClients), ledgerClients, 1,
+			func(sv *service, board string) Op { return submitOp(sv, board) }},
+		{fmt.Sprintf("submitScores, %d × %d", ledgerBulkItems, ledgerBulkCallers), ledgerBulkCallers, ledgerBulkItems,
+			func(sv *service, board string) Op { return bulkOp(sv, board, ledgerBulkItems) }},
+	}
+	for k, sd := range steps {
+		runs := make([][]Sample, len(sides))
+		for r := 0; r < e.o.Runs; r++ {
+			order := []int{0, 1}
+			if r%2 == 1 {
+				order = []int{1, 0}
+			}
+			for _, i := range order {
+				sv := sides[i]
+				board := fmt.Sprintf("ledger-%d-%s-%d", k, sv.name, r)
+				if err := e.createBoardOn(ctx, sv, board, 0); err != nil {
+					return tables, err
+				}
+				s, err := e.ledgerStep(ctx, db, sv, e.stepOf(sd.workers), sd.op(sv, board), sd.items, board, sv == on)
+				if err != nil {
+					return tables, err
+				}
+				runs[i] = append(runs[i], s)
+			}
+		}
+		for i, label := range []string{"off", "on"} {
+			m := medianSample(runs[i])
+			commits, per := "-", "-"
+			if c := m.Extra["commits"]; c > 0 {
+				commits, per = fmt.Sprintf("%.0f", c), fmt.Sprintf("%.1f", m.Extra["per_commit"])
+			}
+			t.add(sd.key, label, fmtRate(m.ItemRate()), fmtDur(m.P50), fmtDur(m.P99), fmtCores(m.CPU),
+				cpuPerItem(m), fmtCores(m.Extra["machine"]), commits, per, fmtErrs(m))
+		}
+		ratio := func(f func(Sample) float64) string { return fmtTimes(medianRatio(runs[1], runs[0], f)) }
+		perItem := func(f func(Sample) float64) func(Sample) float64 {
+			return func(s Sample) float64 {
+				if s.ItemRate() == 0 {
+					return 0
+				}
+				return f(s) / s.ItemRate()
+			}
+		}
+		share := medianRatio(runs[1], runs[0], Sample.ItemRate)
+		t.add(sd.key, "on/off", fmtTimes(share),
+			ratio(func(s Sample) float64 { return float64(s.P50) }),
+			ratio(func(s Sample) float64 { return float64(s.P99) }),
+			ratio(func(s Sample) float64 { return s.CPU }),
+			ratio(perItem(func(s Sample) float64 { return s.CPU }))+" / "+
+				ratio(perItem(func(s Sample) float64 { return s.Extra["redis_cpu"] }))+" / - / "+
+				ratio(perItem(func(s Sample) float64 { return s.Extra["gen_cpu"] })), "", "", "", "")
+		mOn, mOff := medianSample(runs[1]), medianSample(runs[0])
+		errs := mOn.Errs + mOff.Errs
+		if k == 0 {
+			e.check("ledger: submitScore, 32 clients",
+				fmt.Sprintf("≥ %.1f× the ledger-off rate, p99 ≤ %s", ledgerSubmitOfOff, fmtDur(ledgerSubmitP99)),
+				fmt.Sprintf("%s (%s vs %s req/s), p99 %s", fmtTimes(share), fmtRate(mOn.Rate), fmtRate(mOff.Rate),
+					fmtDur(mOn.P99)),
+				share >= ledgerSubmitOfOff && mOn.P99 <= ledgerSubmitP99 && errs == 0)
+		} else {
+			e.check(fmt.Sprintf("ledger: submitScores, %d items × %d callers", ledgerBulkItems, ledgerBulkCallers),
+				fmt.Sprintf("≥ %s items/s, ≥ %.1f× the ledger-off rate", fmtRate(ledgerBulkRate), ledgerBulkOfOff),
+				fmt.Sprintf("%s items/s, %s (off %s)", fmtRate(mOn.ItemRate()), fmtTimes(share),
+					fmtRate(mOff.ItemRate())),
+				mOn.ItemRate() >= ledgerBulkRate && share >= ledgerBulkOfOff && errs == 0)
+		}
+	}
+
+	// The restore.
+	n := sz.LedgerEvents
+	const board = "ledger-restore"
+	var others []string
+	for i := range ledgerWriterBoards {
+		id := fmt.Sprintf("ledger-other-%d", i)
+		if err := e.createBoardOn(ctx, on, id, 0); err != nil {
+			return tables, err
+		}
+		others = append(others, id)
+	}
+	w0, err := db.walLSN(ctx)
+	if err != nil {
+		return tables, fmt.Errorf("postgres: %w", err)
+	}
+	fillStart := time.Now()
+	if err := e.loadViaAPI(ctx, on, board, n, 0); err != nil {
+		return tables, err
+	}
+	fill := time.Since(fillStart)
+	w1, err := db.walLSN(ctx)
+	if err != nil {
+		return tables, fmt.Errorf("postgres: %w", err)
+	}
+	if err := e.verifyBoard(ctx, on, board, n); err != nil {
+		return tables, err
+	}
+	m := &meter{}
+	stopWriters := e.startWriters(ctx, on, others, sz.LedgerWriters, m)
+	defer stopWriters()
+	drop := leaderboard.New(e.rdb, leaderboard.Config{Prefix: prefixLedger}) // for the board's key pattern only
+	var took []time.Duration
+	var shares []float64
+	var before, during []Sample
+	var sum restoreResult
+	time.Sleep(min(e.o.Duration/5, time.Second)) // the writers' warm-up
+	for r := 0; r < e.o.Runs; r++ {
+		m.take()
+		c0 := e.cpuSnap(on, db)
+		if err := sleepCtx(ctx, e.o.Duration); err != nil {
+			return tables, err
+		}
+		b := m.take()
+		b.Extra = c0.cores(e.cpuSnap(on, db))
+		top, found, err := readWhole(ctx, on, board)
+		if err != nil || !found {
+			return tables, fmt.Errorf("restore board before the loss: found %v, %v", found, err)
+		}
+		if top.size != n {
+			return tables, fmt.Errorf("restore board: %d players before the loss, want %d", top.size, n)
+		}
+		keys, err := e.scanKeys(ctx, drop.BoardKeys(board))
+		if err == nil {
+			err = e.unlink(ctx, keys)
+		}
+		if err != nil {
+			return tables, fmt.Errorf("deleting the restore board's keys: %w", err)
+		}
+		m.take() // the deletion is the loss, not the restore
+		c0 = e.cpuSnap(on, db)
+		res, err := waitWhole(ctx, on, board, top, restoreTimeout(n))
+		d := m.take()
+		d.Extra = c0.cores(e.cpuSnap(on, db))
+		if err != nil {
+			return tables, err
+		}
+		e.logf("ledger restore %d: %d events in %s (%d keys deleted); other boards %s → %s writes/s", r+1, n,
+			res.took.Round(time.Millisecond), len(keys), fmtRate(b.Rate), fmtRate(d.Rate))
+		took = append(took, res.took)
+		before, during = append(before, b), append(during, d)
+		if b.Rate > 0 {
+			shares = append(shares, d.Rate/b.Rate)
+		}
+		sum.add(res)
+	}
+	stopWriters()
+	slices.Sort(took)
+	tookMed := took[len(took)/2]
+	tookText := fmtDur(tookMed)
+	if len(took) > 1 {
+		tookText += fmt.Sprintf(" (%s–%s)", fmtDur(took[0]), fmtDur(took[len(took)-1]))
+	}
+	b, d := medianSample(before), medianSample(during)
+	share := median(shares)
+	wErrs := sumErrs(b, d)
+	errText := fmtErrs(wErrs)
+	if sum.failed > 0 {
+		errText = fmt.Sprintf("%s; %d failed reads of the restored board (%s)", errText, sum.failed,
+			truncate(sum.firstErr, 60))
+	}
+	rt.add(fmt.Sprint(n), tookText, fmtRate(float64(n)/tookMed.Seconds()),
+		fmt.Sprintf("%s → %s", fmtRate(b.Rate), fmtRate(d.Rate)), fmtTimes(share),
+		fmt.Sprintf("%s → %s", fmtDur(b.P99), fmtDur(d.P99)), fmtCoreSet(b.Extra), fmtCoreSet(d.Extra),
+		fmt.Sprint(sum.unavailable), fmt.Sprintf("%d / %d", sum.notFound, sum.partial), errText)
+	if sum.notFound > 0 {
+		rt.notes = append(rt.notes, "NOT_FOUND: "+sum.firstWrong)
+	}
+	limit := time.Duration(float64(ledgerRestoreMillion) * float64(n) / 1e6)
+	rt.notes = append(rt.notes, fmt.Sprintf("The board: %d players, one event each, written through the ledger "+
+		"server with submitScores of %d items from %d callers in %s (%s events/s). Then, %d time(s): %d closed-loop "+
+		"submitScore clients write to %d other boards of the ledger server for %s (before), the board's keys are "+
+		"deleted from Redis (UNLINK of every key its pattern matches: the board lost, the others untouched), and "+
+		"the restore is timed from the first read after the loss (which starts it) until a read of the board's "+
+		"size and top 10 answers %d players and the same top 10 as before the loss (reads every 50 ms; the "+
+		"writers' rate during: the same span). Restore: median (range) of the runs; writers: medians of the runs, "+
+		"during/before the median of per-run ratios. UNAVAILABLE answers: reads that were told the board is being "+
+		"restored; NOT_FOUND / partial answers (must be 0 / 0: the README's \"never NOT_FOUND, an empty or a "+
+		"partial list\"): reads that answered the board null (with no error), or fewer players or another top 10 "+
+		"(a read asks the size, then the top 10, in requests of their own). "+
+		"CPU: cores of the ledger server, redis-server, PostgreSQL (all its processes) and the load generator, "+
+		"and in parentheses of the whole machine (others' processes too: /proc/stat), over the writers' span "+
+		"before and over the restore.",
+		n, leaderboard.MaxBulk, sz.LoadWorkers, fill.Round(100*time.Millisecond), fmtRate(float64(n)/fill.Seconds()),
+		e.o.Runs, sz.LedgerWriters, len(others), e.o.Duration, n))
+	e.check(fmt.Sprintf("ledger: restore of a board of %d events", n),
+		fmt.Sprintf("≤ %s (%s per 1,000,000), other boards' writers ≥ %.1f× their rate before",
+			fmtDur(limit), fmtDur(ledgerRestoreMillion), ledgerOthersKeepShare),
+		fmt.Sprintf("%s, writers %s (%s → %s writes/s)", fmtDur(tookMed), fmtTimes(share), fmtRate(b.Rate),
+			fmtRate(d.Rate)),
+		tookMed <= limit && share >= ledgerOthersKeepShare && sum.notFound == 0 && sum.partial == 0 &&
+			sum.failed == 0 && wErrs.Errs == 0)
+
+	// The size.
+	var heap, indexes, total, events int64
+	if err := db.conn.QueryRow(ctx, `SELECT pg_relation_size('events'), pg_indexes_size('events'),
+		pg_total_relation_size('events'), (SELECT count(*) FROM events)`).Scan(&heap, &indexes, &total, &events); err != nil {
+		return tables, fmt.Errorf("postgres: size of the events table: %w", err)
+	}
+	if events == 0 {
+		return tables, errors.New("postgres: the events table is empty")
+	}
+	per := func(b int64) string { return fmt.Sprintf("%.0f", float64(b)/float64(events)) }
+	walPer := fmt.Sprintf("%.0f", float64(w1-w0)/float64(n))
+	st.add(fmt.Sprint(events), fmtBytes(heap)+" ("+per(heap)+" B/event)", fmtBytes(indexes)+" ("+per(indexes)+" B/event)",
+		fmtBytes(total), per(total), walPer)
+	st.notes = append(st.notes, "Every event of the scenario's boards (the steps above, the restore board, the "+
+		"writers' boards), without eventIds. Heap: pg_relation_size (the table's rows); indexes: pg_indexes_size "+
+		"(the primary key (board, seq), the player index, the eventId index); total adds TOAST and the free space "+
+		"and visibility maps. WAL: how far the write-ahead log moved (pg_current_wal_lsn) while the restore "+
+		"board was filled, per event.")
+	if flushes, mean, err := db.walFlushes(ctx); err == nil && flushes > 0 {
+		t.notes = append(t.notes, fmt.Sprintf("PostgreSQL, started for this scenario, flushed its WAL to disk %d "+
+			"times (pg_stat_wal.wal_sync at the end, as far as its processes had published it), %s each on "+
+			"average (wal_sync_time, track_wal_io_timing=on).", flushes, fmtDur(mean)))
+	}
+	e.check("ledger: size in PostgreSQL", "bytes per event reported",
+		fmt.Sprintf("%s B/event (%d events, %s)", per(total), events, fmtBytes(total)), total > 0)
+	return tables, nil
+}
+
+// cpuSnap is the CPU time so far of the processes of a ledger step: the server, redis-server, PostgreSQL (the
+// postmaster and all its processes) and the load generator; and of the whole machine, others' processes too.
+type cpuSnap struct {
+	at                              time.Time
+	server, redis, pg, gen, machine time.Duration
+}
+
+func (e *env) cpuSnap(sv *service, db *ledgerDB) cpuSnap {
+	return cpuSnap{at: time.Now(), server: sv.usage().CPU, redis: e.redisUsage().CPU, pg: db.cpu(), gen: selfUsage().CPU,
+		machine: machineBusy()}
+}
+
+// machineBusy is the CPU time all the machine's cores spent busy so far (every state of /proc/stat's cpu line but
+// idle and iowait).
+func machineBusy() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest and guest_nice are already in user and nice
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	const ticksPerSecond = 100 // USER_HZ
+	return time.Duration(busy) * time.Second / ticksPerSecond
+}
+
+// cores returns the cores each process used from a to b, as a Sample's Extra.
+func (a cpuSnap) cores(b cpuSnap) map[string]float64 {
+	el := b.at.Sub(a.at).Seconds()
+	if el <= 0 {
+		return map[string]float64{}
+	}
+	c := func(x, y time.Duration) float64 { return (y - x).Seconds() / el }
+	return map[string]float64{"server": c(a.server, b.server), "redis": c(a.redis, b.redis), "pg": c(a.pg, b.pg),
+		"gen": c(a.gen, b.gen), "machine": c(a.machine, b.machine)}
+}
+
+// fmtCoreSet formats the cores of a span: the four processes, then the machine's.
+func fmtCoreSet(x map[string]float64) string {
+	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f (%.2f)", x["server"], x["redis"], x["pg"], x["gen"], x["machine"])
+}
+
+// restoreTimeout bounds the wait for a restore of n events: ten times the target's time for n, at least two
+// minutes.
+func restoreTimeout(n int) time.Duration {
+	return max(2*time.Minute, 10*time.Duration(float64(ledgerRestoreMillion)*float64(n)/1e6))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// unlink deletes keys, 1000 to a pipeline.
+func (e *env) unlink(ctx context.Context, keys []string) error {
+	for from := 0; from < len(keys); from += 1000 {
+		if err := e.rdb.Unlink(ctx, keys[from:min(from+1000, len(keys))]...).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// meter collects the outcomes of operations that run on their own (the writers around the restore) and
+// summarizes them by span: take returns the span since the previous take.
+type meter struct {
+	mu       sync.Mutex
+	lat      []time.Duration
+	errs     int64
+	firstErr string
+	since    time.Time
+}
+
+func (m *meter) add(d time.Duration, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lat = append(m.lat, d)
+	if err != nil {
+		if m.errs++; m.errs == 1 {
+			m.firstErr = err.Error()
+		}
+	}
+}
+
+// take summarizes the operations that ended since the previous take (the first take: since the first add).
+func (m *meter) take() Sample {
+	m.mu.Lock()
+	lat, errs, first, since := m.lat, m.errs, m.firstErr, m.since
+	m.lat, m.errs, m.firstErr, m.since = nil, 0, "", time.Now()
+	m.mu.Unlock()
+	el := time.Duration(0)
+	if !since.IsZero() {
+		el = time.Since(since)
+	}
+	s := summarize(lat, el)
+	s.Errs, s.FirstErr = errs, first
+	return s
+}
+
+// startWriters starts n closed-loop submitScore clients on sv, client w writing to boards[w % len(boards)], each
+// outcome going to m; the returned stop ends them and waits (a second call does nothing).
+func (e *env) startWriters(ctx context.Context, sv *service, boards []string, n int, m *meter) (stop func()) {
+	h := newRawHTTP(sv.addr, "/graphql")
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	m.take()
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			board := boards[w%len(boards)]
+			for ctx.Err() == nil {
+				p, s := workload(seq.Add(1) - 1)
+				t0 := time.Now()
+				_, err := h.post(ctx, w, submitKey, submitBody(board, p, s))
+				if ctx.Err() != nil && err != nil {
+					return
+				}
+				m.add(time.Since(t0), err)
+			}
+		}()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			h.closeAll()
+		})
+	}
+}
+
+// boardView is what a read of a board answered: its size and its top 10.
+type boardView struct {
+	size int
+	top  []struct {
+		PlayerID string  `json:"playerId"`
+		Score    float64 `json:"score"`
+	}
+}
+
+// The restore's reads: the board's size, then its top 10, each in a request of its own (top's list is non-null,
+// so an error of top's would null a leaderboard field asked beside it, and hide what that answered).
+const (
+	sizeQuery = `query($b: ID!) { leaderboard(id: $b) { size } }`
+	topQuery  = `query($b: ID!) { top(board: $b, first: 10) { playerId score } }`
+)
+
+// readSize reads a board's size through sv's API; found is false when leaderboard(id) answered null.
+func readSize(ctx context.Context, sv *service, board string) (size int, found bool, err error) {
+	data, err := sv.call(ctx, "", sizeQuery, map[string]any{"b": board})
+	if err != nil {
+		return 0, false, err
+	}
+	var r struct {
+		Data struct{ Leaderboard *struct{ Size int } }
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return 0, false, err
+	}
+	if r.Data.Leaderboard == nil {
+		return 0, false, nil
+	}
+	return r.Data.Leaderboard.Size, true, nil
+}
+
+// readTop reads a board's top 10 through sv's API.
+func readTop(ctx context.Context, sv *service, board string) (boardView, error) {
+	var v boardView
+	data, err := sv.call(ctx, "", topQuery, map[string]any{"b": board})
+	if err != nil {
+		return v, err
+	}
+	var r struct {
+		Data struct{ Top json.RawMessage }
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return v, err
+	}
+	return v, json.Unmarshal(r.Data.Top, &v.top)
+}
+
+// readWhole reads a board's size and top 10 through sv's API; found is false when the board answered null.
+func readWhole(ctx context.Context, sv *service, board string) (v boardView, found bool, err error) {
+	if v.size, found, err = readSize(ctx, sv, board); err != nil || !found {
+		return v, found, err
+	}
+	t, err := readTop(ctx, sv, board)
+	v.top = t.top
+	return v, true, err
+}
+
+// restoreResult is what waitWhole saw.
+type restoreResult struct {
+	took        time.Duration
+	unavailable int // reads answered UNAVAILABLE (the board is being restored)
+	notFound    int // reads that answered the board null, without an error
+	partial     int // reads that answered fewer players or another top 10
+	failed      int // reads that failed otherwise
+	firstErr    string
+	firstWrong  string // what the first NOT_FOUND read was
+}
+
+// add adds o's counts to r (the first messages kept).
+func (r *restoreResult) add(o restoreResult) {
+	r.unavailable += o.unavailable
+	r.notFound += o.notFound
+	r.partial += o.partial
+	r.failed += o.failed
+	if r.firstErr == "" {
+		r.firstErr = o.firstErr
+	}
+	if r.firstWrong == "" {
+		r.firstWrong = o.firstWrong
+	}
+}
+
+// waitWhole reads board through sv every 50 ms until it answers want's size and top 10, and returns how long
+// that took from the first read (which starts the restore of a board Redis lost).
+func waitWhole(ctx context.Context, sv *service, board string, want boardView, timeout time.Duration) (restoreResult, error) {
+	var res restoreResult
+	start := time.Now()
+	for read := 1; ; read++ {
+		v, found, err := readWhole(ctx, sv, board)
+		switch {
+		case err != nil && strings.Contains(err.Error(), "UNAVAILABLE"):
+			res.unavailable++
+		case err != nil:
+			if res.failed++; res.failed == 1 {
+				res.firstErr = err.Error()
+			}
+		case !found:
+			if res.notFound++; res.notFound == 1 {
+				res.firstWrong = fmt.Sprintf("read %d after the loss answered leaderboard(id: %q) null, without an "+
+					"error (%s after the first read began)", read, board, fmtDur(time.Since(start)))
+			}
+		case v.size == want.size && slices.Equal(v.top, want.top):
+			res.took = time.Since(start)
+			return res, nil
+		default:
+			res.partial++
+		}
+		if time.Since(start) > timeout {
+			return res, fmt.Errorf("board %q not whole again %s after its loss (%d UNAVAILABLE, %d NOT_FOUND, %d "+
+				"partial, %d failed reads: %s)", board, timeout, res.unavailable, res.notFound, res.partial,
+				res.failed, res.firstErr)
+		}
+		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
+			return res, err
+		}
+	}
+}
