@@ -202,7 +202,7 @@ func (s *Store) BoardNow(ctx context.Context, id string) (*Board, error) {
 	}
 	if !ok {
 		s.forget(id)
-		return nil, errorf(NotFound, "no leaderboard with id %q", id)
+		return nil, s.missing(ctx, id) // with the ledger, a board Redis lost answers UNAVAILABLE while it is restored
 	}
 	return b, nil
 }

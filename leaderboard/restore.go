@@ -78,11 +78,23 @@ func (s *Store) Rebuild(ctx context.Context, board string) error {
 	if err := checkID("board id", board); err != nil {
 		return err
 	}
-	rep := s.seq.restoreBoard(ctx, board, true)
-	if f := s.cfg.OnRestore; f != nil {
-		f(rep)
+	// The rebuild outlives the request: a caller that stops waiting (its deadline) leaves it running, and the
+	// board answers UNAVAILABLE until it is done.
+	done := make(chan RestoreReport, 1)
+	go func() {
+		rep := s.seq.restoreBoard(context.WithoutCancel(ctx), board, true)
+		if f := s.cfg.OnRestore; f != nil {
+			f(rep)
+		}
+		done <- rep
+	}()
+	select {
+	case rep := <-done:
+		return rep.Err
+	case <-ctx.Done():
+		return &Error{Code: Unavailable, Message: fmt.Sprintf("the rebuild of leaderboard %q goes on after this "+
+			"request's deadline; the board answers UNAVAILABLE until it is done", board), Err: ctx.Err()}
 	}
-	return rep.Err
 }
 
 // restoreBoard restores board from the ledger when Redis lacks it (or always, with force), or applies the
