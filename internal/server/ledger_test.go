@@ -664,7 +664,7 @@ func TestLedgerCloseCorrection(t *testing.T) {
 		top { playerId rank score } } }`, map[string]any{"b": "cup"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the subscription starts (it only sees events recorded after it started)
+	time.Sleep(100 * time.Millisecond)               // the subscription starts (it only sees events recorded after it started)
 	clock.Set(day.Add(15*time.Hour + 2*time.Minute)) // the day and its grace are over
 	type event struct {
 		ID      string
