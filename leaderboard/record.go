@@ -14,6 +14,10 @@ import (
 // recordHashPrime is the modulus of both record hashes: 2^32 - 5 (HP in common.lua).
 const recordHashPrime = 1<<32 - 5
 
+// recordHashVersion is the hash version a new window period places its records by (HASH_V in common.lua, which
+// keys.go renders from it).
+const recordHashVersion = 2
+
 // recordHash is common.lua's phash of a player id for hash version hv (1: phash1, else phash2).
 func recordHash(hv int, id string) uint64 {
 	if hv == 1 {
@@ -47,7 +51,7 @@ type recordLayout struct {
 func layoutOf(cnt, lvl, sp, hv any) recordLayout {
 	l := recordLayout{lvl: int(toInt(lvl)), sp: int(toInt(sp)), hv: int(toInt(hv))}
 	if hv == nil {
-		l.hv = 2 // HASH_V
+		l.hv = recordHashVersion
 		if cnt != nil {
 			l.hv = 1 // written before hv was recorded
 		}
