@@ -150,9 +150,22 @@ func (s *Store) keyBase(board string) string {
 }
 
 // makeKeyBase makes keyBase without the definition cache.
-func (s *Store) makeKeyBase(board string) string {
-	return s.cfg.Prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(board)) + "}:"
+func (s *Store) makeKeyBase(board string) string { return KeyBase(s.cfg.Prefix, board) }
+
+// KeyBase returns the prefix of every key of board in a store whose keys start with prefix (as Store.Prefix gives
+// it): "<prefix>:{<tag>}:" (keyBase). For tools and tests outside this package, with the keys below.
+func KeyBase(prefix, board string) string {
+	return prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(board)) + "}:"
 }
+
+// CountersKey returns the counters of a board (keyCounters: its high-water mark lsq, ...), RestoreLockKey the lock
+// a restore of it holds (keyRestoring), for tools and tests outside this package.
+func CountersKey(prefix, board string) string    { return keyCounters.of(KeyBase(prefix, board)) }
+func RestoreLockKey(prefix, board string) string { return keyRestoring.of(KeyBase(prefix, board)) }
+
+// IsRankingKey reports whether key is the exact ranking (sorted set) of a board's window period (keyRanking),
+// for tools that measure a board's keys.
+func IsRankingKey(key string) bool { return strings.Contains(key, "}:"+keyRanking.name+":") }
 
 // stateKey is the state hash of a window period of a board (common.lua's skey): its player count and layout.
 func (s *Store) stateKey(board string, w Window, period string) string {
@@ -187,8 +200,11 @@ func globEscape(s string) string {
 // that slot, so that the create script registers a board in the same atomic step as its definition (a script may
 // only touch keys of one slot). Registry tags start with '~', which base64url board tags never contain.
 func (s *Store) registryKey(board string) string {
-	return s.cfg.Prefix + ":{" + slotTag(HashSlot(s.keyBase(board))) + "}:boards"
+	return s.registryOf(slotTag(HashSlot(s.keyBase(board))))
 }
+
+// registryOf returns the board list of the slot whose registry tag is tag (slotTag).
+func (s *Store) registryOf(tag string) string { return s.cfg.Prefix + ":{" + tag + "}:boards" }
 
 // keysMarker is the line of common.lua that renderCommon replaces with luaKeys.
 const keysMarker = "-- @keys (rendered from keys.go)\n"

@@ -9,7 +9,8 @@ import (
 // common.lua owns the format and writes every record; this file reads what it wrote, and the tests hold the two to
 // each other: FuzzParseRecord (parseRecord against parse_rec on any string), FuzzRecordEncoding (arrivalToken
 // against token), TestRecordHashSpreadsIDs and TestRecordHashVersion1Kept (recordHash and recordLayout.key against
-// the record hashes the scripts placed players in).
+// the record hashes the scripts placed players in). The hashing's constants are this file's: keys.go renders
+// recordHashPrime and recordHashVersion into common.lua as HP and HASH_V (TestLuaKeysMatchGo reads them back).
 
 // recordHashPrime is the modulus of both record hashes: 2^32 - 5 (HP in common.lua).
 const recordHashPrime = 1<<32 - 5

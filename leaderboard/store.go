@@ -359,7 +359,7 @@ func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(tags))
 	for i, tag := range tags {
-		cmds[i] = pipe.SMembers(ctx, s.cfg.Prefix+":{"+tag+"}:boards")
+		cmds[i] = pipe.SMembers(ctx, s.registryOf(tag))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, redisError(err)
