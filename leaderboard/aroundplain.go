@@ -130,8 +130,8 @@ func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius
 // as arg asks) of distinct players in r, by player, and returns the players it leaves to the script.
 func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, radius, arg int) (map[string][]any, []string, error) {
 	base := s.keyBase(r.Board.ID)
-	period := windowCodes[r.Window] + ":" + r.Period
-	stateKey, zsetKey, recPrefix := base+"s:"+period, base+"z:"+period, base+"r:"+period+":"
+	stateKey, zsetKey := keyState.at(base, r.Window, r.Period), keyRanking.at(base, r.Window, r.Period)
+	recPrefix := recordsPrefix(base, r.Window, r.Period)
 	layout, err := s.lastLayout(ctx, stateKey, recPrefix)
 	if err != nil {
 		return nil, nil, err
@@ -232,7 +232,7 @@ func (s *Store) aroundPlain(ctx context.Context, r Resolved, players []string, r
 		var state *redis.SliceCmd
 		var card *redis.IntCmd
 		_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			def = p.Get(ctx, base+"def")
+			def = p.Get(ctx, keyDef.of(base))
 			state = p.HMGet(ctx, stateKey, stateFields...)
 			card = p.ZCard(ctx, zsetKey)
 			for _, rd := range pending {
@@ -303,7 +303,7 @@ func (x *aroundExtra) read(ctx context.Context, p redis.Pipeliner, members []str
 		return
 	}
 	if wantMeta {
-		x.metas = p.HMGet(ctx, base+"m", x.ids...)
+		x.metas = p.HMGet(ctx, keyNames.of(base), x.ids...)
 	}
 	if wantTs {
 		x.recs = make([]*redis.StringCmd, len(x.ids))

@@ -104,10 +104,6 @@ func (e *CloseEvent) ID() string {
 	return "pc_" + hex.EncodeToString(h[:8]) + "_" + e.OutboxID
 }
 
-// outboxKey is the board's outbox stream; deadLetterKey the stream of events whose delivery gave up.
-func (s *Store) outboxKey(board string) string     { return s.keyBase(board) + "o" }
-func (s *Store) deadLetterKey(board string) string { return s.keyBase(board) + "o:dead" }
-
 // closedAt reports whether a period that ended at end is closed at now: from its end plus the board's grace on.
 // In milliseconds, the precision submit.lua compares in (season_of), so that a period closes at the same moment for
 // the close check and for submissions. (Period bounds are whole seconds, and the grace whole milliseconds.)

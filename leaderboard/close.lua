@@ -6,7 +6,7 @@
 -- With the ledger (mode 'f') the event waits: the fence is set to '~' (closed, standings not yet frozen), the
 -- standings are frozen in the ledger, and mode 'a' then sends the event with the frozen standings and sets the
 -- fence to its outbox id (see freeze.go). Mode 'a' also sends a correction (a later version, after a void).
--- KEYS[2]: the outbox stream (see outboxKey in close.go). ARGV: definition SHA-1, board id, n, now (unix ms, the
+-- KEYS[2]: the outbox stream (see outboxKey in keys.go). ARGV: definition SHA-1, board id, n, now (unix ms, the
 -- caller's clock), the most entries the outbox keeps, force ('1' or '0'), mode ('e': the event now; 'f': the fence
 -- only; 'a': announce), then per period: modes 'e' and 'f' 5 values: window code, window name, period key,
 -- endedAt (unix ms), the least TTL of the fence (s); mode 'a' 9 values: window code, window name, period key,

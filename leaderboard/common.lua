@@ -1,54 +1,9 @@
 -- Shared by every script of a board; prepended to each script when it is loaded.
 --
--- KEYS[1] is the board's key base "<prefix>:{<tag>}:". Every key of a board starts with it, so all of them are
--- in one cluster slot and every script on a board is atomic. Keys derived from it (same slot):
---   def                  the board definition (JSON). ARGV[1] of every script is the SHA-1 of the definition the
---                        caller holds: a script refuses to run on a board that was deleted or re-created with
---                        another definition (check_def).
---   z:<w>:<period>       sorted set, the exact ranking. Score: the score, negated on DESC boards, so that one
---                        ascending order serves both; member: arrival token .. playerId, so equal scores rank by
---                        first arrival (see token()).
---   r:<w>:<period>:<n>   player records, linear-hashed into small hashes (kept in Redis's compact listpack
---                        encoding): playerId -> "<updatedAt, 10 digits><arrival number>" or, for players beyond
---                        exactTop, "<updatedAt><arrival number>:<internal score>" (see make_rec()).
---   s:<w>:<period>       state: seq/sqh (arrival counter, low and high part), cnt (players), lvl/sp (record
---                        hashing), hv (the version of the hash that places records, see phash; absent: 1), tn/tb
---                        (tail count and bound), szp (ms of the last published size change).
---   h:<w>:<period>       histogram of tail scores (exactTop boards), a Fenwick tree over score buckets (fields
---                        1..FN), and "w<bucket>" flags for buckets with too many distinct scores to count each.
---   v:<w>:<period>:<k>   the tail players of histogram bucket k counted per distinct internal score, while the
---                        bucket holds at most VMAX distinct scores (see tail_before).
---   m                    playerId -> {"n": displayName, "m": metadata}; on boards without ALL_TIME it expires with
---                        the last period written.
---   c                    board counters: ver (version of published changes), ep (epoch of ver: set when ver
---                        starts, so a counter that started again is never mistaken for the old one)
---   e:<eventId>          first result of an eventId, with the fingerprint of its payload
---   l:<minute>:<player>  submissions of a player in one minute of the caller's clock (unix s / 60), on boards
---                        with a submission limit; expires after LIMIT_TTL seconds (see limit_key)
---   watch                present while some process watches single players' ranks on this board
---   season               the SEASON window's state (season.lua writes it, submit.lua reads it): cur, cs, ce, cx
---                        (the latest season's id, start, end and key expiry, unix s; ce is the endsAt it was started
---                        with until it is closed early, then the moment it closed), prev, ps, pe, px (the season
---                        before it, which late scores may still reach), gms (the board's grace, ms), grace (the
---                        same in whole seconds, as servers before gms read it; gms falls back to it)
---   seasons              the seasons whose keys have not expired: id -> "<start>,<end>,<key expiry>" (unix s, end
---                        as ce above)
---   seasons:used         the ids of the seasons that left 'seasons' (season.lua moves them at the next start): an
---                        id is never used twice
---   x:<w>:<period>       close fence (fence_key): present once the period is closed, which makes its standings
---                        final: every script that writes a period refuses a fenced one. close.lua sets it in the
---                        step that reads the standings for the close event, so the event and the period agree for
---                        ever; it holds the event's outbox id ('' when the period closed without one: nobody played)
---                        and lives at least as long as the period's keys
---   o                    outbox stream of close events (close.lua appends; owned by outboxKey in close.go)
---   o:dead               close events whose webhook delivery gave up (deadLetterKey in close.go)
---   del                  tombstone of a deletion still being purged (delete.lua, purge.lua): the token of that
---                        deletion; no def then, and create.lua refuses the id until the purge removes it
---   snap:<id>:<kind>     an export's copy of one window period at one moment (snapshot.lua; snapshot.go owns
---                        it): s (its state: cnt, lvl, sp, hv as the period's, rows, nb record hashes), z, m, and
---                        r:<n> in the period's record layout. Every part has a TTL that the export renews.
--- Every period key gets a TTL relative to the caller's clock (ARGV "now"), never an absolute time, so a key is
--- never written already expired, whatever Redis's own clock says.
+-- KEYS[1] is the board's key base "<prefix>:{<tag>}:" (base). The keys of a board after it are named in one place,
+-- leaderboard/keys.go, which documents each and renders them into this file at the "@keys" line below: K, the
+-- names of the board's keys (base .. K.names, base .. K.counters, ...), and a builder per window period key (zkey,
+-- skey, rkey, hkey, vkey, fence_key). Scripts name keys through them only (TestScriptsGlueNoKeys).
 local base -- KEYS[1], set at the start of every call (see script.go)
 
 -- The library functions the scripts call, as locals bound by bind() at the start of a call (see script.go): in a
@@ -91,17 +46,12 @@ local function d62(b)
 end
 local LO = 4294967296 -- 2^32: the arrival counter is sqh * 2^32 + seq, both parts exact in doubles
 
-local function zkey(w, p) return base .. 'z:' .. w .. ':' .. p end
--- fence_key is the close fence of a window period (x: above). Its one owner: Go reads it through fence.lua.
-local function fence_key(w, p) return base .. 'x:' .. w .. ':' .. p end
-local function skey(w, p) return base .. 's:' .. w .. ':' .. p end
-local function hkey(w, p) return base .. 'h:' .. w .. ':' .. p end
-local function vkey(w, p, k) return base .. 'v:' .. w .. ':' .. p .. ':' .. k end
+-- @keys (rendered from keys.go)
 local VMAX = 128 -- distinct scores counted one by one per histogram bucket (a hash of this size stays a listpack)
-local function rkey(w, p, n) return base .. 'r:' .. w .. ':' .. p .. ':' .. n end
-local function snap_base(id) return base .. 'snap:' .. id .. ':' end
+-- snap_base is the start of the keys of export id's copy of a window period (K.snap; snapshot.lua).
+local function snap_base(id) return base .. K.snap .. id .. ':' end
 local LIMIT_TTL = 120 -- s a submission counter outlives the start of its minute (a minute, and slack for skew)
-local function limit_key(now, player) return base .. 'l:' .. floor(now / 60) .. ':' .. player end
+local function limit_key(now, player) return base .. K.limit .. floor(now / 60) .. ':' .. player end
 
 -- def_shas remembers the SHA-1 of each definition text check_def has hashed: hashing a definition of ~250 bytes
 -- cost ~0.8 us of every script call, a twentieth of a lone point read. A text's hash never changes, so the memo
@@ -144,7 +94,7 @@ end
 
 -- ledger_check reads the board's high-water mark and refuses the call when earlier events are missing.
 local function ledger_check()
-  LG.hwm = tonumber(rcall('HGET', base .. 'c', 'lsq')) or 0
+  LG.hwm = tonumber(rcall('HGET', base .. K.counters, 'lsq')) or 0
   if LG.first > LG.hwm + 1 then return redis.error_reply('LB_GAP ' .. LG.hwm) end
   return nil
 end
@@ -154,14 +104,14 @@ local function ledger_event(n) return LG.seqs[n] > LG.hwm end
 
 -- ledger_save moves the high-water mark past the call's events.
 local function ledger_save()
-  if LG and LG.last > LG.hwm then rcall('HSET', base .. 'c', 'lsq', LG.last) end
+  if LG and LG.last > LG.hwm then rcall('HSET', base .. K.counters, 'lsq', LG.last) end
 end
 
 -- check_def returns an error reply when the board is gone or its definition is not the one the caller holds
 -- (sha: SHA-1 of the definition JSON), nil when the script may go on. A ledgered call also passes the gate, and
 -- a call of one event that was applied before is LB_SEEN.
 local function check_def(sha)
-  local def = rcall('GET', base .. ((LG and LG.restore) and 'rdef' or 'def'))
+  local def = rcall('GET', base .. ((LG and LG.restore) and K.rdef or K.def))
   if not def then return redis.error_reply('LB_NOT_FOUND no leaderboard with this id') end
   local h = def_shas[def]
   if not h then
@@ -255,8 +205,8 @@ end
 -- a third of the record hashes, some to six times their load, and every lookup scanned the crowd. Version 2 takes
 -- three bytes a step and multiplies once more at the end, which spreads any id set as evenly as a SHA-1 would
 -- (sequential, numeric, UUIDs, e-mails), at a third of version 1's steps.
-local HASH_V = 2
-local HP = 4294967291 -- 2^32 - 5
+-- HASH_V and HP (2^32 - 5) are rendered from keys.go with the keys (record.go's recordHashVersion and
+-- recordHashPrime).
 local HM = 1000003    -- below 2^20: h * HM + 2^24 stays below 2^53
 
 local function phash1(s)
@@ -577,7 +527,7 @@ local function tie_of(st, x, rank, exact)
 end
 
 local function meta_of(player)
-  return rcall('HGET', base .. 'm', player) or ''
+  return rcall('HGET', base .. K.names, player) or ''
 end
 
 -- The parts of an entry a read fills besides id, rank, approximate, score and size (the Fields of read.go): a
@@ -638,7 +588,7 @@ local function metas(players, mk)
   if #players == 1 and not mk then return { meta_of(players[1]) } end -- HGET: cheaper than HMGET for one
   local out = {}
   for i = 1, #players, 500 do
-    local v = rcall('HMGET', mk or base .. 'm', unpack_(players, i, min(i + 499, #players)))
+    local v = rcall('HMGET', mk or base .. K.names, unpack_(players, i, min(i + 499, #players)))
     for j = 1, #v do out[#out + 1] = v[j] or '' end
   end
   return out
@@ -677,7 +627,7 @@ end
 -- published nothing).
 local function publish(pubcmd, channel, changes)
   if #changes == 0 or pubcmd == '' then return end
-  local ck = base .. 'c'
+  local ck = base .. K.counters
   local ver = rcall('HINCRBY', ck, 'ver', 1)
   local ep = rcall('HGET', ck, 'ep')
   if ver == 1 or not ep then
@@ -691,7 +641,7 @@ end
 
 -- season_state reads the SEASON window's state (key 'season' above); ids are nil while no season ever started.
 local function season_state()
-  local v = rcall('HMGET', base .. 'season', 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'gms', 'grace')
+  local v = rcall('HMGET', base .. K.season, 'cur', 'cs', 'ce', 'cx', 'prev', 'ps', 'pe', 'px', 'gms', 'grace')
   return { cur = v[1] or nil, cs = tonum(v[2]), ce = tonum(v[3]), cx = tonum(v[4]), prev = v[5] or nil,
     ps = tonum(v[6]), pe = tonum(v[7]), px = tonum(v[8]), gms = tonum(v[9]) or (tonum(v[10]) or 0) * 1000 }
 end

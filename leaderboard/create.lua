@@ -4,10 +4,10 @@
 -- deletion of the id is still being purged (see delete.lua).
 -- Ledgered (the board's first event): a restore keeps the definition in rdef, off the board list, until
 -- restore_done.lua switches it in.
-local gone = rcall('GET', base .. 'del')
+local gone = rcall('GET', base .. K.tomb)
 if gone then return redis.error_reply('LB_DELETING ' .. gone) end
 local restore = LG and LG.restore
-local def = base .. (restore and 'rdef' or 'def')
+local def = base .. (restore and K.rdef or K.def)
 local cur = rcall('GET', def)
 if cur and cur ~= ARGV[1] then
   return redis.error_reply('LB_CONFLICT a board with this id exists with a different definition')

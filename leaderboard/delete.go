@@ -185,7 +185,7 @@ func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id
 
 // Exists reports whether a board exists now, asking Redis (not the definition cache).
 func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, s.keyBase(id)+"def").Result()
+	n, err := s.rdb.Exists(ctx, keyDef.of(s.keyBase(id))).Result()
 	return n == 1, redisError(err)
 }
 

@@ -6,13 +6,13 @@
 -- token, publish command ('' for none), channel, deletion notice (payload).
 -- Reply: {'deleted', token}; {'deleting', token} when an earlier deletion of the board is still being purged;
 -- 'none' when there is no such board.
-local tomb = base .. 'del'
-if rcall('EXISTS', base .. 'def') == 0 then
+local tomb = base .. K.tomb
+if rcall('EXISTS', base .. K.def) == 0 then
   local t = rcall('GET', tomb)
   if t then return { 'deleting', t } end
   return 'none'
 end
-rcall('DEL', base .. 'def', base .. 'watch')
+rcall('DEL', base .. K.def, base .. K.watch)
 rcall('SREM', KEYS[2], ARGV[1])
 rcall('SET', tomb, ARGV[2])
 if ARGV[3] ~= '' then rcall(ARGV[3], ARGV[4], ARGV[5]) end

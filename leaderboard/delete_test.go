@@ -2,7 +2,6 @@ package leaderboard_test
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -213,11 +212,10 @@ func TestInterruptedDeleteFinished(t *testing.T) {
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		interrupt := func(id string) {
-			base := s.Prefix() + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:"
-			if err := tg.Client.Del(ctx, base+"def").Err(); err != nil {
+			if err := tg.Client.Del(ctx, lb.DefKey(s, id)).Err(); err != nil {
 				t.Fatal(err)
 			}
-			if err := tg.Client.Set(ctx, base+"del", "tok-"+id, 0).Err(); err != nil {
+			if err := tg.Client.Set(ctx, lb.TombKey(s, id), "tok-"+id, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

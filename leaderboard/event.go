@@ -87,7 +87,7 @@ func DecodeEvent(payload []byte) (Event, error) {
 // EventVersion returns the epoch and version of the last event published for a board ("", 0 when none was).
 // Events with this epoch and a version up to it are reflected in every read that starts after this call.
 func (s *Store) EventVersion(ctx context.Context, board string) (epoch string, version int64, err error) {
-	v, err := s.rdb.HMGet(ctx, s.keyBase(board)+"c", "ep", "ver").Result()
+	v, err := s.rdb.HMGet(ctx, keyCounters.of(s.keyBase(board)), "ep", "ver").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return "", 0, redisError(err)
 	}
@@ -163,6 +163,6 @@ func IsScriptError(err error) bool {
 
 // Watched reports whether a board is watched (see Watch).
 func (s *Store) Watched(ctx context.Context, board string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, s.keyBase(board)+"watch").Result()
+	n, err := s.rdb.Exists(ctx, keyWatch.of(s.keyBase(board))).Result()
 	return n == 1, redisError(err)
 }

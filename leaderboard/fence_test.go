@@ -223,7 +223,7 @@ func TestCloseFenceOutlivesThePeriod(t *testing.T) {
 		outlives := func(b string, w lb.Window, p string) {
 			t.Helper()
 			fence := ttl(lb.FenceKey(s, b, w, p))
-			for _, k := range []string{lb.PeriodKey(s, b, "s", w, p), lb.PeriodKey(s, b, "z", w, p),
+			for _, k := range []string{lb.StateKey(s, b, w, p), lb.RankingKey(s, b, w, p),
 				lb.RecordsKey(s, b, w, p, 0)} {
 				if keys := ttl(k); keys <= 0 || fence < keys {
 					t.Fatalf("%s %s: fence TTL %v, key %s TTL %v", w, p, fence, k, keys)
@@ -453,7 +453,7 @@ func TestFenceReadsTheClose(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys, err := tg.Client.PTTL(ctx, lb.PeriodKey(s, b.ID, "z", lb.Daily, "2031-07-01")).Result() // read after
+		keys, err := tg.Client.PTTL(ctx, lb.RankingKey(s, b.ID, lb.Daily, "2031-07-01")).Result() // read after
 		if err != nil || f == nil || f.OutboxID != ev.OutboxID || f.ExpiresIn < keys {
 			t.Fatalf("the closed 1st: %+v %v, want event %s and at least %v", f, err, ev.OutboxID, keys)
 		}

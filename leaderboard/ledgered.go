@@ -569,7 +569,7 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 			args = append(args, windowCodes[wp.Window], wp.Period)
 		}
 		if v.b.HasWindow(Season) {
-			ids, err := s.rdb.HKeys(ctx, v.keys+"seasons").Result()
+			ids, err := s.rdb.HKeys(ctx, keySeasons.of(v.keys)).Result()
 			if err != nil {
 				return nil, redisError(err)
 			}
@@ -838,8 +838,8 @@ func (s *Store) VoidScoreEvents(ctx context.Context, board string, ids []string,
 func (s *Store) createLedgered(ctx context.Context, id, def string) error {
 	base := s.makeKeyBase(id)
 	st, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Get(ctx, base+"def")
-		p.HGet(ctx, base+"c", "lsq")
+		p.Get(ctx, keyDef.of(base))
+		p.HGet(ctx, keyCounters.of(base), "lsq")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {

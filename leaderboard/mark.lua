@@ -4,5 +4,5 @@
 -- still ends up counted. ARGV: definition SHA-1.
 local bad = check_def(ARGV[1])
 if bad then return bad end
-if not LG.restore then rcall('HSET', base .. 'c', 'void', LG.last) end
+if not LG.restore then rcall('HSET', base .. K.counters, 'void', LG.last) end
 return 'ok'

@@ -3,7 +3,7 @@
 -- lets the id be created again. UNLINK frees large values off Redis's main thread, so a batch stays short
 -- whatever the size of the sorted sets and hashes in it.
 -- Reply: number of keys deleted, or -1 when the tombstone is gone or belongs to another deletion (stop).
-local tomb = base .. 'del'
+local tomb = base .. K.tomb
 if rcall('GET', tomb) ~= ARGV[1] then return -1 end
 local n = 0
 for i = 2, #KEYS do

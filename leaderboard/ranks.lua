@@ -7,7 +7,7 @@ local st = load_state(ARGV[2], ARGV[3], true)
 local fields = tonum(ARGV[4])
 local out = { st.cnt }
 if has(fields, F_VERSION) then
-  local v = rcall('HMGET', base .. 'c', 'ep', 'ver')
+  local v = rcall('HMGET', base .. K.counters, 'ep', 'ver')
   out[2], out[3] = v[1] or '', tonum(v[2]) or 0
 end
 local off = #out

@@ -121,8 +121,8 @@ func (s *Store) plainRead(ctx context.Context, v View, fits func(*Board) bool, r
 // entry...}), or returns errUseScript.
 func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, arg int) ([]any, error) {
 	base := s.keyBase(r.Board.ID)
-	period := windowCodes[r.Window] + ":" + r.Period
-	stateKey, zsetKey, recPrefix := base+"s:"+period, base+"z:"+period, base+"r:"+period+":"
+	stateKey, zsetKey := keyState.at(base, r.Window, r.Period), keyRanking.at(base, r.Window, r.Period)
+	recPrefix := recordsPrefix(base, r.Window, r.Period)
 	layout, err := s.lastLayout(ctx, stateKey, recPrefix)
 	if err != nil {
 		return nil, err
@@ -164,7 +164,7 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 		ranks := make([]*redis.IntCmd, len(members))
 		again := make([]*redis.StringCmd, len(players)) // records read again: nil where not
 		_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			def = p.Get(ctx, base+"def")
+			def = p.Get(ctx, keyDef.of(base))
 			state = p.HMGet(ctx, stateKey, stateFields...)
 			if len(members) > 0 {
 				args := make([]any, 0, len(members)+2)
@@ -189,10 +189,10 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 						ids = append(ids, id)
 					}
 				}
-				metas = p.HMGet(ctx, base+"m", ids...)
+				metas = p.HMGet(ctx, keyNames.of(base), ids...)
 			}
 			if wantVersion {
-				version = p.HMGet(ctx, base+"c", "ep", "ver")
+				version = p.HMGet(ctx, keyCounters.of(base), "ep", "ver")
 			}
 			return nil
 		})

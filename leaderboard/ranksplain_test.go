@@ -309,13 +309,9 @@ func brokenBoard(t *testing.T, kind string) *Store {
 			t.Fatal(err)
 		}
 	}
-	key := s.keyBase("w") + kind + ":" + windowCodes[AllTime] + ":" + AllPeriod
-	if kind == "r" {
-		key += ":0"
-	}
-	if kind == "def" || kind == "m" { // the definition, the names hash
-		key = s.keyBase("w") + kind
-	}
+	base := s.keyBase("w")
+	key := map[string]string{"s": keyState.at(base, AllTime, AllPeriod), "z": keyRanking.at(base, AllTime, AllPeriod),
+		"r": keyRecords.atN(base, AllTime, AllPeriod, 0), "def": keyDef.of(base), "m": keyNames.of(base)}[kind]
 	if err := tg.Client.Del(ctx, key).Err(); err != nil {
 		t.Fatal(err)
 	}

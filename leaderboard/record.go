@@ -9,10 +9,15 @@ import (
 // common.lua owns the format and writes every record; this file reads what it wrote, and the tests hold the two to
 // each other: FuzzParseRecord (parseRecord against parse_rec on any string), FuzzRecordEncoding (arrivalToken
 // against token), TestRecordHashSpreadsIDs and TestRecordHashVersion1Kept (recordHash and recordLayout.key against
-// the record hashes the scripts placed players in).
+// the record hashes the scripts placed players in). The hashing's constants are this file's: keys.go renders
+// recordHashPrime and recordHashVersion into common.lua as HP and HASH_V (TestLuaKeysMatchGo reads them back).
 
 // recordHashPrime is the modulus of both record hashes: 2^32 - 5 (HP in common.lua).
 const recordHashPrime = 1<<32 - 5
+
+// recordHashVersion is the hash version a new window period places its records by (HASH_V in common.lua, which
+// keys.go renders from it).
+const recordHashVersion = 2
 
 // recordHash is common.lua's phash of a player id for hash version hv (1: phash1, else phash2).
 func recordHash(hv int, id string) uint64 {
@@ -47,7 +52,7 @@ type recordLayout struct {
 func layoutOf(cnt, lvl, sp, hv any) recordLayout {
 	l := recordLayout{lvl: int(toInt(lvl)), sp: int(toInt(sp)), hv: int(toInt(hv))}
 	if hv == nil {
-		l.hv = 2 // HASH_V
+		l.hv = recordHashVersion
 		if cnt != nil {
 			l.hv = 1 // written before hv was recorded
 		}

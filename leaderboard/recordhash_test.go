@@ -15,7 +15,7 @@ import (
 // periodLayout reads a window period's record hashing: level, split pointer and hash version ("" when absent).
 func periodLayout(t *testing.T, s *lb.Store, tg redistest.Target, board string) (lvl, sp int, hv string) {
 	t.Helper()
-	v, err := tg.Client.HMGet(context.Background(), lb.PeriodKey(s, board, "s", lb.AllTime, lb.AllPeriod),
+	v, err := tg.Client.HMGet(context.Background(), lb.StateKey(s, board, lb.AllTime, lb.AllPeriod),
 		"lvl", "sp", "hv").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +150,7 @@ func TestRecordHashVersion1Kept(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := tg.Client.HDel(ctx, lb.PeriodKey(s, board, "s", lb.AllTime, lb.AllPeriod), "hv").Err(); err != nil {
+		if err := tg.Client.HDel(ctx, lb.StateKey(s, board, lb.AllTime, lb.AllPeriod), "hv").Err(); err != nil {
 			t.Fatal(err)
 		}
 

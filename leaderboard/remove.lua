@@ -39,6 +39,6 @@ for _, f in ipairs(found) do
   rcall('HINCRBY', skey(st.w, st.p), 'cnt', -1)
   changes[#changes + 1] = { st.w, st.p, player, f.rank, 0, fmt(f.x), '', st.cnt - 1 }
 end
-if kept == 0 then rcall('HDEL', base .. 'm', player) end
+if kept == 0 then rcall('HDEL', base .. K.names, player) end
 publish(pubcmd, channel, changes)
 return { #found, kept }

@@ -115,7 +115,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	}
 	base := s.makeKeyBase(board)
 	token := rand.Text()
-	lock := base + "restoring"
+	lock := keyRestoring.of(base)
 	got, err := s.rdb.SetNX(ctx, lock, token, restoreLockTTL).Result()
 	if err != nil {
 		rep.Err = redisError(err)
@@ -130,10 +130,10 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	keep := func() { s.rdb.Expire(ctx, lock, restoreLockTTL) }
 
 	st, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Exists(ctx, base+"def")
-		p.Exists(ctx, base+"rdef")
-		p.HGet(ctx, base+"c", "lsq")
-		p.HGet(ctx, base+"c", "void")
+		p.Exists(ctx, keyDef.of(base))
+		p.Exists(ctx, keyRestoreDef.of(base))
+		p.HGet(ctx, keyCounters.of(base), "lsq")
+		p.HGet(ctx, keyCounters.of(base), "void")
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -229,7 +229,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	}
 	s.forget(board)
 	if lateVoid > 0 {
-		if err := s.rdb.HSet(ctx, base+"c", "void", lateVoid).Err(); err != nil {
+		if err := s.rdb.HSet(ctx, keyCounters.of(base), "void", lateVoid).Err(); err != nil {
 			rep.Err = redisError(err)
 			return rep
 		}
@@ -251,7 +251,7 @@ func (s *Store) clearBoard(ctx context.Context, board, lock string) error {
 		return redisError(err)
 	}
 	// The definition goes first, in a step of its own: from then on nobody reads or writes the board.
-	if err := s.rdb.Del(ctx, base+"def", base+"rdef").Err(); err != nil {
+	if err := s.rdb.Del(ctx, keyDef.of(base), keyRestoreDef.of(base)).Err(); err != nil {
 		return redisError(err)
 	}
 	s.rdb.SRem(ctx, s.registryKey(board), board)
@@ -375,9 +375,9 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 		voids := make([]*redis.StringCmd, len(part))
 		for i, b := range part {
 			base := s.makeKeyBase(b.ID)
-			defs[i] = pipe.Exists(ctx, base+"def")
-			hwms[i] = pipe.HGet(ctx, base+"c", "lsq")
-			voids[i] = pipe.HGet(ctx, base+"c", "void")
+			defs[i] = pipe.Exists(ctx, keyDef.of(base))
+			hwms[i] = pipe.HGet(ctx, keyCounters.of(base), "lsq")
+			voids[i] = pipe.HGet(ctx, keyCounters.of(base), "void")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return n, redisError(err)

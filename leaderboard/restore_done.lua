@@ -4,15 +4,15 @@
 -- channel makes every listener read it again (live screens get a snapshot).
 -- ARGV: head, id, publish command ('' for none), channel, notice. Reply: 'done', or the high-water mark when
 -- events after it are still to be applied (the restorer applies them and calls again).
-local lsq = tonum(rcall('HGET', base .. 'c', 'lsq')) or 0
+local lsq = tonum(rcall('HGET', base .. K.counters, 'lsq')) or 0
 if lsq < tonum(ARGV[1]) then return lsq end
-if rcall('EXISTS', base .. 'rdef') == 0 then
-  if rcall('EXISTS', base .. 'def') == 1 then return 'done' end -- another restorer switched it in
+if rcall('EXISTS', base .. K.rdef) == 0 then
+  if rcall('EXISTS', base .. K.def) == 1 then return 'done' end -- another restorer switched it in
   return redis.error_reply('LB_NOT_FOUND the restore lost its definition')
 end
-rcall('RENAME', base .. 'rdef', base .. 'def')
+rcall('RENAME', base .. K.rdef, base .. K.def)
 rcall('SADD', KEYS[2], ARGV[2])
 local t = rcall('TIME')
-rcall('HSET', base .. 'c', 'ver', 0, 'ep', t[1] .. sformat('%06d', tonum(t[2])))
+rcall('HSET', base .. K.counters, 'ver', 0, 'ep', t[1] .. sformat('%06d', tonum(t[2])))
 if ARGV[3] ~= '' then rcall(ARGV[3], ARGV[4], ARGV[5]) end
 return 'done'

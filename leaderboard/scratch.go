@@ -50,7 +50,7 @@ func (s *Store) scratchStandings(ctx context.Context, board string, key int64, d
 	}
 	// The snapshot script checks the definition where a readable board keeps it, as restore_done.lua moves it.
 	base := s.makeKeyBase(id)
-	if err := s.rdb.Rename(ctx, base+"rdef", base+"def").Err(); err != nil {
+	if err := s.rdb.Rename(ctx, keyRestoreDef.of(base), keyDef.of(base)).Err(); err != nil {
 		return nil, redisError(fmt.Errorf("scratch replay of %q: %w", board, err))
 	}
 	// Read by the scratch's keys: its definition names the board itself, and a read by id would find the board.

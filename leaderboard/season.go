@@ -188,7 +188,7 @@ func (s *Store) Seasons(ctx context.Context, board string) ([]SeasonInfo, error)
 		return nil, err
 	}
 	defer release()
-	all, err := s.rdb.HGetAll(ctx, s.keyBase(board)+"seasons").Result()
+	all, err := s.rdb.HGetAll(ctx, keySeasons.of(s.keyBase(board))).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, redisError(err)
 	}
@@ -238,7 +238,7 @@ func (s *Store) LatestSeason(ctx context.Context, board string) (*SeasonInfo, er
 		return nil, err
 	}
 	defer release()
-	v, err := s.rdb.HMGet(ctx, s.keyBase(board)+"season", "cur", "cs", "ce", "cx").Result()
+	v, err := s.rdb.HMGet(ctx, keySeason.of(s.keyBase(board)), "cur", "cs", "ce", "cx").Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, redisError(err)
 	}

@@ -9,7 +9,7 @@
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local op, now = ARGV[2], tonum(ARGV[3])
-local sk, rk, uk = base .. 'season', base .. 'seasons', base .. 'seasons:used'
+local sk, rk, uk = base .. K.season, base .. K.seasons, base .. K.seasons_used
 local ss = season_state()
 
 -- season_closed closes the running season at time at: its end becomes at, so scores achieved from then on are

@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -175,10 +174,4 @@ func (sn *Snapshot) drop(ctx context.Context) error {
 		err = nil
 	}
 	return redisError(err)
-}
-
-// SnapshotKeys returns the SCAN/KEYS pattern that matches the keys of every snapshot of a board (for tests and
-// tools, as BoardKeys).
-func (s *Store) SnapshotKeys(board string) string {
-	return strings.TrimSuffix(s.BoardKeys(board), "*") + "snap:*"
 }

@@ -19,7 +19,7 @@ local ttl = ARGV[5]
 if rcall('EXISTS', sk) == 1 then return redis.error_reply('LB_CONFLICT snapshot id in use') end
 local rows = rcall('ZCARD', st.z)
 local nb = 2 ^ st.lvl + st.sp -- record hashes 0 .. nb - 1 (see record_key)
-local mk = base .. 'm'
+local mk = base .. K.names
 local copyRecs = rows * EXTRACT_RATIO >= st.cnt
 local copyNames = rcall('HLEN', mk) <= rows * EXTRACT_RATIO
 

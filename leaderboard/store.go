@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha1"
 	_ "embed"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,7 +18,9 @@ import (
 
 var (
 	//go:embed common.lua
-	commonLua string
+	commonLuaSource string
+	// commonLua is common.lua with its keys rendered (renderCommon): the text every script starts with.
+	commonLua = renderCommon(commonLuaSource)
 	//go:embed submit.lua
 	submitLua string
 	//go:embed remove.lua
@@ -203,25 +204,6 @@ func (s *Store) Now() time.Time { return s.cfg.Clock() }
 // PublishNone).
 func (s *Store) PublishCommand() string { return s.cfg.PublishCommand }
 
-// keyBase returns the prefix of every key of a board: "<prefix>:{<tag>}:". The tag is the id in unpadded
-// base64url, which cannot contain braces, so any id (braces, colons, emoji) gives a valid, unique hash tag. A
-// board in the definition cache has it made already (every call on a board names its keys).
-// stateKey is the state hash of a window period of a board (common.lua's skey): its player count and layout.
-func (s *Store) stateKey(board string, w Window, period string) string {
-	return s.keyBase(board) + "s:" + windowCodes[w] + ":" + period
-}
-
-func (s *Store) keyBase(board string) string {
-	if v, ok := s.boards.Load(board); ok {
-		return v.(*cachedBoard).keys
-	}
-	return s.makeKeyBase(board)
-}
-
-func (s *Store) makeKeyBase(board string) string {
-	return s.cfg.Prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(board)) + "}:"
-}
-
 // cachedBoard is what the store keeps of a board it read or created: the definition and what the calls on the
 // board derive from it alone, made once instead of on every call (a submission made 20 small objects of them).
 type cachedBoard struct {
@@ -262,23 +244,6 @@ func (s *Store) Channel(board string) string {
 		return v.(*cachedBoard).submitHead[submitChannelArg].(string)
 	}
 	return channelOf(s.makeKeyBase(board))
-}
-
-// channelOf returns the channel of the board whose key base is keys.
-func channelOf(keys string) string { return keys + "live" }
-
-// BoardKeys returns the SCAN/KEYS pattern that matches every key of a board (for tests and tools; SCAN with it
-// on every node of a cluster).
-func (s *Store) BoardKeys(board string) (pattern string) {
-	b := s.keyBase(board)
-	return strings.NewReplacer("*", `\*`, "?", `\?`, "[", `\[`, "]", `\]`).Replace(b) + "*"
-}
-
-// registryKey returns the board list that holds board's id: one set per cluster hash slot, named with a tag of
-// that slot, so that the create script registers a board in the same atomic step as its definition (a script may
-// only touch keys of one slot). Registry tags start with '~', which base64url board tags never contain.
-func (s *Store) registryKey(board string) string {
-	return s.cfg.Prefix + ":{" + slotTag(HashSlot(s.keyBase(board))) + "}:boards"
 }
 
 // CreateBoard stores a new board definition and lists it among the boards, in one script. Creating an id that
@@ -325,7 +290,7 @@ func (s *Store) loadBoard(ctx context.Context, id string) (*cachedBoard, error) 
 	if err := checkID("board id", id); err != nil {
 		return nil, err
 	}
-	def, err := s.rdb.Get(ctx, s.makeKeyBase(id)+"def").Result()
+	def, err := s.rdb.Get(ctx, keyDef.of(s.makeKeyBase(id))).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, s.missing(ctx, id)
 	}
@@ -394,7 +359,7 @@ func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringSliceCmd, len(tags))
 	for i, tag := range tags {
-		cmds[i] = pipe.SMembers(ctx, s.cfg.Prefix+":{"+tag+"}:boards")
+		cmds[i] = pipe.SMembers(ctx, s.registryOf(tag))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, redisError(err)

@@ -46,7 +46,7 @@ local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
 local function user(x) if desc then return -x end return x end
-local watching = rcall('EXISTS', base .. 'watch') == 1
+local watching = rcall('EXISTS', base .. K.watch) == 1
 local changes = {}
 -- The state of each window period written, read once per call and saved once at its end (save_state): the items
 -- of a call run one after another, so each sees the state the one before left.
@@ -176,7 +176,7 @@ end
 -- records never expire, so neither do the names).
 local function keep_names(ttl)
   if not ttl then return end
-  local mk = base .. 'm'
+  local mk = base .. K.names
   local cur = rcall('TTL', mk)
   if cur == -1 or (cur >= 0 and cur < ttl) then rcall('EXPIRE', mk, ttl) end
 end
@@ -213,7 +213,7 @@ local function plan(i0)
   local player = it.player
 
   if it.eventId ~= '' then
-    it.ekey = base .. 'e:' .. it.eventId
+    it.ekey = base .. K.event .. it.eventId
     local prev = rcall('GET', it.ekey)
     if prev then
       local ok, r = pcall(cjson.decode, prev)
@@ -312,7 +312,7 @@ local function plan(i0)
 
   it.metaOut = nil
   if it.hasName or it.hasMeta then
-    local cur = rcall('HGET', base .. 'm', player)
+    local cur = rcall('HGET', base .. K.names, player)
     local obj = {}
     if cur then
       local ok, v = pcall(cjson.decode, cur)
@@ -402,7 +402,7 @@ local function apply(it)
   end
 
   if it.metaOut then
-    if it.metaChanged then rcall('HSET', base .. 'm', player, it.metaOut) end
+    if it.metaChanged then rcall('HSET', base .. K.names, player, it.metaOut) end
     out[6] = it.metaOut
   else
     out[6] = it.metaCur
@@ -420,7 +420,7 @@ end
 -- applied first): its first result while the dedupe record lasts, else {'seen'} (the caller reads the entry).
 local function seen(eventId)
   if eventId ~= '' then
-    local prev = rcall('GET', base .. 'e:' .. eventId)
+    local prev = rcall('GET', base .. K.event .. eventId)
     if prev then
       local ok, r = pcall(cjson.decode, prev)
       if ok and type(r) == 'table' and type(r.r) == 'table' then

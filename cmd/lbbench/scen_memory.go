@@ -3,7 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // runMemory (issue scenario 4) measures Redis memory per player: MEMORY USAGE ... SAMPLES 0 over every key of an
@@ -76,7 +77,7 @@ func (e *env) boardMemory(ctx context.Context, board string) (total int64, keys 
 	}
 	for i, k := range ks {
 		total += sizes[i]
-		if strings.Contains(k, "}:z:") {
+		if leaderboard.IsRankingKey(k) {
 			index += sizes[i]
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -412,7 +411,7 @@ func boardsOnEveryPrimary(t *testing.T, prefix string, n int) []string {
 	var out []string
 	for i := 0; len(out) < n*len(c.Addrs); i++ {
 		id := fmt.Sprintf("board-%d", i)
-		slot := leaderboard.HashSlot(prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(id)) + "}:def")
+		slot := leaderboard.HashSlot(leaderboard.KeyBase(prefix, id))
 		owner, err := c.SlotOwner(context.Background(), slot)
 		if err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -131,7 +130,7 @@ func buildServer(t *testing.T) string {
 // Redis keeps for it (c.lsq, see the gate in leaderboard/common.lua): events recorded and not applied.
 func waitCommittedNotApplied(t *testing.T, l *ledger.Ledger, rdb redis.UniversalClient, prefix, board string) {
 	t.Helper()
-	key := prefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte(board)) + "}:c"
+	key := leaderboard.CountersKey(prefix, board)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 		lb, _, err := l.Board(context.Background(), board)
 		if err != nil {

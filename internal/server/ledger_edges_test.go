@@ -1,11 +1,12 @@
 package server
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // Tests of the ledger that fail on the lead's branch as it stands (see the report of branch ledger-api): each
@@ -54,7 +55,7 @@ func TestLedgerVoidWhoseRebuildFailed(t *testing.T) {
 
 	// Another process restores the board: it holds the board's restore lock (leaderboard/restore.go).
 	rdb := redisClient(t, s)
-	lock := cfg.KeyPrefix + ":{" + base64.RawURLEncoding.EncodeToString([]byte("v")) + "}:restoring"
+	lock := leaderboard.RestoreLockKey(cfg.KeyPrefix, "v")
 	if err := rdb.Set(ctxT(t, 5*time.Second), lock, "another process", 30*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
