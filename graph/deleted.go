@@ -36,7 +36,7 @@ func (r *Resolver) deletedEnd(field graphql.CollectedField, opCtx *graphql.Opera
 		if board == "" || r.Store == nil || ctx.Err() != nil {
 			return nil
 		}
-		if exists, err := r.Store.Exists(ctx, board); err != nil || exists {
+		if gone, err := r.Store.Gone(ctx, board); err != nil || !gone {
 			return nil
 		}
 		return &graphql.Response{Errors: gqlerror.List{{

@@ -189,6 +189,24 @@ func (s *Store) Exists(ctx context.Context, id string) (bool, error) {
 	return n == 1, redisError(err)
 }
 
+// Gone reports whether a board no longer exists: Redis lacks it and, with the ledger, the ledger holds no live
+// board of that id. A board Redis lost and the ledger holds is being restored (this starts it), not gone: live
+// subscriptions of it go on.
+func (s *Store) Gone(ctx context.Context, id string) (bool, error) {
+	ok, err := s.Exists(ctx, id)
+	if err != nil || ok {
+		return false, err
+	}
+	err = s.missing(ctx, id)
+	switch ErrorCode(err) {
+	case NotFound:
+		return true, nil
+	case Unavailable:
+		return false, nil
+	}
+	return false, err
+}
+
 // BoardNow is Board checked against Redis: a cached definition of a board that was deleted (by another process)
 // is forgotten and the board is NotFound. One EXISTS per call.
 func (s *Store) BoardNow(ctx context.Context, id string) (*Board, error) {

@@ -101,7 +101,7 @@ func (f *CloseFeed) follow(ctx context.Context, board, last string) {
 			continue
 		}
 		if len(evs) == 0 {
-			if ok, err := f.store.Exists(ctx, board); err == nil && !ok {
+			if gone, err := f.store.Gone(ctx, board); err == nil && gone {
 				f.end(ctx, board)
 				return
 			}

@@ -714,4 +714,28 @@ func TestLedgerCloseCorrection(t *testing.T) {
 	}
 	reason := "fraud"
 	next(2, 2, &reason, "cid", "ann")
+
+	// Redis loses the board while another process holds its restore for a while: the subscription's feed finds
+	// the board missing for many polls, and goes on (the board is not gone: the ledger holds it) to get the next
+	// correction once the board is restored.
+	rdb := redisClient(t, s)
+	lock := leaderboard.RestoreLockKey(cfg.KeyPrefix, "cup")
+	if err := rdb.Set(ctxT(t, 5*time.Second), lock, "another process", 30*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deleteBoardKeys(t, s, "cup")
+	s.wantCode(t, "", "UNAVAILABLE", `{ top(board: "cup") { playerId } }`, nil)
+	time.Sleep(500 * time.Millisecond) // 25 polls of the feed (WEBHOOK_POLL_INTERVAL 20 ms) see the board missing
+	rdb.Del(ctxT(t, 5*time.Second), lock)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := s.do(t, "", `{ top(board: "cup") { playerId } }`, nil)
+		if len(r.Errors) == 0 {
+			break
+		}
+		if c := r.Codes(); len(c) != 1 || c[0] != "UNAVAILABLE" || time.Now().After(deadline) {
+			t.Fatalf("reading the board while it is restored: %+v", r.Errors)
+		}
+	}
+	s.must(t, testAdminKey, voidMutation, map[string]any{"b": "cup", "ids": []string{"c1"}, "r": "fraud"}, &n)
+	next(3, 1, &reason, "ann")
 }
