@@ -3,7 +3,8 @@
 // its context ends and shuts down gracefully. The files: app (wiring), routes, serve (listener, timeouts,
 // shutdown), config (LoadConfig), middleware (body limits, error coding, logging), httpget (GraphQL over GET),
 // connlimit (MAX_CONNS), metrics, auth (API keys), redisopts (Redis clients), embedded (miniredis for `make run`),
-// querycache (bounded gqlgen caches). The websocket and event-stream transports are package gqlstream's.
+// querycache (bounded gqlgen caches). The websocket and event-stream transports are package gqlstream's; the
+// period-close events and their webhooks package periodclose's.
 package server
 
 import (
@@ -24,6 +25,7 @@ import (
 	"github.com/leaderboard/leaderboard/demo"
 	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/internal/gqlstream"
+	"github.com/leaderboard/leaderboard/internal/periodclose"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/ledger"
 	"github.com/leaderboard/leaderboard/pubsub"
@@ -60,9 +62,9 @@ type App struct {
 	hubCtx    context.Context
 	hubCancel context.CancelFunc
 	hubDone   chan struct{}
-	// closesDone is closed when the close checker and the webhook deliveries (closes.go, webhook.go), which run
+	// closesDone is closed when the close checker and the webhook deliveries (package periodclose), which run
 	// until hubCtx ends, have stopped.
-	closesDone chan struct{}
+	closesDone <-chan struct{}
 }
 
 // New connects to Redis (or starts the embedded one) and builds the handlers. console receives the one-time
@@ -76,7 +78,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	if errs := cfg.checkWebhooks(); len(errs) > 0 {
+	if errs := cfg.Closes.Check(); len(errs) > 0 {
 		return nil, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}
 	a := &App{cfg: cfg, log: log, Keys: keys, proxies: px}
@@ -151,7 +153,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
 		PreparedResults: cfg.PreparedResults,
-		Closes:          pubsub.NewCloseFeed(hubStore, cfg.WebhookPollInterval, log)}
+		Closes:          pubsub.NewCloseFeed(hubStore, cfg.Closes.PollInterval, log)}
 	schema := graph.NewSchema(resolver)
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
@@ -186,7 +188,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 			log.Error("live updates stopped", "err", err)
 		}
 	}()
-	a.closesDone = a.runCloses(a.hubCtx, hubStore, newCloseMetrics(a.Metrics.reg))
+	a.closesDone = periodclose.Start(a.hubCtx, hubStore, cfg.Closes, log, a.Metrics.closes())
 	if a.ledger != nil {
 		go a.checkLedger(a.hubCtx)
 	}

@@ -31,8 +31,8 @@ func TestWebhookSurvivesKilledProcess(t *testing.T) {
 	rx := newHookReceiver(t, 0, hold)
 	clock := &closeClock{t: time.Now()}
 	cfg := closeTestConfig(t, clock, rx.srv.URL)
-	cfg.WebhookTimeout = 500 * time.Millisecond
-	cfg.WebhookClaimIdle = time.Second
+	cfg.Closes.Timeout = 500 * time.Millisecond
+	cfg.Closes.ClaimIdle = time.Second
 
 	logf, err := os.Create(filepath.Join(dir, "child.log"))
 	if err != nil {
@@ -90,7 +90,7 @@ func TestWebhookSurvivesKilledProcess(t *testing.T) {
 		t.Fatal("the event was not taken over")
 	}
 	if second.id != first.id || string(second.body) != string(first.body) || second.attempt != 2 || !second.sigOK ||
-		first.attempt != 1 || !first.sigOK || second.at.Sub(recorded) < cfg.WebhookClaimIdle {
+		first.attempt != 1 || !first.sigOK || second.at.Sub(recorded) < cfg.Closes.ClaimIdle {
 		t.Errorf("first %q attempt %d, second %q attempt %d, %v apart, %v after the event was recorded (killed %v "+
 			"after the first)", first.id, first.attempt, second.id, second.attempt, second.at.Sub(first.at),
 			second.at.Sub(recorded), killed.Sub(first.at))

@@ -177,13 +177,13 @@ func (r *hookReceiver) delivered() map[string]int {
 func closeTestConfig(t *testing.T, clock *closeClock, urls ...string) Config {
 	cfg := testConfig(t)
 	cfg.Clock = clock.Now
-	cfg.CloseCheckInterval = 20 * time.Millisecond
-	cfg.WebhookURLs = urls
-	cfg.WebhookSecret = testWebhookSecret
-	cfg.WebhookPollInterval = 20 * time.Millisecond
-	cfg.WebhookRetryMin = 40 * time.Millisecond
-	cfg.WebhookTimeout = 2 * time.Second
-	cfg.WebhookClaimIdle = 10 * time.Second
+	cfg.Closes.CheckInterval = 20 * time.Millisecond
+	cfg.Closes.URLs = urls
+	cfg.Closes.Secret = testWebhookSecret
+	cfg.Closes.PollInterval = 20 * time.Millisecond
+	cfg.Closes.RetryMin = 40 * time.Millisecond
+	cfg.Closes.Timeout = 2 * time.Second
+	cfg.Closes.ClaimIdle = 10 * time.Second
 	return cfg
 }
 
@@ -468,8 +468,8 @@ func TestWebhookTakenOverWhenProcessDies(t *testing.T) {
 	defer close(hold)
 	rx := newHookReceiver(t, 0, hold)
 	cfg := closeTestConfig(t, clock, rx.srv.URL)
-	cfg.WebhookTimeout = 500 * time.Millisecond
-	cfg.WebhookClaimIdle = time.Second
+	cfg.Closes.Timeout = 500 * time.Millisecond
+	cfg.Closes.ClaimIdle = time.Second
 	a := startServer(t, cfg)
 	a.create(t, map[string]any{"id": "d", "windows": []string{"DAILY"}, "graceSeconds": 0})
 	a.submit(t, map[string]any{"board": "d", "playerId": "x", "score": 3})
@@ -491,9 +491,9 @@ func TestWebhookTakenOverWhenProcessDies(t *testing.T) {
 	}
 	// Redis counts the idle time from the read (XREADGROUP), a little before the receiver got the first request:
 	// the takeover may come that little less than WEBHOOK_CLAIM_IDLE after the first request (980 ms was seen).
-	if took := time.Since(died); took > 5*time.Second || second.at.Sub(first.at) < cfg.WebhookClaimIdle-200*time.Millisecond {
+	if took := time.Since(died); took > 5*time.Second || second.at.Sub(first.at) < cfg.Closes.ClaimIdle-200*time.Millisecond {
 		t.Errorf("taken over %v after the death, %v after the first attempt (WEBHOOK_CLAIM_IDLE %v)", took,
-			second.at.Sub(first.at), cfg.WebhookClaimIdle)
+			second.at.Sub(first.at), cfg.Closes.ClaimIdle)
 	}
 	if second.id != first.id || string(second.body) != string(first.body) || second.attempt != 2 || !second.sigOK {
 		t.Errorf("first %q attempt %d, second %q attempt %d", first.id, first.attempt, second.id, second.attempt)
@@ -514,7 +514,7 @@ func TestWebhookGivesUpAfterRetryFor(t *testing.T) {
 	clock := &closeClock{t: time.Date(2031, 10, 5, 9, 0, 0, 0, time.UTC)}
 	rx := newHookReceiver(t, 1<<30, nil)
 	cfg := closeTestConfig(t, clock, rx.srv.URL)
-	cfg.WebhookRetryFor = time.Hour
+	cfg.Closes.RetryFor = time.Hour
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "g", "windows": []string{"DAILY"}, "graceSeconds": 0})
 	s.submit(t, map[string]any{"board": "g", "playerId": "x", "score": 3})
@@ -595,7 +595,7 @@ func TestWebhookSlowReceiver(t *testing.T) {
 	slow := newHookReceiver(t, 0, hold)
 	fast := newHookReceiver(t, 0, nil)
 	cfg := closeTestConfig(t, clock, slow.srv.URL, fast.srv.URL)
-	cfg.WebhookTimeout = 600 * time.Millisecond
+	cfg.Closes.Timeout = 600 * time.Millisecond
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "s", "windows": []string{"DAILY"}, "graceSeconds": 0})
 	s.submit(t, map[string]any{"board": "s", "playerId": "x", "score": 3})
@@ -624,7 +624,7 @@ func TestWebhookSlowReceiver(t *testing.T) {
 	// after it (56 ms once on a loaded CI machine), and the retry comes less than the timeout after that arrival.
 	// Half the timeout keeps that room; a retry that did not wait for the timeout would come after the backoff
 	// alone (40 ms).
-	if gap := retry.at.Sub(held.at); retry.id != held.id || retry.attempt != 2 || gap < cfg.WebhookTimeout/2 {
+	if gap := retry.at.Sub(held.at); retry.id != held.id || retry.attempt != 2 || gap < cfg.Closes.Timeout/2 {
 		t.Errorf("retry %q attempt %d %v after the first", retry.id, retry.attempt, gap)
 	}
 	waitUntil(t, 5*time.Second, "both acknowledged", func() bool {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/demo"
+	"github.com/leaderboard/leaderboard/internal/periodclose"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -67,17 +68,10 @@ type Config struct {
 	FastPath                bool          // FAST_PATH: repeated prepared documents skip gqlgen's transport and executor plumbing; default true
 	GCHeapFloor             int64         // GC_HEAP_FLOOR: bytes the heap may reach before a collection while the live heap is small; default 64 MiB, 0: GOGC alone (package heapfloor)
 
-	// Period-close events and their webhooks (closes.go, webhook.go; README "Period-close events and webhooks").
-	CloseCheckInterval  time.Duration // CLOSE_CHECK_INTERVAL: how often boards are checked for periods that closed; default 5s
-	WebhookURLs         []string      // WEBHOOK_URLS: comma-separated http(s) URLs that get every close event; default none
-	WebhookSecret       string        // WEBHOOK_SECRET: HMAC-SHA256 key of the signature header; required with WEBHOOK_URLS
-	WebhookTimeout      time.Duration // WEBHOOK_TIMEOUT: one delivery attempt, response included; default 10s
-	WebhookConcurrency  int           // WEBHOOK_CONCURRENCY: deliveries in flight per URL and process; default 4
-	WebhookRetryMin     time.Duration // WEBHOOK_RETRY_MIN: wait after the first failed attempt, doubling after each; default 1s
-	WebhookRetryMax     time.Duration // WEBHOOK_RETRY_MAX: longest wait between attempts; default 10m
-	WebhookRetryFor     time.Duration // WEBHOOK_RETRY_FOR: how long after its close an event is still tried; default 24h
-	WebhookClaimIdle    time.Duration // WEBHOOK_CLAIM_IDLE: an event a process holds this long unacknowledged is taken over by another; default 1m, above WEBHOOK_TIMEOUT
-	WebhookPollInterval time.Duration // WEBHOOK_POLL_INTERVAL: how often the outboxes are read; default 1s
+	// Closes are the period-close events' and their webhooks' settings (package periodclose; README
+	// "Period-close events and webhooks"): CLOSE_CHECK_INTERVAL and WEBHOOK_*, each field's variable and
+	// default named in periodclose.Config.
+	Closes periodclose.Config
 
 	// Clock tells the time that decides periods and closes (tests, programs embedding the server); no
 	// variable. Default time.Now.
@@ -167,17 +161,19 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		RedisPassword:           env("REDIS_PASSWORD", ""),
 		APIKeys:                 env("API_KEYS", ""),
 		LogFormat:               env("LOG_FORMAT", "text"),
-		CloseCheckInterval:      envDur("CLOSE_CHECK_INTERVAL", defaultCloseCheckInterval),
-		WebhookURLs:             splitList(env("WEBHOOK_URLS", "")),
-		WebhookSecret:           env("WEBHOOK_SECRET", ""),
-		WebhookTimeout:          envDur("WEBHOOK_TIMEOUT", 10*time.Second),
-		WebhookConcurrency:      int(envInt("WEBHOOK_CONCURRENCY", 4)),
-		WebhookRetryMin:         envDur("WEBHOOK_RETRY_MIN", time.Second),
-		WebhookRetryMax:         envDur("WEBHOOK_RETRY_MAX", 10*time.Minute),
-		WebhookRetryFor:         envDur("WEBHOOK_RETRY_FOR", 24*time.Hour),
-		WebhookClaimIdle:        envDur("WEBHOOK_CLAIM_IDLE", time.Minute),
-		WebhookPollInterval:     envDur("WEBHOOK_POLL_INTERVAL", time.Second),
 		LedgerCheckInterval:     envDur("LEDGER_CHECK_INTERVAL", 5*time.Second),
+		Closes: periodclose.Config{
+			CheckInterval: envDur("CLOSE_CHECK_INTERVAL", periodclose.DefaultCheckInterval),
+			URLs:          splitList(env("WEBHOOK_URLS", "")),
+			Secret:        env("WEBHOOK_SECRET", ""),
+			Timeout:       envDur("WEBHOOK_TIMEOUT", 10*time.Second),
+			Concurrency:   int(envInt("WEBHOOK_CONCURRENCY", 4)),
+			RetryMin:      envDur("WEBHOOK_RETRY_MIN", time.Second),
+			RetryMax:      envDur("WEBHOOK_RETRY_MAX", 10*time.Minute),
+			RetryFor:      envDur("WEBHOOK_RETRY_FOR", 24*time.Hour),
+			ClaimIdle:     envDur("WEBHOOK_CLAIM_IDLE", time.Minute),
+			PollInterval:  envDur("WEBHOOK_POLL_INTERVAL", time.Second),
+		},
 	}
 
 	fs := flag.NewFlagSet("leaderboard", flag.ContinueOnError)
@@ -223,7 +219,7 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 	if strings.ContainsAny(c.KeyPrefix, "{}") || c.KeyPrefix == "" {
 		errs = append(errs, "KEY_PREFIX must be non-empty and must not contain { or }")
 	}
-	errs = append(errs, c.checkWebhooks()...)
+	errs = append(errs, c.Closes.Check()...)
 	if len(errs) > 0 {
 		return Config{}, fmt.Errorf("configuration: %s", strings.Join(errs, "; "))
 	}

@@ -55,16 +55,16 @@ func TestIntrospectionOff(t *testing.T) {
 // and WEBHOOK_CLAIM_IDLE must exceed WEBHOOK_TIMEOUT, or the server refuses to start (LoadConfig and New).
 func TestWebhookConfig(t *testing.T) {
 	def, err := LoadConfig(nil, func(string) string { return "" })
-	if err != nil || def.CloseCheckInterval != 5*time.Second || len(def.WebhookURLs) != 0 || def.WebhookTimeout != 10*time.Second ||
-		def.WebhookConcurrency != 4 || def.WebhookRetryMin != time.Second || def.WebhookRetryMax != 10*time.Minute ||
-		def.WebhookRetryFor != 24*time.Hour || def.WebhookClaimIdle != time.Minute || def.WebhookPollInterval != time.Second {
+	if err != nil || def.Closes.CheckInterval != 5*time.Second || len(def.Closes.URLs) != 0 || def.Closes.Timeout != 10*time.Second ||
+		def.Closes.Concurrency != 4 || def.Closes.RetryMin != time.Second || def.Closes.RetryMax != 10*time.Minute ||
+		def.Closes.RetryFor != 24*time.Hour || def.Closes.ClaimIdle != time.Minute || def.Closes.PollInterval != time.Second {
 		t.Fatalf("defaults %+v %v", def, err)
 	}
 	env := map[string]string{"WEBHOOK_URLS": "https://a.example/hook, http://b.example:8080/x?t=1", "WEBHOOK_SECRET": "s",
 		"WEBHOOK_RETRY_MIN": "2s", "CLOSE_CHECK_INTERVAL": "1s"}
 	cfg, err := LoadConfig(nil, func(k string) string { return env[k] })
-	if err != nil || strings.Join(cfg.WebhookURLs, "|") != "https://a.example/hook|http://b.example:8080/x?t=1" ||
-		cfg.WebhookSecret != "s" || cfg.WebhookRetryMin != 2*time.Second || cfg.CloseCheckInterval != time.Second {
+	if err != nil || strings.Join(cfg.Closes.URLs, "|") != "https://a.example/hook|http://b.example:8080/x?t=1" ||
+		cfg.Closes.Secret != "s" || cfg.Closes.RetryMin != 2*time.Second || cfg.Closes.CheckInterval != time.Second {
 		t.Fatalf("config %+v %v", cfg, err)
 	}
 	for _, bad := range []map[string]string{
@@ -79,7 +79,7 @@ func TestWebhookConfig(t *testing.T) {
 			t.Errorf("%v: want an error", bad)
 		}
 	}
-	def.WebhookURLs = []string{"https://a.example/hook"}
+	def.Closes.URLs = []string{"https://a.example/hook"}
 	if _, err := New(def, testLogger(t), io.Discard); err == nil || !strings.Contains(err.Error(), "WEBHOOK_SECRET") {
 		t.Errorf("New without WEBHOOK_SECRET: %v", err)
 	}

@@ -21,7 +21,7 @@ func TestDemoSeedsTheEmbeddedStoreQuietly(t *testing.T) {
 	cfg.Demo = true
 	cfg.DemoSettings.Players = 1500
 	cfg.DemoSettings.Rate = 5 // the seeding is the subject: under -race the simulation at 40/s alone fills the store
-	cfg.CloseCheckInterval = 250 * time.Millisecond
+	cfg.Closes.CheckInterval = 250 * time.Millisecond
 	var logged syncBuffer
 	s := startServerLog(t, cfg, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if s.App.embedded == nil {

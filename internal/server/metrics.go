@@ -12,6 +12,7 @@ import (
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/leaderboard/leaderboard/graph"
 	"github.com/leaderboard/leaderboard/internal/gqlstream"
+	"github.com/leaderboard/leaderboard/internal/periodclose"
 	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/pubsub"
@@ -39,6 +40,10 @@ type Metrics struct {
 	wsRejected   *prometheus.CounterVec   // lb_websocket_rejected_total{reason}
 	subs         *prometheus.GaugeVec     // lb_subscriptions{field}
 	connsRefused prometheus.Counter       // lb_connections_refused_total (MAX_CONNS)
+
+	// Period-close events and their webhooks (package periodclose).
+	closesRecorded    prometheus.Counter     // lb_close_events_recorded_total
+	webhookDeliveries *prometheus.CounterVec // lb_webhook_deliveries_total{result}: delivered, failed (an attempt), gave_up
 
 	// The top response cache (topcache.go): lb_top_cache_requests_total{result}. A hit bypasses gqlgen, so it
 	// is also counted in lb_graphql_operations_total and its duration histogram, as gqlgen would have.
@@ -109,6 +114,15 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	m.topCacheUncached = topCache.WithLabelValues("uncached")
 	m.topQueryOK = m.operations.WithLabelValues(string(ast.Query), "top", "ok")
 	m.topQueryDuration = m.opDuration.WithLabelValues(string(ast.Query), "top")
+	m.closesRecorded = prometheus.NewCounter(prometheus.CounterOpts{Name: "lb_close_events_recorded_total",
+		Help: "Period-close events this process recorded in an outbox."})
+	m.webhookDeliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lb_webhook_deliveries_total",
+		Help: "Webhook delivery outcomes: delivered (2xx), failed (one attempt that failed), gave_up (dead-lettered after WEBHOOK_RETRY_FOR)."},
+		[]string{"result"})
+	for _, r := range []string{"delivered", "failed", "gave_up"} {
+		m.webhookDeliveries.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.closesRecorded, m.webhookDeliveries)
 	m.redisErrors.WithLabelValues("dial")
 	m.redisErrors.WithLabelValues("command")
 	b := Build()
@@ -236,6 +250,11 @@ func (e graphQLExtension) InterceptResponse(ctx context.Context, next graphql.Re
 func (m *Metrics) transports() gqlstream.Metrics {
 	return gqlstream.Metrics{Conns: m.wsConns, Rejected: m.wsRejected, Operations: m.operations,
 		CountOperation: m.countOperation}
+}
+
+// closes returns the collectors of the period-close events and their webhooks.
+func (m *Metrics) closes() periodclose.Metrics {
+	return periodclose.Metrics{Recorded: m.closesRecorded, Deliveries: m.webhookDeliveries}
 }
 
 // countOperation counts one response (nil: the end of a subscription) of an operation of type typ on root field

@@ -1,4 +1,4 @@
-package server
+package periodclose
 
 import (
 	"bytes"
@@ -35,53 +35,23 @@ const pendingScan = 100
 // maxReceiverBody is how much of a receiver's answer is read (and discarded).
 const maxReceiverBody = 64 << 10
 
-// checkWebhooks returns what is wrong with the webhook settings (nothing when WEBHOOK_URLS is empty).
-func (c Config) checkWebhooks() []string {
-	var errs []string
-	for _, u := range c.WebhookURLs {
-		p, err := url.Parse(u)
-		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
-			errs = append(errs, fmt.Sprintf("WEBHOOK_URLS: %q is not an http or https URL", u))
-		}
-	}
-	if len(c.WebhookURLs) == 0 {
-		return errs
-	}
-	if c.WebhookSecret == "" {
-		errs = append(errs, "WEBHOOK_SECRET is required with WEBHOOK_URLS")
-	}
-	if c.WebhookPollInterval <= 0 || c.WebhookRetryMin <= 0 || c.WebhookTimeout <= 0 {
-		errs = append(errs, "WEBHOOK_POLL_INTERVAL, WEBHOOK_RETRY_MIN and WEBHOOK_TIMEOUT must be positive")
-	}
-	if c.WebhookConcurrency < 1 {
-		errs = append(errs, "WEBHOOK_CONCURRENCY must be at least 1")
-	}
-	if c.WebhookClaimIdle <= c.WebhookTimeout {
-		errs = append(errs, "WEBHOOK_CLAIM_IDLE must be longer than WEBHOOK_TIMEOUT")
-	}
-	if c.WebhookRetryMax < c.WebhookRetryMin {
-		errs = append(errs, "WEBHOOK_RETRY_MAX must not be below WEBHOOK_RETRY_MIN")
-	}
-	return errs
+// Payload is the JSON body of a webhook request.
+type Payload struct {
+	ID         string    `json:"id"`   // the idempotency id (HeaderEventID)
+	Type       string    `json:"type"` // "periodClosed"
+	Board      string    `json:"board"`
+	Window     string    `json:"window"`
+	Period     string    `json:"period"`
+	Size       int64     `json:"size"`
+	EndedAt    time.Time `json:"endedAt"`
+	RecordedAt time.Time `json:"recordedAt"`
+	Top        []Entry   `json:"top"`
+	Version    int       `json:"version"` // the frozen standings' version: 1, then one more per correction
+	Reason     *string   `json:"reason"`  // why this version replaced the one before; null for version 1
 }
 
-// WebhookPayload is the JSON body of a webhook request.
-type WebhookPayload struct {
-	ID         string         `json:"id"`   // the idempotency id (HeaderEventID)
-	Type       string         `json:"type"` // "periodClosed"
-	Board      string         `json:"board"`
-	Window     string         `json:"window"`
-	Period     string         `json:"period"`
-	Size       int64          `json:"size"`
-	EndedAt    time.Time      `json:"endedAt"`
-	RecordedAt time.Time      `json:"recordedAt"`
-	Top        []WebhookEntry `json:"top"`
-	Version    int            `json:"version"` // the frozen standings' version: 1, then one more per correction
-	Reason     *string        `json:"reason"`  // why this version replaced the one before; null for version 1
-}
-
-// WebhookEntry is one rank of a payload's top.
-type WebhookEntry struct {
+// Entry is one rank of a payload's top.
+type Entry struct {
 	Rank        int64           `json:"rank"`
 	TieRank     int64           `json:"tieRank"`
 	PlayerID    string          `json:"playerId"`
@@ -95,11 +65,11 @@ type WebhookEntry struct {
 
 // webhookBody encodes the payload of an event.
 func webhookBody(ev *leaderboard.CloseEvent) []byte {
-	p := WebhookPayload{ID: ev.ID(), Type: "periodClosed", Board: ev.Board, Window: string(ev.Window),
+	p := Payload{ID: ev.ID(), Type: "periodClosed", Board: ev.Board, Window: string(ev.Window),
 		Period: ev.Period, Size: ev.Size, EndedAt: ev.EndedAt, RecordedAt: ev.RecordedAt,
-		Top: make([]WebhookEntry, len(ev.Top)), Version: ev.Version, Reason: ev.Reason}
+		Top: make([]Entry, len(ev.Top)), Version: ev.Version, Reason: ev.Reason}
 	for i, e := range ev.Top {
-		p.Top[i] = WebhookEntry{Rank: e.Rank, TieRank: e.TieRank, PlayerID: e.PlayerID, DisplayName: e.DisplayName,
+		p.Top[i] = Entry{Rank: e.Rank, TieRank: e.TieRank, PlayerID: e.PlayerID, DisplayName: e.DisplayName,
 			Score: e.Score, TopPercent: e.TopPercent, Approximate: e.Approximate, UpdatedAt: e.UpdatedAt,
 			Metadata: e.Metadata}
 		if len(e.Metadata) == 0 {
@@ -135,7 +105,7 @@ type webhooks struct {
 	client   *http.Client
 	consumer string // this process's name in the consumer groups
 	log      *slog.Logger
-	metrics  *closeMetrics
+	metrics  Metrics
 	targets  []*webhookTarget
 }
 
@@ -147,16 +117,16 @@ type webhookTarget struct {
 	ready map[string]bool // boards whose outbox exists and has the group; only the target's pass goroutine
 }
 
-func newWebhooks(store *leaderboard.Store, cfg Config, log *slog.Logger, m *closeMetrics) *webhooks {
+func newWebhooks(store *leaderboard.Store, cfg Config, log *slog.Logger, m Metrics) *webhooks {
 	host, _ := os.Hostname()
 	w := &webhooks{store: store, cfg: cfg, log: log, metrics: m,
 		consumer: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), rand.Text()[:8]),
-		client: &http.Client{Timeout: cfg.WebhookTimeout,
+		client: &http.Client{Timeout: cfg.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	for _, u := range cfg.WebhookURLs {
+	for _, u := range cfg.URLs {
 		h := sha256.Sum256([]byte(u))
 		w.targets = append(w.targets, &webhookTarget{url: u, group: "wh:" + hex.EncodeToString(h[:8]),
-			slots: make(chan struct{}, cfg.WebhookConcurrency), ready: map[string]bool{}})
+			slots: make(chan struct{}, cfg.Concurrency), ready: map[string]bool{}})
 	}
 	return w
 }
@@ -168,7 +138,7 @@ func (w *webhooks) run(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(w.cfg.WebhookPollInterval)
+			tick := time.NewTicker(w.cfg.PollInterval)
 			defer tick.Stop()
 			for {
 				w.pass(ctx, t, &wg)
@@ -186,11 +156,11 @@ func (w *webhooks) run(ctx context.Context) {
 
 // backoff is the wait after the n-th failed attempt.
 func (w *webhooks) backoff(n int64) time.Duration {
-	d := w.cfg.WebhookRetryMin
-	for i := int64(1); i < n && d < w.cfg.WebhookRetryMax; i++ {
+	d := w.cfg.RetryMin
+	for i := int64(1); i < n && d < w.cfg.RetryMax; i++ {
 		d *= 2
 	}
-	return min(d, w.cfg.WebhookRetryMax)
+	return min(d, w.cfg.RetryMax)
 }
 
 // pass starts deliveries for one URL while it has free slots: first events that waited their back-off or whose
@@ -287,7 +257,7 @@ func (w *webhooks) pass(ctx context.Context, t *webhookTarget, wg *sync.WaitGrou
 // with up to free slots, and returns the slots left.
 func (w *webhooks) claim(ctx context.Context, t *webhookTarget, board string, free int,
 	start func(string, *leaderboard.CloseEvent, int64)) int {
-	pending, err := w.store.OutboxPending(ctx, board, t.group, w.cfg.WebhookClaimIdle, pendingScan)
+	pending, err := w.store.OutboxPending(ctx, board, t.group, w.cfg.ClaimIdle, pendingScan)
 	if err != nil {
 		w.warn(ctx, "webhooks: pending events", board, err)
 		return free
@@ -296,7 +266,7 @@ func (w *webhooks) claim(ctx context.Context, t *webhookTarget, board string, fr
 		if free == 0 {
 			break
 		}
-		idle := max(w.cfg.WebhookClaimIdle, w.backoff(p.Deliveries))
+		idle := max(w.cfg.ClaimIdle, w.backoff(p.Deliveries))
 		if p.Idle < idle {
 			continue
 		}
@@ -323,12 +293,12 @@ func (w *webhooks) warn(ctx context.Context, msg, board string, err error) {
 func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, ev *leaderboard.CloseEvent, attempt int64) {
 	body := webhookBody(ev)
 	for {
-		if age := w.store.Now().Sub(ev.RecordedAt); age > w.cfg.WebhookRetryFor {
+		if age := w.store.Now().Sub(ev.RecordedAt); age > w.cfg.RetryFor {
 			if err := w.store.OutboxDeadLetter(ctx, board, t.group, ev.OutboxID, "no 2xx answer within WEBHOOK_RETRY_FOR"); err != nil {
 				w.warn(ctx, "webhooks: dead-lettering an event", board, err)
 				return
 			}
-			w.metrics.deliveries.WithLabelValues("gave_up").Inc()
+			w.metrics.Deliveries.WithLabelValues("gave_up").Inc()
 			w.log.Error("webhook delivery gave up", "url", redactURL(t.url), "board", board, "event", ev.ID(),
 				"attempts", attempt-1, "age", age.Round(time.Second))
 			return
@@ -342,14 +312,14 @@ func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, 
 				w.warn(ctx, "webhooks: acknowledging an event", board, err) // delivered again later: at least once
 				return
 			}
-			w.metrics.deliveries.WithLabelValues("delivered").Inc()
+			w.metrics.Deliveries.WithLabelValues("delivered").Inc()
 			return
 		}
-		w.metrics.deliveries.WithLabelValues("failed").Inc()
+		w.metrics.Deliveries.WithLabelValues("failed").Inc()
 		wait := w.backoff(attempt)
 		w.log.Warn("webhook delivery failed", "url", redactURL(t.url), "board", board, "event", ev.ID(),
 			"attempt", attempt, "status", status, "err", err, "retry_in", wait)
-		if wait+w.cfg.WebhookTimeout >= w.cfg.WebhookClaimIdle {
+		if wait+w.cfg.Timeout >= w.cfg.ClaimIdle {
 			return // a long wait: pending in Redis, claimed again (by any process) once it has been idle that long
 		}
 		select {
@@ -380,7 +350,7 @@ func (w *webhooks) post(ctx context.Context, target, id string, body []byte, att
 	req.Header.Set("User-Agent", "leaderboard-webhooks")
 	req.Header.Set(HeaderEventID, id)
 	sent := w.store.Now().Unix()
-	req.Header.Set(HeaderSignature, Signature(w.cfg.WebhookSecret, sent, body))
+	req.Header.Set(HeaderSignature, Signature(w.cfg.Secret, sent, body))
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(sent, 10))
 	req.Header.Set(HeaderAttempt, strconv.FormatInt(attempt, 10))
 	resp, err := w.client.Do(req)

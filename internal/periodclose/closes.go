@@ -1,4 +1,9 @@
-package server
+// Package periodclose records the close events of the boards' periods and delivers them to webhooks (README
+// "Period-close events and webhooks"): closes (the close checker, every CLOSE_CHECK_INTERVAL, and Start, which
+// runs it and the deliveries), webhook (the deliveries: consumer groups of the outboxes, signatures, retries,
+// dead letters), config (Config, Check, Metrics). The server fills its Config and passes its counters; the
+// package never imports the server.
+package periodclose
 
 import (
 	"context"
@@ -7,37 +12,12 @@ import (
 	"time"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // maxCloseChecksPerPass bounds the boards one pass of the close checker runs the close script for; the others
 // wait for the next pass. Recording an event with a top of 100 took about 0.35 ms of Redis, so a full pass is
 // about a third of a second.
 const maxCloseChecksPerPass = 1000
-
-// defaultCloseCheckInterval is CLOSE_CHECK_INTERVAL's default.
-const defaultCloseCheckInterval = 5 * time.Second
-
-// closeMetrics count close events and their webhook deliveries.
-type closeMetrics struct {
-	recorded   prometheus.Counter     // lb_close_events_recorded_total
-	deliveries *prometheus.CounterVec // lb_webhook_deliveries_total{result}: delivered, failed (an attempt), gave_up
-}
-
-func newCloseMetrics(reg *prometheus.Registry) *closeMetrics {
-	m := &closeMetrics{
-		recorded: prometheus.NewCounter(prometheus.CounterOpts{Name: "lb_close_events_recorded_total",
-			Help: "Period-close events this process recorded in an outbox."}),
-		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lb_webhook_deliveries_total",
-			Help: "Webhook delivery outcomes: delivered (2xx), failed (one attempt that failed), gave_up (dead-lettered after WEBHOOK_RETRY_FOR)."},
-			[]string{"result"}),
-	}
-	for _, r := range []string{"delivered", "failed", "gave_up"} {
-		m.deliveries.WithLabelValues(r)
-	}
-	reg.MustRegister(m.recorded, m.deliveries)
-	return m
-}
 
 // closeChecker records the close events of every board when its periods close: every CLOSE_CHECK_INTERVAL it
 // runs the close script for the boards whose next close is due (and once for every board it has not seen, to
@@ -46,7 +26,7 @@ type closeChecker struct {
 	store   *leaderboard.Store
 	every   time.Duration
 	log     *slog.Logger
-	metrics *closeMetrics
+	metrics Metrics
 	due     map[string]closeDue // board id -> when its next close check is due; only the run goroutine
 }
 
@@ -103,7 +83,7 @@ func (c *closeChecker) pass(ctx context.Context) {
 		}
 		c.due[b.ID] = closeDue{def: b.Definition(), next: next}
 		for _, id := range ids {
-			c.metrics.recorded.Inc()
+			c.metrics.Recorded.Inc()
 			c.log.Info("period close recorded", "board", b.ID, "outbox_id", id)
 		}
 	}
@@ -114,18 +94,19 @@ func (c *closeChecker) pass(ctx context.Context) {
 	}
 }
 
-// runCloses starts the close checker and, with WEBHOOK_URLS, the webhook deliveries, until ctx ends; the
-// returned channel is closed when both have stopped.
-func (a *App) runCloses(ctx context.Context, store *leaderboard.Store, m *closeMetrics) chan struct{} {
+// Start starts the close checker and, with cfg.URLs, the webhook deliveries on store, until ctx ends; the
+// returned channel is closed when both have stopped. cfg must pass Check.
+func Start(ctx context.Context, store *leaderboard.Store, cfg Config, log *slog.Logger, m Metrics) <-chan struct{} {
+	m = m.withDefaults()
 	done := make(chan struct{})
-	every := a.cfg.CloseCheckInterval
+	every := cfg.CheckInterval
 	if every <= 0 {
-		every = defaultCloseCheckInterval
+		every = DefaultCheckInterval
 	}
-	checker := &closeChecker{store: store, every: every, log: a.log, metrics: m, due: map[string]closeDue{}}
+	checker := &closeChecker{store: store, every: every, log: log, metrics: m, due: map[string]closeDue{}}
 	var hooks *webhooks
-	if len(a.cfg.WebhookURLs) > 0 {
-		hooks = newWebhooks(store, a.cfg, a.log, m)
+	if len(cfg.URLs) > 0 {
+		hooks = newWebhooks(store, cfg, log, m)
 	}
 	go func() {
 		defer close(done)

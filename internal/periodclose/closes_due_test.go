@@ -1,4 +1,4 @@
-package server
+package periodclose
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
+
+// TestMain stops the shared redis-server processes after the package's tests.
+func TestMain(m *testing.M) { redistest.Main(m) }
 
 // The close checker remembers when each board's next close is due for the definition it saw: a MONTHLY board
 // deleted and created again with a SEASON window is checked afresh, not a month later, so its season's close is
@@ -25,7 +26,7 @@ func TestCloseCheckerForgetsDeletedDefinition(t *testing.T) {
 	st := leaderboard.New(redistest.SharedStandalone(t).Client(t), leaderboard.Config{Prefix: redistest.Prefix(t),
 		Clock: clock})
 	c := &closeChecker{store: st, every: time.Second, log: slog.Default(),
-		metrics: newCloseMetrics(prometheus.NewRegistry()), due: map[string]closeDue{}}
+		metrics: Metrics{}.withDefaults(), due: map[string]closeDue{}}
 	if _, err := st.CreateBoard(ctx, leaderboard.Board{ID: "cup", Windows: []leaderboard.Window{leaderboard.Monthly}}); err != nil {
 		t.Fatal(err)
 	}
