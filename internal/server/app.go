@@ -53,7 +53,7 @@ type App struct {
 	gql          *handler.Server
 	schema       *ast.Schema
 	tracing      *sdktrace.TracerProvider // nil: tracing off
-	fast         *graph.FastPath          // nil: FAST_PATH off, tracing on, or no prepared results
+	fast         *graph.FastPath          // nil: tracing on, or no prepared results (tests)
 	limits       *graph.ComplexityLimit   // complexity, fields and answer bytes of a request (a batch's together)
 	presentPanic func(r *http.Request, p any) *gqlerror.Error
 
@@ -150,8 +150,8 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		PublishCommand: publish, Clock: cfg.Clock})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
-		PreparedResults: cfg.PreparedResults,
-		Closes:          pubsub.NewCloseFeed(hubStore, cfg.WebhookPollInterval, log)}
+		GeneratedOnly: cfg.generatedOnly,
+		Closes:        pubsub.NewCloseFeed(hubStore, cfg.WebhookPollInterval, log)}
 	schema := graph.NewSchema(resolver)
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
@@ -244,7 +244,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.AroundRootFields(readGuard)
 	srv.SetErrorPresenter(presenter)
 	srv.SetRecoverFunc(recoverFunc)
-	if a.cfg.FastPath && a.tracing == nil {
+	if a.tracing == nil {
 		// The same executor configuration, for the requests the fast path runs (graph.FastPath): the limit that
 		// reads variables, the root field and response middleware, the presenter and the recover function. With
 		// tracing on, every operation goes through gqlgen (the tracer is an operation interceptor).
