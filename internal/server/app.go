@@ -260,6 +260,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 			return presenter(r.Context(), recoverFunc(r.Context(), p))
 		}
 	}
+	a.Metrics.WatchFastPath(a.fast)
 	return srv
 }
 

@@ -111,12 +111,38 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	m.topQueryDuration = m.opDuration.WithLabelValues(string(ast.Query), "top")
 	m.redisErrors.WithLabelValues("dial")
 	m.redisErrors.WithLabelValues("command")
+	// The paths that spare gqlgen's generic code, process-wide: what share of the work takes them.
+	for _, c := range []struct {
+		name, help string
+		f          func() int64
+	}{
+		{"lb_graphql_prepared_operations_total", "Operations whose results the server's own encoder wrote (submitScore, " +
+			"submitScores, rank, aroundMe, friends with plain-field selections), not gqlgen's generated marshalers.",
+			graph.PreparedOperations},
+		{"lb_live_shared_renders_total", "topUpdates payloads rendered once for every subscriber that gets the same " +
+			"update with the same selection.", graph.SharedRenders},
+		{"lb_websocket_streamed_responses_total", "Subscription responses after the first that connections wrote " +
+			"themselves (batched per connection), not through gqlgen's per-operation goroutine.", gqlstream.StreamedFrames},
+		{"lb_websocket_slow_writes_total", "Stream writes a peer did not take at once, finished by a goroutine of " +
+			"its connection (slow consumers).", gqlstream.SlowHandoffs},
+	} {
+		f := c.f
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(f()) }))
+	}
 	b := Build()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lb_build_info",
 		Help: "Always 1; the labels say which build this is."}, []string{"version", "revision", "go"})
 	m.reg.MustRegister(buildInfo)
 	buildInfo.WithLabelValues(b.Version, b.Revision, b.Go).Set(1)
 	return m
+}
+
+// WatchFastPath exports how many operations f ran (nil: none, with tracing on).
+func (m *Metrics) WatchFastPath(f *graph.FastPath) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lb_graphql_fast_path_operations_total",
+		Help: "Operations that took the fast path (POSTs of documents gqlgen ran on the prepared path before)."},
+		func() float64 { return float64(f.Operations()) }))
 }
 
 // WatchHub exports the live hub's fan-out counts (pubsub.Hub.Stats) and the Redis client's pool statistics.
