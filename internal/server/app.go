@@ -157,6 +157,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.Metrics = NewMetrics(schema.Schema())
 	resolver.OnSubscription = a.Metrics.OnSubscription
 	a.Metrics.WatchHub(a.Hub, a.rdb)
+	a.Metrics.WatchStores(a.Store, hubStore)
 	a.rdb.AddHook(redisHook{a.Metrics, log})
 	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
 	a.streams = gqlstream.New(gqlstream.Config{

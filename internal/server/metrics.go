@@ -138,6 +138,28 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	return m
 }
 
+// WatchStores exports what the stores' plain reads (leaderboard.Store.PlainStats) have done, together.
+func (m *Metrics) WatchStores(stores ...*leaderboard.Store) {
+	counter := func(name, help string, labels prometheus.Labels, f func(leaderboard.PlainStats) int64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 {
+				var n int64
+				for _, s := range stores {
+					n += f(s.PlainStats())
+				}
+				return float64(n)
+			}))
+	}
+	const reads = "Reads answered with plain Redis commands instead of a Lua script (which blocks Redis while it " +
+		"runs): rank and friends reads, and aroundMe reads by player."
+	counter("lb_plain_reads_total", reads, prometheus.Labels{"read": "rank"},
+		func(p leaderboard.PlainStats) int64 { return p.Reads - p.Arounds })
+	counter("lb_plain_reads_total", reads, prometheus.Labels{"read": "around"},
+		func(p leaderboard.PlainStats) int64 { return p.Arounds })
+	counter("lb_plain_read_retries_total", "Plain reads whose snapshot was taken again because a write landed "+
+		"between their round trips.", nil, func(p leaderboard.PlainStats) int64 { return p.Retries })
+}
+
 // WatchFastPath exports how many operations f ran (nil: none, with tracing on).
 func (m *Metrics) WatchFastPath(f *graph.FastPath) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lb_graphql_fast_path_operations_total",
