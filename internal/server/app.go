@@ -177,6 +177,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		Log:     log,
 		Metrics: a.Metrics.transports(),
 	})
+	a.Metrics.WatchStreams(a.streams)
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())

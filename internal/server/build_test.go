@@ -92,7 +92,8 @@ func TestPathMetrics(t *testing.T) {
 	s.submit(t, map[string]any{"board": "paths", "playerId": "p", "score": 1.0})
 	names := []string{"lb_graphql_prepared_operations_total", "lb_graphql_fast_path_operations_total",
 		"lb_plain_reads_total", "lb_plain_read_retries_total", "lb_live_shared_renders_total",
-		"lb_websocket_streamed_responses_total", "lb_websocket_slow_writes_total"}
+		"lb_websocket_streamed_responses_total", "lb_websocket_slow_writes_total", "lb_event_streams",
+		"lb_stream_client_addresses", "lb_websocket_operations"}
 	before := map[string]float64{}
 	for _, n := range names {
 		before[n] = metricSum(t, s, n)

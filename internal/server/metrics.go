@@ -160,6 +160,21 @@ func (m *Metrics) WatchStores(stores ...*leaderboard.Store) {
 		"between their round trips.", nil, func(p leaderboard.PlainStats) int64 { return p.Retries })
 }
 
+// WatchStreams exports what the websocket and event-stream transports hold now (gqlstream.Streams.Stats).
+func (m *Metrics) WatchStreams(s *gqlstream.Streams) {
+	gauge := func(name, help string, f func(gqlstream.Stats) int) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return float64(f(s.Stats())) }))
+	}
+	gauge("lb_event_streams", "Open event streams (server-sent events) and exports: the long-lived responses "+
+		"besides websockets.",
+		func(st gqlstream.Stats) int { return st.Streams })
+	gauge("lb_stream_client_addresses", "Client addresses holding websockets or event streams (each counted "+
+		"against MAX_CONNS_PER_ADDR).", func(st gqlstream.Stats) int { return st.Addrs })
+	gauge("lb_websocket_operations", "Operations running on graphql-transport-ws connections (each counted against "+
+		"MAX_SUBSCRIPTIONS_PER_CONN).", func(st gqlstream.Stats) int { return st.OpsInFlight })
+}
+
 // WatchFastPath exports how many operations f ran (nil: none, with tracing on).
 func (m *Metrics) WatchFastPath(f *graph.FastPath) {
 	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lb_graphql_fast_path_operations_total",
