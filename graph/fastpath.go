@@ -56,8 +56,13 @@ func NewFastPath(es graphql.ExecutableSchema, cfg FastPathConfig) *FastPath {
 	return &FastPath{s: s, cfg: cfg}
 }
 
-// Operations returns how many operations the fast path ran.
-func (f *FastPath) Operations() int64 { return f.ops.Load() }
+// Operations returns how many operations the fast path ran (0 on a nil FastPath).
+func (f *FastPath) Operations() int64 {
+	if f == nil {
+		return 0
+	}
+	return f.ops.Load()
+}
 
 // Known reports whether a query text and operation name are a document the fast path may run: a cheap first
 // look, before the request's variables are decoded.

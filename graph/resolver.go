@@ -28,9 +28,11 @@ type Resolver struct {
 	Log    *slog.Logger
 	// ReadKeyRequired: subscriptions need a key with the read role (see ReadGuard for queries).
 	ReadKeyRequired bool
-	// PreparedResults: submitScore, submitScores, rank, aroundMe and friends results are written by the prepared
-	// path's encoder (prepared.go), byte for byte what the generated marshalers write, at a fraction of the CPU.
-	PreparedResults bool
+	// GeneratedOnly (for tests): every result is written by the generated marshalers. Otherwise submitScore,
+	// submitScores, rank, aroundMe and friends results are written by the prepared path's encoder (prepared.go),
+	// byte for byte what the generated marshalers write (the tests that set this compare the two), at a fraction
+	// of the CPU.
+	GeneratedOnly bool
 	// OnSubscription, if set, is called with +1 when a subscription starts and -1 when it ends (metrics).
 	OnSubscription func(field string, delta int)
 
@@ -75,7 +77,7 @@ func NewSchema(r *Resolver) graphql.ExecutableSchema {
 	}
 	c.TopUpdate.Entries = func(child int) int { return 1 + child*10 }
 	ls := liveSchema{executableSchema: NewExecutableSchema(cfg).(*executableSchema)}
-	if r.PreparedResults {
+	if !r.GeneratedOnly {
 		ls.plans = newPreparedPlans()
 	}
 	return ls

@@ -59,9 +59,6 @@ func RecordBucket(hv, lvl, sp int, id string) uint64 {
 	return recordLayout{lvl: lvl, sp: sp, hv: hv}.bucket(id)
 }
 
-// PlainReads returns how many Ranks reads the store answered without a script (ranksplain.go).
-func PlainReads(s *Store) int64 { return s.plainReads.Load() }
-
 // AbandonSnapshot stops a snapshot's renewals and leaves its keys, as a process that died mid-export would.
 func AbandonSnapshot(sn *Snapshot) {
 	sn.once.Do(func() {

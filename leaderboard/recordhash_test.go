@@ -164,13 +164,13 @@ func TestRecordHashVersion1Kept(t *testing.T) {
 			}
 		}
 		// So does the read without a script, though it last saw the period under version 2.
-		plain := lb.PlainReads(s)
+		plain := s.PlainStats().Reads
 		p, err := s.Ranks(ctx, view, ids, lb.Only(lb.FieldUpdatedAt|lb.FieldMeta))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lb.PlainReads(s) != plain+1 || len(p.Entries) != len(ids) {
-			t.Fatalf("plain reads %d -> %d, %d entries of %d", plain, lb.PlainReads(s), len(p.Entries), len(ids))
+		if s.PlainStats().Reads != plain+1 || len(p.Entries) != len(ids) {
+			t.Fatalf("plain reads %d -> %d, %d entries of %d", plain, s.PlainStats().Reads, len(p.Entries), len(ids))
 		}
 		for _, e := range p.Entries {
 			w := before[e.PlayerID]

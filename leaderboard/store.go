@@ -125,7 +125,7 @@ type Store struct {
 	boards  sync.Map      // board id -> *cachedBoard, until a script reports the definition changed or gone (see fresh)
 	layouts recordLayouts // the record layouts the plain reads saw last (ranksplain.go)
 	// The reads the plain reads answered (Ranks reads, and aroundMe reads by player), of them the aroundMe reads,
-	// and their snapshots that did not prove round 1 (the tests check all three).
+	// and their snapshots that did not prove round 1 (PlainStats).
 	plainReads, plainArounds, plainRetries atomic.Int64
 	groups                                 rankGroups // rank and aroundMe reads without a script, by view (rankgroup.go)
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/leaderboard/leaderboard/internal/livelist"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -59,9 +60,9 @@ func TestDiffTable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.Name, func(t *testing.T) {
-			list := Apply(nil, true, toEntries(c.Snapshot), nil, c.First)
+			list := livelist.Apply(nil, true, toEntries(c.Snapshot), nil, c.First)
 			for _, u := range c.Updates {
-				list = Apply(list, false, toEntries(u.Entries), u.Removed, c.First)
+				list = livelist.Apply(list, false, toEntries(u.Entries), u.Removed, c.First)
 			}
 			if got := toRows(list); !slices.Equal(got, c.Expected) && !(len(got) == 0 && len(c.Expected) == 0) {
 				t.Fatalf("rebuilt %v, want %v", got, c.Expected)
@@ -69,7 +70,7 @@ func TestDiffTable(t *testing.T) {
 			// What Diff produces for the same start and end must rebuild the same list.
 			start, end := toEntries(c.Snapshot), toEntries(c.Expected)
 			changed, removed := Diff(start, end)
-			if got := toRows(Apply(start, false, changed, removed, c.First)); !slices.Equal(got, toRows(end)) {
+			if got := toRows(livelist.Apply(start, false, changed, removed, c.First)); !slices.Equal(got, toRows(end)) {
 				t.Fatalf("Diff then Apply gave %v, want %v", got, c.Expected)
 			}
 		})
@@ -90,11 +91,11 @@ func TestDiffRandom(t *testing.T) {
 		return out
 	}
 	cur := randomList()
-	client := Apply(nil, true, cur, nil, 10)
+	client := livelist.Apply(nil, true, cur, nil, 10)
 	for range 2000 {
 		next := randomList()
 		changed, removed := Diff(cur[:min(10, len(cur))], next[:min(10, len(next))])
-		client = Apply(client, false, changed, removed, 10)
+		client = livelist.Apply(client, false, changed, removed, 10)
 		if !slices.Equal(toRows(client), toRows(next[:min(10, len(next))])) {
 			t.Fatalf("rebuilt %v, want %v", toRows(client), toRows(next))
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaderboard/leaderboard/internal/livelist"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -89,7 +90,7 @@ func follow(ch <-chan *TopUpdate, first int) *topClient {
 			if u.Snapshot {
 				c.snaps++
 			}
-			c.list = Apply(c.list, u.Snapshot, u.Entries, u.Removed, c.first)
+			c.list = livelist.Apply(c.list, u.Snapshot, u.Entries, u.Removed, c.first)
 			c.mu.Unlock()
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderboard/leaderboard/internal/livelist"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -208,7 +209,7 @@ func TestSlowConsumer(t *testing.T) {
 			}
 			slow.ver = u.Version
 			slow.size = u.Size
-			slow.list = Apply(slow.list, u.Snapshot, u.Entries, u.Removed, 10)
+			slow.list = livelist.Apply(slow.list, u.Snapshot, u.Entries, u.Removed, 10)
 			slow.mu.Unlock()
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderboard/leaderboard/internal/livelist"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -61,7 +62,7 @@ func (p *puller) take(u *TopUpdate) {
 		p.at = append(p.at, time.Now())
 	}
 	c.ver, c.size = u.Version, u.Size
-	c.list = Apply(c.list, u.Snapshot, u.Entries, u.Removed, c.first)
+	c.list = livelist.Apply(c.list, u.Snapshot, u.Entries, u.Removed, c.first)
 }
 
 // pullNow pulls and takes what the pull put in the channel (the channel is read without waiting, as the

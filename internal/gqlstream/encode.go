@@ -13,18 +13,6 @@ type wsMessage struct {
 	id, typ string
 }
 
-// encodeMessage writes gqlgen's protocol messages ({payload, id, type}) without encoding/json: their payload is a
-// json.RawMessage that gqlgen has just produced with json.Marshal, and encoding/json would validate and compact
-// it again for every subscriber (a quarter of the server's CPU with 10,000 subscribers). Any other value, or a
-// message type it does not recognise, is left to encoding/json (ok false).
-func encodeMessage(v any) ([]byte, bool) {
-	m, ok := protocolFields(v)
-	if !ok {
-		return nil, false
-	}
-	return appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, m.id, m.typ), true
-}
-
 // protocolFields reads one of gqlgen's protocol messages (see isProtocolMessage).
 func protocolFields(v any) (wsMessage, bool) {
 	rv := reflect.ValueOf(v)

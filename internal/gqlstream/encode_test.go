@@ -5,6 +5,18 @@ import (
 	"testing"
 )
 
+// encodeMessage writes one of gqlgen's protocol messages ({payload, id, type}) as the connections do (conn.go:
+// protocolFields, then appendProtocolMessage, without encoding/json, which would validate and compact the payload
+// again for every subscriber). Any other value, or a message type it does not recognise, is left to encoding/json
+// (ok false).
+func encodeMessage(v any) ([]byte, bool) {
+	m, ok := protocolFields(v)
+	if !ok {
+		return nil, false
+	}
+	return appendProtocolMessage(make([]byte, 0, len(m.payload)+64), m.payload, m.id, m.typ), true
+}
+
 type textType string
 
 func (t textType) MarshalText() ([]byte, error) { return []byte("text:" + string(t)), nil }

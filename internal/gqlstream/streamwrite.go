@@ -220,7 +220,7 @@ func (c *wsConn) writeStreams(ops []*streamOp, slice bool) (handedOff bool) {
 }
 
 // streamedFrames counts the stream responses written, slowHandoffs the writes handed to a goroutine of the
-// connection's own (tests check that those paths ran).
+// connection's own (the server exports both as metrics).
 var streamedFrames, slowHandoffs atomic.Int64
 
 // StreamedFrames is the number of subscription responses that connections have written themselves, in this

@@ -55,7 +55,7 @@ type App struct {
 	gql          *handler.Server
 	schema       *ast.Schema
 	tracing      *sdktrace.TracerProvider // nil: tracing off
-	fast         *graph.FastPath          // nil: FAST_PATH off, tracing on, or no prepared results
+	fast         *graph.FastPath          // nil: tracing on, or no prepared results (tests)
 	limits       *graph.ComplexityLimit   // complexity, fields and answer bytes of a request (a batch's together)
 	presentPanic func(r *http.Request, p any) *gqlerror.Error
 
@@ -152,13 +152,14 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		PublishCommand: publish, Clock: cfg.Clock})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
-		PreparedResults: cfg.PreparedResults,
-		Closes:          pubsub.NewCloseFeed(hubStore, cfg.Closes.PollInterval, log)}
+		GeneratedOnly: cfg.generatedOnly,
+		Closes:        pubsub.NewCloseFeed(hubStore, cfg.Closes.PollInterval, log)}
 	schema := graph.NewSchema(resolver)
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
 	resolver.OnSubscription = a.Metrics.OnSubscription
 	a.Metrics.WatchHub(a.Hub, a.rdb)
+	a.Metrics.WatchStores(a.Store, hubStore)
 	a.rdb.AddHook(redisHook{a.Metrics, log})
 	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
 	a.streams = gqlstream.New(gqlstream.Config{
@@ -178,6 +179,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		Log:     log,
 		Metrics: a.Metrics.transports(),
 	})
+	a.Metrics.WatchStreams(a.streams)
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())
@@ -246,7 +248,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 	srv.AroundRootFields(readGuard)
 	srv.SetErrorPresenter(presenter)
 	srv.SetRecoverFunc(recoverFunc)
-	if a.cfg.FastPath && a.tracing == nil {
+	if a.tracing == nil {
 		// The same executor configuration, for the requests the fast path runs (graph.FastPath): the limit that
 		// reads variables, the root field and response middleware, the presenter and the recover function. With
 		// tracing on, every operation goes through gqlgen (the tracer is an operation interceptor).
@@ -262,6 +264,7 @@ func (a *App) graphQLHandler(schema graphql.ExecutableSchema) *handler.Server {
 			return presenter(r.Context(), recoverFunc(r.Context(), p))
 		}
 	}
+	a.Metrics.WatchFastPath(a.fast)
 	return srv
 }
 

@@ -83,3 +83,42 @@ func TestHealthcheck(t *testing.T) {
 		t.Error("a LISTEN_ADDR without a port was accepted")
 	}
 }
+
+// /metrics counts the server's own paths: a rank query takes the plain read and the prepared path, and its
+// second run the fast path.
+func TestPathMetrics(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "paths"})
+	s.submit(t, map[string]any{"board": "paths", "playerId": "p", "score": 1.0})
+	names := []string{"lb_graphql_prepared_operations_total", "lb_graphql_fast_path_operations_total",
+		"lb_plain_reads_total", "lb_plain_read_retries_total", "lb_live_shared_renders_total",
+		"lb_websocket_streamed_responses_total", "lb_websocket_slow_writes_total", "lb_event_streams",
+		"lb_stream_client_addresses", "lb_websocket_operations"}
+	before := map[string]float64{}
+	for _, n := range names {
+		before[n] = metricSum(t, s, n)
+	}
+	rankBefore := metricSum(t, s, "lb_plain_reads_total", `read="rank"`)
+	for range 2 {
+		s.must(t, "", `query($b: ID!) { rank(board: $b, playerId: "p") { rank score } }`, map[string]any{"b": "paths"}, nil)
+	}
+	for _, n := range names[:3] {
+		if d := metricSum(t, s, n) - before[n]; d < 1 {
+			t.Errorf("%s grew by %v", n, d)
+		}
+	}
+	if d := metricSum(t, s, "lb_plain_reads_total", `read="rank"`) - rankBefore; d < 2 {
+		t.Errorf(`lb_plain_reads_total{read="rank"} grew by %v, want 2`, d)
+	}
+	resp, err := http.Get(s.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, n := range names {
+		if !strings.Contains(string(body), "\n"+n) {
+			t.Errorf("/metrics lacks %s", n)
+		}
+	}
+}

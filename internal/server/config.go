@@ -64,8 +64,6 @@ type Config struct {
 	QueryCacheSize          int           // QUERY_CACHE_SIZE: parsed queries kept (LRU); default 1000
 	QueryCacheBytes         int64         // QUERY_CACHE_BYTES: memory the kept documents may hold (estimate); default 64 MiB
 	APQCacheSize            int           // APQ_CACHE_SIZE: automatic persisted queries kept (LRU); default 1000
-	PreparedResults         bool          // PREPARED_RESULTS: submitScore(s)/rank/aroundMe/friends results by graph's own encoder; default true
-	FastPath                bool          // FAST_PATH: repeated prepared documents skip gqlgen's transport and executor plumbing; default true
 	GCHeapFloor             int64         // GC_HEAP_FLOOR: bytes the heap may reach before a collection while the live heap is small; default 64 MiB, 0: GOGC alone (package heapfloor)
 
 	// Closes are the period-close events' and their webhooks' settings (package periodclose; README
@@ -80,6 +78,10 @@ type Config struct {
 	// TraceExporter receives the traces when set (programs embedding the server, tests); otherwise they go over
 	// OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set, and tracing is off without it (see tracing.go).
 	TraceExporter sdktrace.SpanExporter
+
+	// generatedOnly (tests only; no variable): every result is written by gqlgen's generated code and no request
+	// takes the fast path, the other side of TestPreparedResultsMatchGqlgen and TestFastPathMatchesGqlgen.
+	generatedOnly bool
 }
 
 // LoadConfig reads the configuration from getenv, then args (flags win).
@@ -154,8 +156,6 @@ func LoadConfig(args []string, getenv func(string) string) (Config, error) {
 		QueryCacheSize:          int(envInt("QUERY_CACHE_SIZE", 1000)),
 		QueryCacheBytes:         envInt("QUERY_CACHE_BYTES", 64<<20),
 		APQCacheSize:            int(envInt("APQ_CACHE_SIZE", 1000)),
-		PreparedResults:         envBool("PREPARED_RESULTS", true),
-		FastPath:                envBool("FAST_PATH", true),
 		GCHeapFloor:             envInt("GC_HEAP_FLOOR", 64<<20),
 		KeyPrefix:               env("KEY_PREFIX", "lb"),
 		RedisPassword:           env("REDIS_PASSWORD", ""),

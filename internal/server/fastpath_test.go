@@ -12,8 +12,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 )
 
-// TestFastPathMatchesGqlgen sends the same requests, in the same order, to a server with the fast path (FAST_PATH,
-// graph/fastpath.go) and to one where gqlgen's generated code answers everything (PREPARED_RESULTS off), over the
+// TestFastPathMatchesGqlgen sends the same requests, in the same order, to a server with the fast path
+// (graph/fastpath.go) and to one where gqlgen's generated code answers everything (Config.generatedOnly), over the
 // same Redis with the same clock: each request twice in a row, since the fast path runs a document only after
 // gqlgen has run it once. Every response must be the same bytes, status and Content-Type, and so must the
 // operation counts in /metrics; most second runs must have taken the fast path. The requests are
@@ -26,7 +26,7 @@ func TestFastPathMatchesGqlgen(t *testing.T) {
 	for _, readKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("readKey=%v", readKey), func(t *testing.T) {
 			fast, gen, reader := preparedPair(t, now, readKey, func(cfg *Config, tested bool) {
-				cfg.PreparedResults, cfg.FastPath = tested, tested
+				cfg.generatedOnly = !tested
 				cfg.MaxQueryComplexity = 400
 			})
 			if fast.App.fast == nil || gen.App.fast != nil {

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderboard/leaderboard/internal/livelist"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
-	"github.com/leaderboard/leaderboard/pubsub"
 )
 
 const topUpdatesSub = `subscription($b: ID!, $n: Int) { topUpdates(board: $b, first: $n) {
@@ -20,7 +20,7 @@ const topUpdatesSub = `subscription($b: ID!, $n: Int) { topUpdates(board: $b, fi
 
 const rankUpdatesSub = `subscription($b: ID!, $p: ID!) { rankUpdates(board: $b, playerId: $p) { playerId rank score } }`
 
-// liveList is a client-side list rebuilt from one topUpdates subscription with pubsub.Apply (the same rule the
+// liveList is a client-side list rebuilt from one topUpdates subscription with livelist.Apply (the same rule the
 // dashboard uses), with the latest size, and a check that versions have no gaps.
 type liveList struct {
 	first int
@@ -90,7 +90,7 @@ func (l *liveList) apply(payload json.RawMessage) {
 			TieRank: int64(e.TieRank), Approximate: e.Approximate, Score: e.Score, TopPercent: e.TopPercent, UpdatedAt: e.UpdatedAt,
 			Metadata: e.Metadata}
 	}
-	l.list = pubsub.Apply(l.list, u.Snapshot, es, u.Removed, l.first)
+	l.list = livelist.Apply(l.list, u.Snapshot, es, u.Removed, l.first)
 }
 
 // topPercent is 100 * rank / size, as the store computes it (0 for an empty ranking).

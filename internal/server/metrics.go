@@ -125,12 +125,75 @@ func NewMetrics(schema *ast.Schema) *Metrics {
 	m.reg.MustRegister(m.closesRecorded, m.webhookDeliveries)
 	m.redisErrors.WithLabelValues("dial")
 	m.redisErrors.WithLabelValues("command")
+	// The paths that spare gqlgen's generic code, process-wide: what share of the work takes them.
+	for _, c := range []struct {
+		name, help string
+		f          func() int64
+	}{
+		{"lb_graphql_prepared_operations_total", "Operations whose results the server's own encoder wrote (submitScore, " +
+			"submitScores, rank, aroundMe, friends with plain-field selections), not gqlgen's generated marshalers.",
+			graph.PreparedOperations},
+		{"lb_live_shared_renders_total", "topUpdates payloads rendered once for every subscriber that gets the same " +
+			"update with the same selection.", graph.SharedRenders},
+		{"lb_websocket_streamed_responses_total", "Subscription responses after the first that connections wrote " +
+			"themselves (batched per connection), not through gqlgen's per-operation goroutine.", gqlstream.StreamedFrames},
+		{"lb_websocket_slow_writes_total", "Stream writes a peer did not take at once, finished by a goroutine of " +
+			"its connection (slow consumers).", gqlstream.SlowHandoffs},
+	} {
+		f := c.f
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(f()) }))
+	}
 	b := Build()
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lb_build_info",
 		Help: "Always 1; the labels say which build this is."}, []string{"version", "revision", "go"})
 	m.reg.MustRegister(buildInfo)
 	buildInfo.WithLabelValues(b.Version, b.Revision, b.Go).Set(1)
 	return m
+}
+
+// WatchStores exports what the stores' plain reads (leaderboard.Store.PlainStats) have done, together.
+func (m *Metrics) WatchStores(stores ...*leaderboard.Store) {
+	counter := func(name, help string, labels prometheus.Labels, f func(leaderboard.PlainStats) int64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 {
+				var n int64
+				for _, s := range stores {
+					n += f(s.PlainStats())
+				}
+				return float64(n)
+			}))
+	}
+	const reads = "Reads answered with plain Redis commands instead of a Lua script (which blocks Redis while it " +
+		"runs): rank and friends reads, and aroundMe reads by player."
+	counter("lb_plain_reads_total", reads, prometheus.Labels{"read": "rank"},
+		func(p leaderboard.PlainStats) int64 { return p.Reads - p.Arounds })
+	counter("lb_plain_reads_total", reads, prometheus.Labels{"read": "around"},
+		func(p leaderboard.PlainStats) int64 { return p.Arounds })
+	counter("lb_plain_read_retries_total", "Plain reads whose snapshot was taken again because a write landed "+
+		"between their round trips.", nil, func(p leaderboard.PlainStats) int64 { return p.Retries })
+}
+
+// WatchStreams exports what the websocket and event-stream transports hold now (gqlstream.Streams.Stats).
+func (m *Metrics) WatchStreams(s *gqlstream.Streams) {
+	gauge := func(name, help string, f func(gqlstream.Stats) int) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return float64(f(s.Stats())) }))
+	}
+	gauge("lb_event_streams", "Open event streams (server-sent events) and exports: the long-lived responses "+
+		"besides websockets.",
+		func(st gqlstream.Stats) int { return st.Streams })
+	gauge("lb_stream_client_addresses", "Client addresses holding websockets or event streams (each counted "+
+		"against MAX_CONNS_PER_ADDR).", func(st gqlstream.Stats) int { return st.Addrs })
+	gauge("lb_websocket_operations", "Operations running on graphql-transport-ws connections (each counted against "+
+		"MAX_SUBSCRIPTIONS_PER_CONN).", func(st gqlstream.Stats) int { return st.OpsInFlight })
+}
+
+// WatchFastPath exports how many operations f ran (nil: none, with tracing on).
+func (m *Metrics) WatchFastPath(f *graph.FastPath) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "lb_graphql_fast_path_operations_total",
+		Help: "Operations that took the fast path (POSTs of documents gqlgen ran on the prepared path before)."},
+		func() float64 { return float64(f.Operations()) }))
 }
 
 // WatchHub exports the live hub's fan-out counts (pubsub.Hub.Stats) and the Redis client's pool statistics.

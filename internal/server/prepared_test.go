@@ -15,7 +15,7 @@ import (
 )
 
 // TestPreparedResultsMatchGqlgen runs the same requests, in the same order, on a server whose hot operations take
-// the prepared path (PREPARED_RESULTS, graph/prepared.go) and on one where gqlgen's generated marshalers write
+// the prepared path (graph/prepared.go) and on one where gqlgen's generated marshalers write
 // every result, over the same Redis with the same clock and their own key prefixes: every response must be the
 // same bytes, with the same status and Content-Type. The requests cover every field of Entry and ScoreResult
 // (aliases, __typename, any order), names and metadata that need escaping, approximate ranks, nulls (a missing
@@ -27,7 +27,7 @@ func TestPreparedResultsMatchGqlgen(t *testing.T) {
 	for _, readKey := range []bool{false, true} {
 		t.Run(fmt.Sprintf("readKey=%v", readKey), func(t *testing.T) {
 			prep, gen, reader := preparedPair(t, now, readKey, func(cfg *Config, tested bool) {
-				cfg.PreparedResults = tested
+				cfg.generatedOnly = !tested
 			})
 			before := graph.PreparedOperations()
 			steps := preparedSteps(reader, now)

@@ -104,7 +104,7 @@ func metricSum(t testing.TB, s *testServer, name string, labels ...string) float
 	resp.Body.Close()
 	var sum float64
 	for _, line := range strings.Split(string(data), "\n") {
-		if !strings.HasPrefix(line, name+"{") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
 			continue
 		}
 		ok := true

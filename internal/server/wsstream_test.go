@@ -45,7 +45,8 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 				return c
 			}
 			streamed, gqlgen := dial(false), dial(true)
-			frames := gqlstream.StreamedFrames()
+			frames := func() float64 { return metricSum(t, s, "lb_websocket_streamed_responses_total") }
+			framesBefore := frames()
 			ops := func() float64 {
 				return metricSum(t, s, "lb_graphql_operations_total", `type="subscription"`, `outcome="ok"`)
 			}
@@ -98,8 +99,8 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 				same(i, "top")
 				same(i, "rank")
 			}
-			if n := gqlstream.StreamedFrames() - frames; n < 2*12 {
-				t.Fatalf("%d responses went the stream path, want the 24 after the first ones", n)
+			if n := frames() - framesBefore; n < 2*12 {
+				t.Fatalf("%v responses went the stream path, want the 24 after the first ones", n)
 			}
 			if n := ops() - opsBefore; n != 4*12 {
 				t.Fatalf("operations counter grew by %v, want %d (every response of both connections)", n, 4*12)
@@ -216,7 +217,8 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 		map[string]any{"in": in}, nil)
 	const slow, subsEach = 3, 60
 	// Hand-offs are counted from here: the first of each peer may come with its subscriptions' snapshots.
-	before, start := gqlstream.SlowHandoffs(), time.Now()
+	slowWrites := func() float64 { return metricSum(t, s, "lb_websocket_slow_writes_total") }
+	before, start := slowWrites(), time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -283,15 +285,15 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 	// and on until a write has been handed off (a loaded machine may deliver too few updates to fill the slow
 	// peers' buffers in the first pauses), within a generous bound.
 	rounds := 0
-	for ; rounds < 60 || gqlstream.SlowHandoffs() == before && time.Since(start) < 30*time.Second; rounds++ {
+	for ; rounds < 60 || slowWrites() == before && time.Since(start) < 30*time.Second; rounds++ {
 		s.submit(t, map[string]any{"board": "slow", "playerId": fmt.Sprintf("climber-%d", rounds),
 			"score": float64(1000 + rounds)})
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitLive(t, s, l, "slow", 5*time.Second) // the reading client kept up
-	handoffs, elapsed := gqlstream.SlowHandoffs()-before, time.Since(start)
-	t.Logf("%d hand-offs for %d slow connections over their snapshots and %d updates in %v (frames %d)", handoffs, slow, rounds,
-		elapsed, gqlstream.StreamedFrames())
+	handoffs, elapsed := int64(slowWrites()-before), time.Since(start)
+	t.Logf("%d hand-offs for %d slow connections over their snapshots and %d updates in %v (frames %v)", handoffs, slow, rounds,
+		elapsed, metricSum(t, s, "lb_websocket_streamed_responses_total"))
 	if handoffs == 0 {
 		t.Fatal("no write was handed off: the slow peers' socket buffers never filled (make the updates bigger)")
 	}

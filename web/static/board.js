@@ -1,11 +1,11 @@
 // The dashboard's pure logic: applying topUpdates to a list, finding what moved, formatting. No DOM here, so
 // the same module runs in the page and under `node --test` (web/static/board.test.mjs), where it is checked
-// against pubsub/testdata/diffs.json, the table the Go diff logic (pubsub.Apply) is tested against too.
+// against pubsub/testdata/diffs.json, the table the Go rule (internal/livelist.Apply) is tested against too.
 
 /**
  * applyUpdate returns the list after one TopUpdate (the list passed in is not modified). A snapshot replaces
  * the list; a diff drops the removed players, replaces or inserts the changed rows, and keeps the list in rank
- * order, at most `first` long (0: no limit). This is exactly pubsub.Apply.
+ * order, at most `first` long (0: no limit). This is exactly internal/livelist.Apply.
  * @param {Array<{playerId: string, rank: number}>} list
  * @param {{snapshot: boolean, entries: Array, removed?: string[]}} update
  * @param {number} first
