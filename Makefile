@@ -57,6 +57,7 @@ fuzz:
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzRecordEncoding -fuzztime $(FUZZTIME)
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzParseRecord -fuzztime $(FUZZTIME)
 	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzSeasonID -fuzztime $(FUZZTIME)
+	$(GO) test ./leaderboard -run '^$$' -fuzz FuzzCloseTopEncoding -fuzztime $(FUZZTIME)
 	$(GO) test ./internal/server -run '^$$' -fuzz FuzzClientAddr -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz FuzzEncodeScalars -fuzztime $(FUZZTIME)
 	$(GO) test ./graph -run '^$$' -fuzz FuzzCoerceVariables -fuzztime $(FUZZTIME)
