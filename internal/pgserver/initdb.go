@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 // minMajor is the oldest PostgreSQL release pgserver supports (DROP DATABASE ... WITH (FORCE), which pgtest uses,
@@ -271,10 +273,10 @@ func initTemplate(dir string) (string, error) {
 	}
 	if !p.wait(initdbTimeout) {
 		p.kill()
-		return "", fmt.Errorf("initdb did not finish within %v\n--- initdb log %s ---\n%s", initdbTimeout, logPath, logTail(logPath))
+		return "", fmt.Errorf("initdb did not finish within %v\n--- initdb log %s ---\n%s", initdbTimeout, logPath, childproc.LogTail(logPath))
 	}
 	if p.err != nil {
-		return "", fmt.Errorf("initdb: %v\n--- initdb log %s ---\n%s", p.err, logPath, logTail(logPath))
+		return "", fmt.Errorf("initdb: %v\n--- initdb log %s ---\n%s", p.err, logPath, childproc.LogTail(logPath))
 	}
 	return data, nil
 }

@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 // Server is one real PostgreSQL server (a postmaster and the processes it forks) listening on 127.0.0.1.
@@ -118,7 +120,7 @@ var (
 
 // launch starts the postmaster once and waits until it accepts connections. The caller holds s.mu.
 func (s *Server) launch(deadline time.Time) error {
-	off := fileSize(s.logPath)
+	off := childproc.FileSize(s.logPath)
 	p, err := spawn(bin.postgres, s.args(), s.dir, s.logPath)
 	if err != nil {
 		return err
@@ -140,7 +142,7 @@ func (s *Server) waitReady(p *proc, off int64, deadline time.Time) error {
 	want := strconv.Itoa(p.pid())
 	for {
 		if p.exited() {
-			log := readLogFrom(s.logPath, off)
+			log := childproc.LogFrom(s.logPath, off)
 			switch {
 			case strings.Contains(log, "Address already in use"):
 				return fmt.Errorf("postgres on %s exited: %w", s.Addr, errBind)
@@ -231,7 +233,7 @@ func New(o Options) (*Server, error) {
 			return s, nil
 		}
 		if !errors.Is(err, errBind) {
-			err = fmt.Errorf("%w\n--- postgres log %s ---\n%s", err, logPath, logTail(logPath))
+			err = fmt.Errorf("%w\n--- postgres log %s ---\n%s", err, logPath, childproc.LogTail(logPath))
 			break
 		}
 	}
@@ -332,7 +334,7 @@ func (s *Server) Start() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		err = fmt.Errorf("restarting postgres on %s: %w\n--- postgres log %s ---\n%s", s.Addr, err, s.logPath, logTail(s.logPath))
+		err = fmt.Errorf("restarting postgres on %s: %w\n--- postgres log %s ---\n%s", s.Addr, err, s.logPath, childproc.LogTail(s.logPath))
 	}
 	return err
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 func TestMain(m *testing.M) {
@@ -129,8 +131,8 @@ func TestStart(t *testing.T) {
 		if len(procs) == 0 || s.Pid() != procs[0].pid {
 			t.Errorf("Pid = %d, want the postmaster's (%v)", s.Pid(), procs)
 		}
-		if !strings.HasPrefix(s.LogPath(), s.Dir()) || fileSize(s.LogPath()) == 0 {
-			t.Errorf("log %s (%d bytes), want postgres.log in %s", s.LogPath(), fileSize(s.LogPath()), s.Dir())
+		if !strings.HasPrefix(s.LogPath(), s.Dir()) || childproc.FileSize(s.LogPath()) == 0 {
+			t.Errorf("log %s (%d bytes), want postgres.log in %s", s.LogPath(), childproc.FileSize(s.LogPath()), s.Dir())
 		}
 		checkRunUser(t, s, procs)
 	})
@@ -333,12 +335,12 @@ func TestKillStragglers(t *testing.T) {
 	}
 	<-s.p.done
 	s.mu.Unlock()
-	off := fileSize(s.logPath)
+	off := childproc.FileSize(s.logPath)
 	time.AfterFunc(time.Second, func() { syscall.Kill(stuck.pid, syscall.SIGCONT) })
 	if err := s.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if log := readLogFrom(s.logPath, off); !strings.Contains(log, "pre-existing shared memory block") {
+	if log := childproc.LogFrom(s.logPath, off); !strings.Contains(log, "pre-existing shared memory block") {
 		t.Errorf("the first attempts did not meet the old backend; log:\n%s", log)
 	}
 	assertDead(t, before)

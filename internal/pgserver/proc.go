@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,8 +25,6 @@ const (
 	// maxPortAttempts is how many times a new server is retried on fresh ports when the chosen port turns out to
 	// be taken.
 	maxPortAttempts = 5
-	// logTailBytes is how much of a server log is included in failures.
-	logTailBytes = 16 << 10
 )
 
 // orphanGrace is how long the processes of a killed postmaster get to notice and exit on their own before they
@@ -54,7 +51,7 @@ func spawn(path string, args []string, dir, logPath string) (*proc, error) {
 		return nil, err
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	fmt.Fprintf(logf, "=== pgserver %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, quoteArgs(args))
+	fmt.Fprintf(logf, "=== pgserver %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, childproc.QuoteArgs(args))
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = childEnv()
@@ -219,42 +216,4 @@ func freePort() (int, error) {
 		}
 	}
 	return 0, errors.New("could not find a free loopback port")
-}
-
-func readLogFrom(path string, off int64) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read log %s: %v)", path, err)
-	}
-	if off > 0 && off <= int64(len(b)) {
-		b = b[off:]
-	}
-	return string(b)
-}
-
-func logTail(path string) string {
-	s := readLogFrom(path, 0)
-	if len(s) > logTailBytes {
-		s = "...\n" + s[len(s)-logTailBytes:]
-	}
-	return s
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
-func quoteArgs(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\"'") {
-			a = strconv.Quote(a)
-		}
-		q[i] = a
-	}
-	return strings.Join(q, " ")
 }

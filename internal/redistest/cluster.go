@@ -97,7 +97,7 @@ func newCluster() (*RedisCluster, error) {
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
 	out, err := runCmd(exec.CommandContext(ctx, redisCLIPath, args...))
 	if err != nil {
-		err = fmt.Errorf("redis-cli %s: %v\n--- output ---\n%s%s", quoteArgs(args), err, out, c.logs())
+		err = fmt.Errorf("redis-cli %s: %v\n--- output ---\n%s%s", childproc.QuoteArgs(args), err, out, c.logs())
 		c.stop()
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (c *RedisCluster) logs() string {
 	var b strings.Builder
 	for _, n := range c.nodes {
 		if n != nil {
-			fmt.Fprintf(&b, "\n--- redis-server log %s (%s) ---\n%s", n.logPath, n.Addr, logTail(n.logPath))
+			fmt.Fprintf(&b, "\n--- redis-server log %s (%s) ---\n%s", n.logPath, n.Addr, childproc.LogTail(n.logPath))
 		}
 	}
 	return b.String()

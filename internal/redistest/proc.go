@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,8 +26,6 @@ const (
 	// maxPortAttempts is how many times a new server is retried on fresh
 	// ports when the chosen port turns out to be taken.
 	maxPortAttempts = 5
-	// logTailBytes is how much of a server log is included in failures.
-	logTailBytes = 16 << 10
 )
 
 // proc is one running redis-server process.
@@ -50,7 +47,7 @@ func spawn(name string, args []string, dir, logPath string) (*proc, error) {
 		return nil, err
 	}
 	defer logf.Close() // the child keeps its own descriptor
-	fmt.Fprintf(logf, "=== redistest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), name, quoteArgs(args))
+	fmt.Fprintf(logf, "=== redistest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), name, childproc.QuoteArgs(args))
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Stdout = logf
@@ -129,7 +126,7 @@ func waitReady(p *proc, addr, logPath string, logOff int64, deadline time.Time) 
 	var last error
 	for {
 		if p.exited() {
-			log := readLogFrom(logPath, logOff)
+			log := childproc.LogFrom(logPath, logOff)
 			if strings.Contains(log, "Address already in use") {
 				return fmt.Errorf("redis-server on %s exited: %w", addr, errBind)
 			}
@@ -201,42 +198,4 @@ func freePorts(n int) ([]int, error) {
 		out = append(out, port)
 	}
 	return out, nil
-}
-
-func readLogFrom(path string, off int64) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(cannot read log %s: %v)", path, err)
-	}
-	if off > 0 && off <= int64(len(b)) {
-		b = b[off:]
-	}
-	return string(b)
-}
-
-func logTail(path string) string {
-	s := readLogFrom(path, 0)
-	if len(s) > logTailBytes {
-		s = "...\n" + s[len(s)-logTailBytes:]
-	}
-	return s
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
-func quoteArgs(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\"'") {
-			a = strconv.Quote(a)
-		}
-		q[i] = a
-	}
-	return strings.Join(q, " ")
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/childproc"
 )
 
 // Server is one real redis-server process listening on 127.0.0.1.
@@ -63,7 +65,7 @@ func (s *Server) serverArgs() []string {
 // launch starts the process once and waits for it to answer PING. The caller
 // holds s.mu.
 func (s *Server) launch(deadline time.Time) error {
-	off := fileSize(s.logPath)
+	off := childproc.FileSize(s.logPath)
 	p, err := spawn(redisServerPath, s.serverArgs(), s.dir, s.logPath)
 	if err != nil {
 		return err
@@ -108,7 +110,7 @@ func newServer(dir, name string, cluster bool) (*Server, error) {
 			return s, nil
 		}
 		if !errors.Is(err, errBind) {
-			return nil, fmt.Errorf("%w\n--- redis-server log %s ---\n%s", err, s.logPath, logTail(s.logPath))
+			return nil, fmt.Errorf("%w\n--- redis-server log %s ---\n%s", err, s.logPath, childproc.LogTail(s.logPath))
 		}
 	}
 	return nil, fmt.Errorf("redis-server: no usable port after %d attempts: %w", maxPortAttempts, err)
@@ -198,7 +200,7 @@ func (s *Server) Start() error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if err != nil {
-		err = fmt.Errorf("redistest: restarting redis-server on %s: %w\n--- redis-server log %s ---\n%s", s.Addr, err, s.logPath, logTail(s.logPath))
+		err = fmt.Errorf("redistest: restarting redis-server on %s: %w\n--- redis-server log %s ---\n%s", s.Addr, err, s.logPath, childproc.LogTail(s.logPath))
 		if s.owner != nil {
 			s.owner.Errorf("%v", err)
 		}
