@@ -20,6 +20,10 @@ import (
 // restoreBatch is how many events a restore reads from the ledger at a time.
 const restoreBatch = 5000
 
+// applyCallEvents is the most submissions a restore or catch-up applies in one script call. Redis runs nothing
+// else meanwhile, so other boards' writes wait behind each call: 128 events hold it about 4 ms.
+const applyCallEvents = maxLedgerItems
+
 // restoreLockTTL is how long a restorer holds a board before another process may take over (refreshed while it
 // works).
 const restoreLockTTL = 30 * time.Second
@@ -333,7 +337,7 @@ func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent
 		}
 		j := i
 		var chunk []*LedgerEvent
-		for j < len(evs) && len(chunk) < maxLedgerItems*4 && evs[j].Kind == EventSubmit &&
+		for j < len(evs) && len(chunk) < applyCallEvents && evs[j].Kind == EventSubmit &&
 			evs[j].RecordedAt.Equal(e.RecordedAt) {
 			chunk = append(chunk, &evs[j])
 			j++
