@@ -739,3 +739,76 @@ func TestLedgerCloseCorrection(t *testing.T) {
 	s.must(t, testAdminKey, voidMutation, map[string]any{"b": "cup", "ids": []string{"c1"}, "r": "fraud"}, &n)
 	next(3, 1, &reason, "ann")
 }
+
+// Over GraphQL, every read of a closed period answers the same bytes once Redis no longer holds it (its keys
+// expired by the clock, then Redis lost the board) as while Redis held it: top, rank, aroundMe, friends, the
+// period's size and the periods list, from the frozen standings.
+func TestLedgerClosedPeriodReadsOutliveRedis(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.Closes.CheckInterval = 20 * time.Millisecond
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "old", "windows": []string{"DAILY"}, "closeEventTop": 3})
+	for i := range 30 {
+		in := map[string]any{"board": "old", "playerId": fmt.Sprintf("p%02d", i), "score": float64(i % 7)}
+		if i%3 == 0 {
+			in["displayName"] = fmt.Sprintf("Player %d", i)
+		}
+		if i%4 == 0 {
+			in["metadata"] = map[string]any{"i": i}
+		}
+		s.submit(t, in)
+	}
+	const day = "2031-03-14"
+	query := `query($p: String!) {
+		top(board: "old", window: DAILY, period: $p, first: 50) { playerId displayName rank tieRank score topPercent updatedAt metadata approximate }
+		rank(board: "old", window: DAILY, period: $p, playerId: "p07") { rank tieRank score topPercent updatedAt displayName }
+		aroundMe(board: "old", window: DAILY, period: $p, playerId: "p29", radius: 3) { playerId rank score }
+		friends(board: "old", window: DAILY, period: $p, playerId: "p01", friendIds: ["p13", "nobody", "p27"]) { playerId rank tieRank }
+		leaderboard(id: "old") { size(window: DAILY, period: $p) periods(window: DAILY) { period size endedAt } } }`
+	clock.Set(ledgerStart.Add(16 * time.Hour)) // the day and its grace are over: it closes and freezes
+	waitUntil(t, 10*time.Second, "the day's close event", func() bool {
+		evs, err := s.Store.Closes(ctxT(t, 5*time.Second), "old", "0-0", 10)
+		return err == nil && len(evs) == 1
+	})
+	before := s.do(t, "", query, map[string]any{"p": day})
+	if len(before.Errors) > 0 || !strings.Contains(string(before.Data), `"p06"`) {
+		t.Fatalf("while Redis holds the day: %s %+v", before.Data, before.Errors)
+	}
+	clock.Set(ledgerStart.Add(10 * 24 * time.Hour)) // past the day's retention (3 days) and grace
+	deleteBoardKeys(t, s, "old")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		after := s.do(t, "", query, map[string]any{"p": day})
+		if len(after.Errors) == 0 {
+			if string(after.Data) != string(before.Data) {
+				t.Fatalf("from the frozen standings:\n%s\nwhile Redis held the day:\n%s", after.Data, before.Data)
+			}
+			break
+		}
+		if c := after.Codes(); len(c) == 0 || c[0] != "UNAVAILABLE" || time.Now().After(deadline) {
+			t.Fatalf("reading the closed day while the board is restored: %+v", after.Errors)
+		}
+	}
+	// Redis holds nothing of the day now: the answer came from the ledger.
+	if n := countKeys(t, s, "old", ":"+day); n != 0 {
+		t.Fatalf("Redis still holds %d keys of the day", n)
+	}
+}
+
+// countKeys counts the board's keys in the server's (standalone) Redis whose name contains part, its close fence
+// left out.
+func countKeys(t *testing.T, s *testServer, board, part string) int {
+	t.Helper()
+	keys, err := redisClient(t, s).Keys(ctxT(t, 5*time.Second), s.Store.BoardKeys(board)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, k := range keys {
+		if strings.Contains(k, part) && !strings.Contains(k, ":x:") {
+			n++
+		}
+	}
+	return n
+}
