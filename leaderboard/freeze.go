@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // freeze.go: with the ledger, a close is a freeze. The close event of the ledger sets the period's fence waiting
@@ -14,7 +15,7 @@ import (
 // check of any process goes on from there: it freezes what is not frozen and sends what was not sent (the ledger
 // keeps the outbox id of each version's event). Reads of a closed period that Redis no longer holds answer from
 // the frozen standings (frozenread.go); a void that changes them writes a new version and a correction event
-// (correctFrozen).
+// (correctFrozen). recordClosesLedgered, at the end, is the close itself with the ledger.
 
 // fencePending is the fence of a period closed in the ledger whose event waits for its freeze.
 const fencePending = "~"
@@ -38,7 +39,7 @@ func (s *Store) freezeAndAnnounce(ctx context.Context, b *Board, periods []close
 		if err != nil {
 			return nil, err
 		}
-		out[i], err = s.announce(ctx, b, lb.Key, fp, top, false)
+		out[i], err = s.announce(ctx, b, lb.Key, fp, top)
 		if err != nil {
 			return nil, err
 		}
@@ -105,17 +106,12 @@ func (sn *Snapshot) all(ctx context.Context) (size int64, rows []Entry, err erro
 
 // announce sends the close event of a version of frozen standings unless it went out already (the ledger has
 // its outbox id, or the period's fence does for version 1), and records its outbox id in the ledger.
-func (s *Store) announce(ctx context.Context, b *Board, key int64, fp FrozenPeriod, top []Entry, force bool) (
-	closeResult, error) {
-	forced := "0"
-	if force {
-		forced = "1"
-	}
+func (s *Store) announce(ctx context.Context, b *Board, key int64, fp FrozenPeriod, top []Entry) (closeResult, error) {
 	topJSON, err := encodeCloseTop(b, top)
 	if err != nil {
 		return closeResult{}, err
 	}
-	args := []any{b.sum, b.ID, b.CloseEventTop, s.cfg.Clock().UnixMilli(), OutboxMaxLen, forced, "a",
+	args := []any{b.sum, b.ID, b.CloseEventTop, s.cfg.Clock().UnixMilli(), OutboxMaxLen, "0", "a",
 		windowCodes[fp.Window], string(fp.Window), fp.Period, fp.EndedAt.UnixMilli(), fp.Size, topJSON,
 		fp.Version, fp.Reason, fp.OutboxID}
 	release, err := s.writes.acquire(ctx)
@@ -245,7 +241,7 @@ func (s *Store) correctFrozen(ctx context.Context, board, reason string) (int, e
 		if !created {
 			continue // another process corrected it with the same version
 		}
-		if _, err := s.announce(ctx, b, lb.Key, next, now[i].rows[:min(len(now[i].rows), b.CloseEventTop)], true); err != nil {
+		if _, err := s.announce(ctx, b, lb.Key, next, now[i].rows[:min(len(now[i].rows), b.CloseEventTop)]); err != nil {
 			return corrected, err
 		}
 		corrected++
@@ -282,4 +278,98 @@ func sameRows(a, b []Entry) bool {
 		}
 	}
 	return true
+}
+
+// recordClosesLedgered is recordCloses with a ledger: the close is an event of the ledger, so that a restore sets
+// each fence where it was among the board's events (a late score the fence refused is refused again), and the
+// close event goes out only once the standings are frozen (freeze.go). Periods fenced already are answered from
+// their fences without an event, or, when their fence waits for the freeze, frozen and announced: every process
+// checks closes, and the ledger records each close once (two processes racing may record it twice; the second
+// changes nothing).
+func (s *Store) recordClosesLedgered(ctx context.Context, b *Board, periods []closedPeriod, force bool) (
+	[]closeResult, error) {
+	out := make([]closeResult, len(periods))
+	var todo, pending []int
+	for i, p := range periods {
+		f, err := s.Fence(ctx, b.ID, p.w, p.period)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case f != nil && f.OutboxID == fencePending:
+			pending = append(pending, i)
+		case f != nil && !(force && f.OutboxID == ""):
+			out[i] = closeResult{id: f.OutboxID}
+		default:
+			todo = append(todo, i)
+		}
+	}
+	if len(todo) > 0 {
+		a := CloseArgs{Force: force}
+		for _, i := range todo {
+			p := periods[i]
+			a.Periods = append(a.Periods, ClosedPeriodArg{Window: p.w, Period: p.period, EndedAt: p.end.UnixMilli(),
+				MarkTTL: int64(max(p.markTTL, time.Second) / time.Second)})
+		}
+		args, _ := json.Marshal(a)
+		r, err := s.writeOne(ctx, b.ID, LedgerEvent{Kind: EventClose, Args: args})
+		if err != nil {
+			return nil, err
+		}
+		reply, _ := r.([]any)
+		if r != nil && len(reply) != 2*len(todo) {
+			return nil, redisError(fmt.Errorf("close: %d replies for %d periods", len(reply), len(todo)))
+		}
+		for k, i := range todo {
+			id := ""
+			if r == nil { // applied before (by a catch-up)
+				f, err := s.Fence(ctx, b.ID, periods[i].w, periods[i].period)
+				if err != nil {
+					return nil, err
+				}
+				if f != nil {
+					id = f.OutboxID
+				}
+			} else {
+				id = toString(reply[2*k])
+			}
+			if id == fencePending {
+				pending = append(pending, i)
+				continue
+			}
+			out[i] = closeResult{id: id}
+		}
+	}
+	if len(pending) == 0 {
+		return out, nil
+	}
+	wait := make([]closedPeriod, len(pending))
+	for k, i := range pending {
+		wait[k] = periods[i]
+	}
+	res, err := s.freezeAndAnnounce(ctx, b, wait)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range pending {
+		out[i] = res[k]
+	}
+	return out, nil
+}
+
+// closeArgs are the close script's arguments for an EventClose applied with clock now.
+func (s *Store) closeArgs(b *Board, e *LedgerEvent, now time.Time) ([]any, error) {
+	var a CloseArgs
+	if err := json.Unmarshal(e.Args, &a); err != nil {
+		return nil, fmt.Errorf("ledger: close event %d: %w", e.Seq, err)
+	}
+	forced := "0"
+	if a.Force {
+		forced = "1"
+	}
+	args := []any{b.sum, b.ID, b.CloseEventTop, now.UnixMilli(), OutboxMaxLen, forced, "f"}
+	for _, p := range a.Periods {
+		args = append(args, windowCodes[p.Window], string(p.Window), p.Period, p.EndedAt, max(p.MarkTTL, 1))
+	}
+	return args, nil
 }

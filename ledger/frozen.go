@@ -90,8 +90,9 @@ func (l *Ledger) Frozen(ctx context.Context, key int64, w leaderboard.Window, pe
 func (l *Ledger) FrozenPeriods(ctx context.Context, key int64, w leaderboard.Window) ([]leaderboard.FrozenPeriod, error) {
 	ctx, cancel := l.bound(ctx)
 	defer cancel()
-	rows, err := l.pool.Query(ctx, `SELECT DISTINCT ON (period) period, `+closeColumns+` FROM closes
-		WHERE board_key = $1 AND win = $2 ORDER BY period, version DESC`, key, string(w))
+	rows, err := l.pool.Query(ctx, `SELECT period, `+closeColumns+` FROM (
+		SELECT DISTINCT ON (period) * FROM closes WHERE board_key = $1 AND win = $2 ORDER BY period, version DESC) newest
+		ORDER BY ended_ms DESC, period DESC`, key, string(w))
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -105,20 +106,7 @@ func (l *Ledger) FrozenPeriods(ctx context.Context, key int64, w leaderboard.Win
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	// Latest end first; periods that ended together by id, the greatest first.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && later(out[j], out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
 	return out, nil
-}
-
-func later(a, b leaderboard.FrozenPeriod) bool {
-	if !a.EndedAt.Equal(b.EndedAt) {
-		return a.EndedAt.After(b.EndedAt)
-	}
-	return a.Period > b.Period
 }
 
 // Announced records the outbox id of the close event that announced a version.
