@@ -186,16 +186,23 @@ func (q *sequencer) commit(round []*ledgerWrite) func() {
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), ledgerApplyTimeout)
 		defer cancel()
+		applyBoard := func(ws []*ledgerWrite) {
+			q.apply(ctx, ws, now)
+			for _, w := range ws {
+				close(w.done)
+			}
+		}
+		if len(writes) == 1 { // one board, the usual round: no goroutine to hand it to
+			applyBoard(writes[0])
+			return
+		}
 		var wg sync.WaitGroup
-		for i := range batches {
+		for _, ws := range writes {
 			wg.Add(1)
-			go func(ws []*ledgerWrite) {
+			go func() {
 				defer wg.Done()
-				q.apply(ctx, ws, now)
-				for _, w := range ws {
-					close(w.done)
-				}
-			}(writes[i])
+				applyBoard(ws)
+			}()
 		}
 		wg.Wait()
 	}
@@ -373,7 +380,8 @@ func (s *Store) boardFor(ctx context.Context, board string, restore bool) (*cach
 }
 
 // applySubmitEvents applies recorded submissions of one board in one ledgered submit call (dup: the ledger had
-// the event's eventId already). Their outcomes are in order; an error is the whole call's.
+// the event's eventId already). Their outcomes are in order (a restore's applied items have neither result nor error);
+// an error is the whole call's.
 func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*LedgerEvent, dup []bool, fields int,
 	restore bool, now time.Time, gapped gappedFunc) ([]Outcome, error) {
 	out := make([]Outcome, len(evs))
@@ -433,6 +441,9 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 	for k, i := range sent {
 		if out[i].Err != nil {
 			continue
+		}
+		if row, ok := reply[k].([]any); ok && restore && len(row) == 1 && toString(row[0]) == "ok" {
+			continue // a restore's applied item: no result (submit.lua's building)
 		}
 		if row, ok := reply[k].([]any); ok && len(row) == 1 && toString(row[0]) == "seen" {
 			out[i].Result, out[i].Err = s.seenResult(ctx, v.b, evs[i].Player)
@@ -633,6 +644,24 @@ func (s *Store) submitLedgered(ctx context.Context, subs []Submission, fields in
 		g.w.events = append(g.w.events, e)
 		g.idx = append(g.idx, i)
 	}
+	write := func(g *group) {
+		if err := s.seq.do(ctx, g.w); err != nil {
+			err = s.ledgerError(ctx, g.w.board, err)
+			for _, i := range g.idx {
+				out[i].Err = err
+			}
+			return
+		}
+		for k, i := range g.idx {
+			out[i] = g.w.outs[k]
+		}
+	}
+	if len(order) == 1 { // one board, the usual request: no goroutine to hand it to
+		if len(order[0].idx) > 0 {
+			write(order[0])
+		}
+		return out
+	}
 	var wg sync.WaitGroup
 	for _, g := range order {
 		if len(g.idx) == 0 {
@@ -641,16 +670,7 @@ func (s *Store) submitLedgered(ctx context.Context, subs []Submission, fields in
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.seq.do(ctx, g.w); err != nil {
-				err = s.ledgerError(ctx, g.w.board, err)
-				for _, i := range g.idx {
-					out[i].Err = err
-				}
-				return
-			}
-			for k, i := range g.idx {
-				out[i] = g.w.outs[k]
-			}
+			write(g)
 		}()
 	}
 	wg.Wait()

@@ -24,6 +24,9 @@ const restoreBatch = 5000
 // else meanwhile, so other boards' writes wait behind each call: 128 events hold it about 4 ms.
 const applyCallEvents = maxLedgerItems
 
+// DefaultRestoreShare is Config.RestoreShare's default: a restore works half of its time and rests the other half.
+const DefaultRestoreShare = 0.5
+
 // restoreLockTTL is how long a restorer holds a board before another process may take over (refreshed while it
 // works).
 const restoreLockTTL = 30 * time.Second
@@ -36,6 +39,9 @@ type RestoreReport struct {
 	CatchUp  bool          // the board was there, only its newest events were missing
 	Err      error
 	Restored bool // the board is readable and whole again
+	// Applying is the time spent in script calls applying events, Resting the time rested after them
+	// (Config.RestoreShare); a catch-up does not rest.
+	Applying, Resting time.Duration
 }
 
 // restorer runs a store's restores: one per board in this process, and one per board among processes (a lock in
@@ -185,16 +191,14 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	lastKeep := time.Now()
 	var lateVoid int64
 	for {
-		for hwm < head {
-			evs, err := q.ledger.Events(ctx, lb.Key, hwm, restoreBatch)
+		pages, stop := q.readAhead(ctx, lb.Key, hwm, head)
+		for pg := range pages {
+			evs, err := pg.events, pg.err
+			if err == nil {
+				err = s.applyEvents(ctx, board, evs, &rep)
+			}
 			if err != nil {
-				rep.Err = err
-				return rep
-			}
-			if len(evs) == 0 {
-				break
-			}
-			if err := s.applyEvents(ctx, board, evs, true); err != nil {
+				stop()
 				rep.Err = err
 				return rep
 			}
@@ -210,6 +214,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 				lastKeep = time.Now()
 			}
 		}
+		stop()
 		// Writes recorded meanwhile waited for the switch (their boards answered UNAVAILABLE): take them too.
 		lb2, _, err := q.ledger.Board(ctx, board)
 		if err != nil {
@@ -240,6 +245,43 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	}
 	rep.Restored = true
 	return rep
+}
+
+// eventPage is a page of a board's events read from the ledger, or the error that ended the reading.
+type eventPage struct {
+	events []LedgerEvent
+	err    error
+}
+
+// readAhead reads a board's events after seq after up to seq head, a page (restoreBatch) at a time, one page
+// ahead of the caller: PostgreSQL reads the next page while Redis applies this one. stop ends the reading early;
+// the channel is closed after the last page or an error.
+func (q *sequencer) readAhead(ctx context.Context, key, after, head int64) (pages <-chan eventPage, stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan eventPage, 1)
+	go func() {
+		defer close(ch)
+		for after < head {
+			evs, err := q.ledger.Events(ctx, key, after, restoreBatch)
+			if len(evs) == 0 && err == nil {
+				return
+			}
+			select {
+			case ch <- eventPage{evs, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+			after = evs[len(evs)-1].Seq
+		}
+	}()
+	return ch, func() {
+		cancel()
+		for range ch { // let the reader end
+		}
+	}
 }
 
 // RestoredNotice is what restore_done.lua publishes on a restored board's channel: like DeletedNotice it is not
@@ -309,7 +351,7 @@ func (q *sequencer) catchUp(ctx context.Context, board string, hwm, upto int64) 
 		if len(evs) == 0 {
 			return n, nil
 		}
-		if err := q.s.applyEvents(ctx, board, evs, false); err != nil {
+		if err := q.s.applyEvents(ctx, board, evs, nil); err != nil {
 			return n, err
 		}
 		n += len(evs)
@@ -324,7 +366,10 @@ func plainCall(_ context.Context, _ string, _ int64, call func() error) error { 
 
 // applyEvents applies recorded events of one board in order, each with the clock it was recorded with:
 // consecutive submissions recorded together go in shared calls.
-func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent, restore bool) error {
+// A restore (rep not nil: the events go into keys nobody reads) rests after each call for Config.RestoreShare,
+// and counts its time in rep.
+func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent, rep *RestoreReport) error {
+	restore := rep != nil
 	for i := 0; i < len(evs); {
 		e := &evs[i]
 		if e.Kind != EventSubmit {
@@ -342,12 +387,40 @@ func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent
 			chunk = append(chunk, &evs[j])
 			j++
 		}
+		start := time.Now()
 		if _, err := s.applySubmitEvents(ctx, board, chunk, nil, 0, restore, e.RecordedAt, plainCall); err != nil {
 			return err
+		}
+		if restore {
+			if err := s.restRestore(ctx, time.Since(start), rep); err != nil {
+				return err
+			}
 		}
 		i = j
 	}
 	return nil
+}
+
+// restRestore rests a restore after a script call that took worked, for Config.RestoreShare.
+func (s *Store) restRestore(ctx context.Context, worked time.Duration, rep *RestoreReport) error {
+	rep.Applying += worked
+	share := s.cfg.RestoreShare
+	if share <= 0 || share > 1 {
+		share = DefaultRestoreShare
+	}
+	if share == 1 {
+		return nil
+	}
+	start := time.Now()
+	defer func() { rep.Resting += time.Since(start) }()
+	t := time.NewTimer(time.Duration(float64(worked) * (1 - share) / share))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // IsRefusal reports whether err is a write's refusal (the client's to correct), not a failure to apply.

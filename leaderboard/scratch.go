@@ -35,6 +35,7 @@ func (s *Store) scratchStandings(ctx context.Context, board string, key int64, d
 		_ = s.clearBoard(context.WithoutCancel(ctx), id, "")
 	}()
 	var after int64
+	var rep RestoreReport // the scratch replay rests as a restore does
 	for {
 		evs, err := s.seq.ledger.Events(ctx, key, after, restoreBatch)
 		if err != nil {
@@ -43,7 +44,7 @@ func (s *Store) scratchStandings(ctx context.Context, board string, key int64, d
 		if len(evs) == 0 {
 			break
 		}
-		if err := s.applyEvents(ctx, id, evs, true); err != nil {
+		if err := s.applyEvents(ctx, id, evs, &rep); err != nil {
 			return nil, err
 		}
 		after = evs[len(evs)-1].Seq

@@ -111,6 +111,10 @@ type Config struct {
 	LedgerWorkers int
 	// OnRestore, when set, hears of every restore and catch-up of a board from the ledger (logs, metrics).
 	OnRestore func(RestoreReport)
+	// RestoreShare is the share of its time a restore from the ledger spends in its script calls: after each
+	// call it rests for the rest, so that the other boards' writes keep their turns on Redis meanwhile. From
+	// above 0 to 1 (no rest). Default DefaultRestoreShare.
+	RestoreShare float64
 }
 
 // Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for

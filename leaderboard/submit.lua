@@ -46,6 +46,10 @@ local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
 local function user(x) if desc then return -x end return x end
+-- A restore builds keys nobody reads and nobody watches: its items reply 'ok' alone, so it reads no rank, no
+-- metadata and no change event's parts.
+local building = LG and LG.restore
+local RESTORED = { 'ok' }
 local watching = rcall('EXISTS', base .. K.watch) == 1
 local changes = {}
 -- The state of each window period written, read once per call and saved once at its end (save_state): the items
@@ -299,7 +303,7 @@ local function plan(i0)
       if pl.changed and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
         return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
       end
-      if rec and (wantPrev or it.ekey or not pl.changed or not below_top(st, nx)) then
+      if rec and not building and (wantPrev or it.ekey or not pl.changed or not below_top(st, nx)) then
         pl.prevRank, pl.prevApprox = rank_of(st, player, otok, ox, oexact, om)
       end
       it.wins[#it.wins + 1] = pl
@@ -322,7 +326,7 @@ local function plan(i0)
     if it.hasMeta then obj.m = it.meta end
     it.metaOut = cjson.encode(obj)
     it.metaChanged = it.metaOut ~= cur
-  elseif wantMeta or it.ekey then
+  elseif not building and (wantMeta or it.ekey) then
     it.metaCur = meta_of(player)
   else
     it.metaCur = ''
@@ -370,47 +374,47 @@ local function apply(it)
       end
       st.ttl = pl.ttl
     end
-    local prevRank = pl.prevRank
-    local rank, approx = prevRank, pl.prevApprox
-    if pl.changed then
-      rank, approx = rank_of(st, player, tok, pl.nx, exact, m)
-    end -- else the rank plan() read for this item still holds: nothing was written between the two
-    local top = rank <= liveTop or (prevRank and prevRank <= liveTop)
-    if (pl.changed or it.metaChanged) and (watching or top) or not out then
-      nxs = nxs or fmt(pl.nx)
-      oxs = pl.rec and fmt(pl.ox) or ''
-    end
-    if pl.changed then
-      if watching or top then
-        changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank, oxs, nxs, st.cnt }
-      elseif not pl.rec and redis_ms() - st.szp >= SIZE_EVERY then
-        -- A join below the live top changes only the size; announced at most every SIZE_EVERY ms per period
-        -- (receivers re-read once more a moment later for the joins in between).
-        changes[#changes + 1] = { st.w, st.p, player, 0, rank, '', nxs, st.cnt } -- a new player: no old score
-        st.szp = redis_ms()
-        rcall('HSET', skey(st.w, st.p), 'szp', st.szp)
+    if not building then
+      local prevRank = pl.prevRank
+      local rank, approx = prevRank, pl.prevApprox
+      if pl.changed then
+        rank, approx = rank_of(st, player, tok, pl.nx, exact, m)
+      end -- else the rank plan() read for this item still holds: nothing was written between the two
+      local top = rank <= liveTop or (prevRank and prevRank <= liveTop)
+      if (pl.changed or it.metaChanged) and (watching or top) or not out then
+        nxs = nxs or fmt(pl.nx)
+        oxs = pl.rec and fmt(pl.ox) or ''
       end
-    elseif it.metaChanged and (watching or top) then
-      changes[#changes + 1] = { st.w, st.p, player, rank, rank, nxs, nxs, st.cnt } -- new name or metadata
-    end
-    if not out then
-      local tie = 0
-      if wantTie or it.ekey then tie = tie_of(st, pl.nx, rank, approx == 0) end
-      out = { 'ok', rank, approx, nxs, uts, '', prevRank or '', oxs, pl.changed and 1 or 0, st.cnt, tie,
-        pl.wi, st.p }
+      if pl.changed then
+        if watching or top then
+          changes[#changes + 1] = { st.w, st.p, player, prevRank or 0, rank, oxs, nxs, st.cnt }
+        elseif not pl.rec and redis_ms() - st.szp >= SIZE_EVERY then
+          -- A join below the live top changes only the size; announced at most every SIZE_EVERY ms per period
+          -- (receivers re-read once more a moment later for the joins in between).
+          changes[#changes + 1] = { st.w, st.p, player, 0, rank, '', nxs, st.cnt } -- a new player: no old score
+          st.szp = redis_ms()
+          rcall('HSET', skey(st.w, st.p), 'szp', st.szp)
+        end
+      elseif it.metaChanged and (watching or top) then
+        changes[#changes + 1] = { st.w, st.p, player, rank, rank, nxs, nxs, st.cnt } -- new name or metadata
+      end
+      if not out then
+        local tie = 0
+        if wantTie or it.ekey then tie = tie_of(st, pl.nx, rank, approx == 0) end
+        out = { 'ok', rank, approx, nxs, uts, '', prevRank or '', oxs, pl.changed and 1 or 0, st.cnt, tie,
+          pl.wi, st.p }
+      end
     end
   end
 
-  if it.metaOut then
-    if it.metaChanged then rcall('HSET', base .. K.names, player, it.metaOut) end
-    out[6] = it.metaOut
-  else
-    out[6] = it.metaCur
-  end
+  if it.metaChanged then rcall('HSET', base .. K.names, player, it.metaOut) end
+  if building then out = RESTORED
+  elseif it.metaOut then out[6] = it.metaOut
+  else out[6] = it.metaCur end
   if wrote then keep_names(it.namesTTL) end
   if it.lkey and rcall('INCR', it.lkey) == 1 then rcall('EXPIRE', it.lkey, LIMIT_TTL) end
 
-  if it.ekey and not (LG and LG.restore) then -- a restore has the ledger to find duplicates
+  if it.ekey and not building then -- a restore has the ledger to find duplicates
     rcall('SET', it.ekey, cjson.encode({ f = it.fp, r = out }), 'EX', dedupeTTL)
   end
   return out

@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leaderboard/leaderboard/internal/pgtest"
+	"github.com/leaderboard/leaderboard/internal/redisinfo"
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 	"github.com/leaderboard/leaderboard/ledger"
@@ -59,4 +62,64 @@ func openBench(b *testing.B) (*ledger.Ledger, error) {
 		pg = pgtest.Start(b, "fsync=off")
 	}
 	return ledger.Open(context.Background(), ledger.Config{URL: pg.Database(b)})
+}
+
+// BenchmarkRestore measures a restore from the ledger: a board of LB_BENCH_EVENTS events (default 100,000; one
+// player each, scores with heavy ties) rebuilt b.N times. It reports Redis's CPU (INFO cpu: the process's user and
+// system time, which a busy machine does not inflate as it does commandstats' wall-clock µs) and the wall time per
+// event.
+func BenchmarkRestore(b *testing.B) {
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("LB_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	rdb := redistest.Standalone(b).Client(b)
+	lg, err := openBench(b)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := leaderboard.New(rdb, leaderboard.Config{Prefix: "br", Ledger: lg, PublishCommand: leaderboard.PublishNone})
+	ctx := context.Background()
+	id := fmt.Sprintf("restore-%d", time.Now().UnixNano())
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id}); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < n; i += 1000 {
+		subs := make([]leaderboard.Submission, 0, 1000)
+		for k := i; k < min(i+1000, n); k++ {
+			subs = append(subs, leaderboard.Submission{Board: id, Player: fmt.Sprintf("p%d", k), Score: float64(k % 997)})
+		}
+		outs, err := s.SubmitMany(ctx, subs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, o := range outs {
+			if o.Err != nil {
+				b.Fatal(o.Err)
+			}
+		}
+	}
+	cpu := func() float64 {
+		info, err := rdb.Info(ctx, "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		u, _ := redisinfo.Field(info, "used_cpu_user")
+		sy, _ := redisinfo.Field(info, "used_cpu_sys")
+		fu, _ := strconv.ParseFloat(u, 64)
+		fs, _ := strconv.ParseFloat(sy, 64)
+		return fu + fs
+	}
+	c0 := cpu()
+	start := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := s.Rebuild(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	events := float64(b.N * (n + 1))
+	b.ReportMetric((cpu()-c0)*1e6/events, "redis-cpu-us/event")
+	b.ReportMetric(float64(time.Since(start).Microseconds())/events, "wall-us/event")
 }

@@ -714,3 +714,60 @@ func TestRestoreKeepsTheFence(t *testing.T) {
 		t.Fatalf("a score after the restore of a closed period: %v, want PERIOD_CLOSED", err)
 	}
 }
+
+// TestRestoreRests: a restore works Config.RestoreShare of its time in script calls and rests the rest (README
+// LEDGER_RESTORE_SHARE), so other boards' writes keep their turns; with a share of 1 it never rests. The board it
+// restores is the one it lost either way.
+func TestRestoreRests(t *testing.T) {
+	pg := pgtest.Shared(t)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	for _, share := range []float64{0.25, 1} {
+		t.Run(fmt.Sprint(share), func(t *testing.T) {
+			ctx := ctxT(t, 2*time.Minute)
+			reports := make(chan leaderboard.RestoreReport, 1)
+			s := leaderboard.New(rdb, leaderboard.Config{Prefix: "lr", Clock: c.Now, Ledger: l, RestoreShare: share,
+				PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) { reports <- r }})
+			id := fmt.Sprintf("rests-%v", share)
+			if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id}); err != nil {
+				t.Fatal(err)
+			}
+			// Requests of 1000 items: each is recorded at one moment, so the restore applies it in calls of 128
+			// events, long enough that a timer's lateness cannot pass for a rest.
+			for i := 0; i < 3000; i += 1000 {
+				subs := make([]leaderboard.Submission, 1000)
+				for k := range subs {
+					subs[k] = leaderboard.Submission{Board: id, Player: fmt.Sprintf("p%04d", (i+k)%2500),
+						Score: float64((i + k) % 97)}
+				}
+				outs, err := s.SubmitMany(ctx, subs)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range outs {
+					if o.Err != nil {
+						t.Fatal(o.Err)
+					}
+				}
+			}
+			vs := views(ctx, t, s, id)
+			before := snap(ctx, t, s, vs)
+			if err := s.Rebuild(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			r := <-reports
+			if !r.Restored || r.Events < 3000 || r.Applying <= 0 {
+				t.Fatalf("report %+v: want a restore of the board's 3000+ events", r)
+			}
+			// Each rest is a timer of at least (1-share)/share of the call before it.
+			want := time.Duration(float64(r.Applying) * (1 - share) / share)
+			if r.Resting < want-time.Millisecond || (share == 1 && r.Resting != 0) {
+				t.Fatalf("share %v: applied %v, rested %v; want a rest of at least %v", share, r.Applying, r.Resting, want)
+			}
+			if d := before.diff(snap(ctx, t, s, vs)); d != "" {
+				t.Fatalf("rebuilt board differs: %s", d)
+			}
+		})
+	}
+}

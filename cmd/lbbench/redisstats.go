@@ -118,3 +118,31 @@ func addCommandRow(t *table, key, label string, runs []Sample, per int) {
 	t.add(key, label, fmt.Sprintf("%.1f", m.Extra["redis_cpu"]/m.Rate*1e6), fmt.Sprintf("%.1f", scripts), own,
 		strings.Join(parts, ", "))
 }
+
+// logCommands logs the commands Redis ran between before and after, the most time first (calls, total µs, µs a
+// call), so a step's log says where Redis's time went.
+func (e *env) logCommands(phase string, before, after map[string]redisinfo.CommandStat) {
+	if before == nil || after == nil {
+		return
+	}
+	type use struct {
+		name        string
+		calls, usec int64
+	}
+	var us []use
+	for name, a := range after {
+		b := before[name]
+		if a.Calls > b.Calls {
+			us = append(us, use{name, a.Calls - b.Calls, int64(a.Usec - b.Usec)})
+		}
+	}
+	slices.SortFunc(us, func(a, b use) int { return int(b.usec - a.usec) })
+	var sb strings.Builder
+	for i, u := range us {
+		if i == 8 {
+			break
+		}
+		fmt.Fprintf(&sb, " %s %d calls %d µs (%.1f µs/call);", u.name, u.calls, u.usec, float64(u.usec)/float64(u.calls))
+	}
+	e.logf("redis commands %s:%s", phase, sb.String())
+}

@@ -431,11 +431,13 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 	for r := 0; r < e.o.Runs; r++ {
 		m.take()
 		c0 := e.cpuSnap(on, db)
+		s0 := e.commandStats(ctx)
 		if err := sleepCtx(ctx, e.o.Duration); err != nil {
 			return tables, err
 		}
 		b := m.take()
 		b.Extra = c0.cores(e.cpuSnap(on, db))
+		e.logCommands("before", s0, e.commandStats(ctx))
 		top, found, err := readWhole(ctx, on, board)
 		if err != nil || !found {
 			return tables, fmt.Errorf("restore board before the loss: found %v, %v", found, err)
@@ -452,9 +454,11 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 		}
 		m.take() // the deletion is the loss, not the restore
 		c0 = e.cpuSnap(on, db)
+		s0 = e.commandStats(ctx)
 		res, err := waitWhole(ctx, on, board, top, restoreTimeout(n))
 		d := m.take()
 		d.Extra = c0.cores(e.cpuSnap(on, db))
+		e.logCommands("during", s0, e.commandStats(ctx))
 		if err != nil {
 			return tables, err
 		}

@@ -137,11 +137,11 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 			return
 		}
 		log.Info("restored from the ledger", "board", r.Board, "events", r.Events, "catch_up", r.CatchUp,
-			"took", r.Took)
+			"took", r.Took, "applying", r.Applying, "resting", r.Resting)
 	}
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes,
-		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore})
+		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
 	// and live screens must not wait behind a flood of queries. It writes nothing, but knows the ledger: a board
 	// being restored is UNAVAILABLE to it, not gone.

@@ -108,3 +108,30 @@ func TestLedgerConfig(t *testing.T) {
 		t.Fatalf("the flag wins: %q %v", c.DatabaseURL, err)
 	}
 }
+
+// README ("Configuration"): a restore works half its time by default; LEDGER_RESTORE_SHARE takes a number above 0
+// and at most 1, and anything else is a configuration error that names it.
+func TestLedgerRestoreShareConfig(t *testing.T) {
+	for v, want := range map[string]float64{"": 0.5, "0.25": 0.25, "1": 1} {
+		c, err := LoadConfig(nil, func(k string) string {
+			if k == "LEDGER_RESTORE_SHARE" {
+				return v
+			}
+			return ""
+		})
+		if err != nil || c.LedgerRestoreShare != want {
+			t.Fatalf("LEDGER_RESTORE_SHARE=%q: %v, %v; want %v", v, c.LedgerRestoreShare, err, want)
+		}
+	}
+	for _, v := range []string{"0", "-0.5", "1.5", "half", "NaN"} {
+		_, err := LoadConfig(nil, func(k string) string {
+			if k == "LEDGER_RESTORE_SHARE" {
+				return v
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), "LEDGER_RESTORE_SHARE") {
+			t.Fatalf("LEDGER_RESTORE_SHARE=%q: %v; want an error that names it", v, err)
+		}
+	}
+}
