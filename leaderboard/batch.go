@@ -56,8 +56,7 @@ const (
 	batchTimeout = 10 * time.Second
 )
 
-// maxMergedItems bounds the items of a merged call, so that one script call does not hold Redis for long (an
-// item costs Redis 20-50 us).
+// maxMergedItems bounds the items of a merged call, so that one script call does not hold Redis for long.
 const maxMergedItems = 128
 
 func newBatcher(fns *functions, lanes int) *batcher {

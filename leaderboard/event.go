@@ -132,6 +132,15 @@ func (s *Store) SubscriptionNode(ctx context.Context, channel string) (node stri
 	return primary.Options().Addr, func(ctx context.Context) *redis.PubSub { return primary.SSubscribe(ctx) }
 }
 
+// ReloadSubscriptionNodes has the client read the cluster's slot map again, so that SubscriptionNode names the
+// primary that serves a channel's slot now (after a slot moved or a node's connection broke). Elsewhere there
+// is one node and nothing to reload.
+func (s *Store) ReloadSubscriptionNodes(ctx context.Context) {
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
+	}
+}
+
 // Listen subscribes ps to a board's channel (Channel), with the store's publish command.
 func (s *Store) Listen(ctx context.Context, ps *redis.PubSub, channel string) error {
 	if s.cfg.PublishCommand == PublishSharded {

@@ -9,10 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Ranks without a script. A read of many players' entries (friends) spent three fifths of its Redis time in
-// ranks.lua's own Lua (hashing ids, parsing records, making tokens and reply rows: 9 to 12 µs a player under
-// load) and two fifths in its commands. The plain read does that work in Go and has Redis run only commands, in
-// two round trips:
+// Ranks without a script. A read of many players' entries (friends) spent most of its Redis time in ranks.lua's
+// own Lua (hashing ids, parsing records, making tokens and reply rows), not in its commands. The plain read does
+// that work in Go and has Redis run only commands, in two round trips:
 //
 //  1. a pipeline of each player's record (HGET at the record hash of the period's layout as last seen): a record
 //     gives the player's sorted-set member (arrival token .. id);

@@ -21,7 +21,7 @@ import (
 const restoreBatch = 5000
 
 // applyCallEvents is the most submissions a restore or catch-up applies in one script call. Redis runs nothing
-// else meanwhile, so other boards' writes wait behind each call: 128 events hold it about 4 ms.
+// else meanwhile, so other boards' writes wait behind each call: the calls are kept short (BENCHMARKS.md, "The ledger").
 const applyCallEvents = maxLedgerItems
 
 // DefaultRestoreShare is Config.RestoreShare's default: a restore works half of its time and rests the other half.

@@ -37,8 +37,7 @@ type Config struct {
 	StuckAfter time.Duration
 	// RankReadBatch is how many watched players one Redis read of their ranks covers at most (a board's watchers
 	// are read in batches of this size, one after the other). A Lua script blocks Redis while it runs, and every
-	// write waits behind it: one read of 1000 players held it ~16-40 ms, so that submissions behind the rank
-	// watchers' reads reached barely half of the planned rate. Default 100, at most leaderboard.MaxFriends.
+	// write waits behind it, so one read covers a bounded batch. Default 100, at most leaderboard.MaxFriends.
 	RankReadBatch int
 	// RankWatchTTL is how long Store.Watch(board) lasts while rank subscriptions exist on the board; it is
 	// refreshed every third of it. Default 60 seconds.

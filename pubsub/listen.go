@@ -292,9 +292,7 @@ func (h *Hub) reopenLocked(lc *listenConn) {
 		return
 	}
 	lc.reopening = true
-	if cc, ok := h.store.Redis().(*redis.ClusterClient); ok {
-		cc.ReloadState(h.ctx)
-	}
+	h.store.ReloadSubscriptionNodes(h.ctx)
 	if lc.confirmed.Load() {
 		delete(h.retry, lc.key)
 	}

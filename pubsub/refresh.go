@@ -50,12 +50,9 @@ func (b *board) refresh() bool {
 // readsPerWake: while pulling subscribers have been notified of a version and not pulled it yet (their
 // connections wait for a stream writer's turn, see board.pulls), a board without rank watches reads its lists up
 // to readsPerWake times per MaxUpdateRate interval; its subscribers are still offered new versions once per
-// interval (the board's wake), and what a notified one pulls is the newest list read. At 10,000 screens of one
-// board a stream writer's round over the connections takes ~200 ms, and a subscriber's update held the list as
-// it was when the round began: up to a whole interval (100 ms) older than the newest read could have been. 4
-// reads per interval cut lbbench's "newest" p50 there from 69 to 17 ms. 10 halved it again (16 -> 7.5 ms), but in
-// five A/B runs one board's latency p99 was 0.88-1.37x (1.10x on average) and its submissions' p99 worse in three
-// (up to 40 vs 11 ms): the extra reads and their offers take the writer's and the requests' time.
+// interval (the board's wake), and what a notified one pulls is the newest list read. A stream writer's round over
+// many screens is long, and with one read per interval a subscriber got the list as it was when the round began;
+// more reads take the writer's and the requests' time (BENCHMARKS.md, "Figures behind constants").
 const readsPerWake = 4
 
 // pace waits until MaxUpdateRate allows the next read, or, when the board owes its subscribers a wake (apply),

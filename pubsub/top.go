@@ -223,13 +223,12 @@ func (h *Hub) fanoutTurn() func() {
 
 // A fan-out lets other goroutines run after every 64 offers that woke a subscriber's goroutine. Each such offer
 // wakes a goroutine into this goroutine's run queue; offering to 10,000 at once queued every request's next step
-// (the HTTP read, the Redis reply, the response) behind all of them, several times per request (submissions took
-// a second at 10,000 subscribers while the CPU was half idle). After a yield the woken ones run, and the
+// (the HTTP read, the Redis reply, the response) behind all of them, several times per request. After a yield the woken ones run, and the
 // goroutines waiting for the CPU before the yield run before the fan-out goes on.
 //
-// An offer to a notified subscriber (a websocket stream, written by the stream writers) wakes no goroutine and
-// takes ~2 us: yielding after every 64 of those stretched a 10,000-subscriber fan-out to ~80 ms of wall time
-// behind the stream writers' turns, and every subscriber offered late in it was written one update staler.
+// An offer to a notified subscriber (a websocket stream, written by the stream writers) wakes no goroutine and is
+// cheap: yielding as often after those stretches a large fan-out behind the stream writers' turns, and leaves the
+// subscribers offered late in it an update staler (BENCHMARKS.md, "offer yields counted by wakes").
 const (
 	yieldBudget = 1024
 	offerWakes  = yieldBudget / 64

@@ -1,7 +1,9 @@
 //go:build linux
 
 // Package childproc starts child processes that die with their parent: test helpers and the benchmark tool start
-// redis-server and the leaderboard server, and none of them may outlive the process that started it.
+// redis-server, PostgreSQL and the leaderboard server, and none of them may outlive the process that started it.
+// It owns their lifecycle in the test helpers (redistest, pgserver): a Registry of what each started, the stop
+// of them all at the end or on a signal, their ports and their logs.
 package childproc
 
 import (

@@ -246,11 +246,8 @@ type streamWriters struct {
 // streamWriterCount is how many stream writers run at most with procs processors: one fewer than the processors
 // (at least one), so that a processor is always left for the requests. Writes first: a processor with nothing
 // else to run waits in the netpoller and takes a submission's request and its Redis reply the moment they
-// arrive, where writers on every processor left them to the writers' pauses. lbbench fanout, 10,000 subscribers,
-// two processors, alternating with a writer per processor (two runs of three rounds): one board's submit p99 21.3
-// and 22.4 ms against 38.6 and 34.0, 100 boards' 54.4 and 44.7 against 151.0 and 299.9, the cluster's 57.5 and
-// 81.7 ms against 107-212 in the session's earlier runs; the price is the fan-out's own: 30 % fewer messages a
-// second, one board's p99 391 and 411 ms against 344 and 340.
+// arrive, where writers on every processor left them to the writers' pauses. The fan-out pays for it with fewer
+// messages a second (BENCHMARKS.md, "stream writers leave a processor to the requests").
 func streamWriterCount(procs int) int { return max(1, procs-1) }
 
 // writerYieldEvery is how many connections a stream writer serves before it lets other goroutines run.
@@ -260,10 +257,9 @@ const writerYieldEvery = 16
 // not enough for the requests: Go's scheduler looks for goroutines whose sockets are ready (the netpoller) only
 // when its run queues are empty, or from its monitor thread at most every 10 ms, and writers that yield go back
 // on the run queue. With both writers busy, a submission's request and its Redis reply each waited up to 10 ms to
-// be noticed. A pausing writer leaves the queue empty for a moment, and the processor polls the network.
-// lbbench fanout, 10,000 subscribers: one board's submit p99 45.5 and 58.9 ms against 73.7 and 81.4 without (with
-// a writer per processor; since writers leave a processor free, streamWriterCount, the pauses matter less: one
-// writer without them measured within the noise, and they stay for the processors the requests share with it).
+// be noticed. A pausing writer leaves the queue empty for a moment, and the processor polls the network
+// (BENCHMARKS.md, "stream writers that pause"). Since writers leave a processor free (streamWriterCount) the
+// pauses matter less; they stay for the processors the requests share with the writers.
 const (
 	writerPauseEvery = 256
 	writerPause      = 50 * time.Microsecond

@@ -15,8 +15,7 @@ import (
 )
 
 // maxCloseChecksPerPass bounds the boards one pass of the close checker runs the close script for; the others
-// wait for the next pass. Recording an event with a top of 100 took about 0.35 ms of Redis, so a full pass is
-// about a third of a second.
+// wait for the next pass, so that a pass holds Redis for a fraction of a second.
 const maxCloseChecksPerPass = 1000
 
 // closeChecker records the close events of every board when its periods close: every CLOSE_CHECK_INTERVAL it

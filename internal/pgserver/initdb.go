@@ -271,12 +271,12 @@ func initTemplate(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if !p.wait(initdbTimeout) {
-		p.kill()
+	if !p.Wait(initdbTimeout) {
+		killProc(p)
 		return "", fmt.Errorf("initdb did not finish within %v\n--- initdb log %s ---\n%s", initdbTimeout, logPath, childproc.LogTail(logPath))
 	}
-	if p.err != nil {
-		return "", fmt.Errorf("initdb: %v\n--- initdb log %s ---\n%s", p.err, logPath, childproc.LogTail(logPath))
+	if p.Err() != nil {
+		return "", fmt.Errorf("initdb: %v\n--- initdb log %s ---\n%s", p.Err(), logPath, childproc.LogTail(logPath))
 	}
 	return data, nil
 }

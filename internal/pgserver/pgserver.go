@@ -5,7 +5,7 @@
 // initdb and postgres are looked up on PATH, else in `pg_config --bindir`, else in the newest
 // /usr/lib/postgresql/*/bin (Debian's layout); CheckBinaries says how to install them when they are missing
 // (apt-get install -y postgresql). initdb runs once per process, into a template cluster that every server
-// copies: a copy of a fresh cluster (about 40 MB, 1,000 files) takes a tenth of the time of an initdb.
+// copies: copying a fresh cluster is far quicker than an initdb.
 //
 // Servers listen on free 127.0.0.1 ports (no Unix socket), trust every local connection as the superuser
 // "postgres" and keep their data in a directory of their own under os.TempDir(), removed by Remove. They run
@@ -54,8 +54,8 @@ type Server struct {
 	settings []string // extra -c settings of New
 
 	mu              sync.Mutex
-	p               *proc // current postmaster; nil or exited when stopped
-	lastOrphanKills int   // processes the last Kill had to SIGKILL (for tests)
+	p               *childproc.Proc // current postmaster; nil or exited when stopped
+	lastOrphanKills int             // processes the last Kill had to SIGKILL (for tests)
 }
 
 // Options are a new server's settings besides pgserver's own.
@@ -127,7 +127,7 @@ func (s *Server) launch(deadline time.Time) error {
 	}
 	s.p = p
 	if err := s.waitReady(p, off, deadline); err != nil {
-		p.shutdown(syscall.SIGQUIT)
+		shutdownProc(p, syscall.SIGQUIT)
 		return err
 	}
 	return nil
@@ -137,11 +137,11 @@ func (s *Server) launch(deadline time.Time) error {
 // connection, until p exits or the deadline passes. If p exited because its port was taken or a previous
 // server of the data directory was still around (see the log from offset off), the error wraps errBind or
 // errStale.
-func (s *Server) waitReady(p *proc, off int64, deadline time.Time) error {
+func (s *Server) waitReady(p *childproc.Proc, off int64, deadline time.Time) error {
 	pidFile := filepath.Join(s.dataDir, "postmaster.pid")
-	want := strconv.Itoa(p.pid())
+	want := strconv.Itoa(p.Pid())
 	for {
-		if p.exited() {
+		if p.Exited() {
 			log := childproc.LogFrom(s.logPath, off)
 			switch {
 			case strings.Contains(log, "Address already in use"):
@@ -149,7 +149,7 @@ func (s *Server) waitReady(p *proc, off int64, deadline time.Time) error {
 			case strings.Contains(log, "is still in use"), strings.Contains(log, "lock file") && strings.Contains(log, "already exists"):
 				return fmt.Errorf("postgres on %s exited: %w", s.Addr, errStale)
 			}
-			return fmt.Errorf("postgres on %s exited before accepting connections: %v", s.Addr, p.err)
+			return fmt.Errorf("postgres on %s exited before accepting connections: %v", s.Addr, p.Err())
 		}
 		// Lines of postmaster.pid: PID, data directory, start time, port, socket directory, listen address,
 		// shared memory key, status ("starting", "ready", ...).
@@ -214,10 +214,11 @@ func New(o Options) (*Server, error) {
 	}
 	deadline := time.Now().Add(readyTimeout)
 	for attempt := 0; attempt < maxPortAttempts; attempt++ {
-		var port int
-		if port, err = freePort(); err != nil {
+		var ports []int
+		if ports, err = childproc.FreePorts(1); err != nil {
 			break
 		}
+		port := ports[0]
 		s := &Server{
 			Addr:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 			port:     port,
@@ -249,7 +250,7 @@ func (s *Server) Remove() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.p != nil {
-		s.p.shutdown(syscall.SIGQUIT)
+		shutdownProc(s.p, syscall.SIGQUIT)
 	}
 	os.RemoveAll(s.dir)
 }
@@ -275,17 +276,17 @@ func (s *Server) LogPath() string { return s.logPath }
 func (s *Server) Pid() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil || s.p.exited() {
+	if s.p == nil || s.p.Exited() {
 		return 0
 	}
-	return s.p.pid()
+	return s.p.Pid()
 }
 
 // Running reports whether the postmaster runs.
 func (s *Server) Running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.p != nil && !s.p.exited()
+	return s.p != nil && !s.p.Exited()
 }
 
 // Stop shuts the server down cleanly (fast shutdown: open transactions are rolled back, sessions ended, a
@@ -295,7 +296,7 @@ func (s *Server) Stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.p != nil {
-		s.p.shutdown(syscall.SIGINT)
+		shutdownProc(s.p, syscall.SIGINT)
 	}
 }
 
@@ -309,7 +310,7 @@ func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.p != nil {
-		s.lastOrphanKills = s.p.kill()
+		s.lastOrphanKills = killProc(s.p)
 	}
 }
 
@@ -319,7 +320,7 @@ func (s *Server) Kill() {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p != nil && !s.p.exited() {
+	if s.p != nil && !s.p.Exited() {
 		return nil
 	}
 	deadline := time.Now().Add(readyTimeout)

@@ -70,10 +70,10 @@ func queryString(t *testing.T, c *pgx.Conn, sql string) string {
 func (s *Server) tree() []procID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p == nil || s.p.exited() {
+	if s.p == nil || s.p.Exited() {
 		return nil
 	}
-	pid := s.p.pid()
+	pid := s.p.Pid()
 	_, _, start, _ := stat(pid)
 	return append([]procID{{pid, start}}, descendants(pid)...)
 }
@@ -330,10 +330,10 @@ func TestKillStragglers(t *testing.T) {
 	}
 	before = s.tree()
 	s.mu.Lock()
-	if err := s.p.cmd.Process.Kill(); err != nil {
+	if err := s.p.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	<-s.p.done
+	<-s.p.Done()
 	s.mu.Unlock()
 	off := childproc.FileSize(s.logPath)
 	time.AfterFunc(time.Second, func() { syscall.Kill(stuck.pid, syscall.SIGCONT) })

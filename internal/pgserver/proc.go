@@ -1,13 +1,9 @@
 package pgserver
 
 import (
-	"errors"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -31,48 +27,17 @@ const (
 // are sent SIGKILL too (a variable for the tests).
 var orphanGrace = 5 * time.Second
 
-// proc is one running process (a postmaster, or initdb).
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited and was reaped
-	err  error         // Wait result; valid after done is closed
-}
-
-var live = struct {
-	sync.Mutex
-	procs map[*proc]struct{}
-}{procs: map[*proc]struct{}{}}
+// procs are the processes (postmasters, initdb) this package started that still run.
+var procs = childproc.Registry{Name: "pgserver"}
 
 // spawn starts path with args in dir as the run user (see runUser), sending stdout and stderr to logPath, and
 // with the parent-death signal of childproc.
-func spawn(path string, args []string, dir, logPath string) (*proc, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close() // the child keeps its own descriptor
-	fmt.Fprintf(logf, "=== pgserver %s: %s %s\n", time.Now().Format(time.RFC3339Nano), path, childproc.QuoteArgs(args))
+func spawn(path string, args []string, dir, logPath string) (*childproc.Proc, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = childEnv()
-	cmd.Stdout = logf
-	cmd.Stderr = logf
 	cmd.SysProcAttr = sysProcAttr()
-	if err := childproc.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start %s: %w", path, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	live.Lock()
-	live.procs[p] = struct{}{}
-	live.Unlock()
-	go func() {
-		p.err = cmd.Wait()
-		live.Lock()
-		delete(live.procs, p)
-		live.Unlock()
-		close(p.done)
-	}()
-	return p, nil
+	return procs.Spawn(cmd, logPath)
 }
 
 // childEnv is the environment of initdb and postgres: this process's, without the libpq and locale variables,
@@ -89,55 +54,27 @@ func childEnv() []string {
 	return append(env, "LC_ALL=C", "TZ=UTC")
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait waits at most d for the process to exit and reports whether it did.
-func (p *proc) wait(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-// shutdown sends sig (SIGINT: fast shutdown, SIGQUIT: immediate shutdown), waits up to stopGrace for the
+// shutdownProc sends sig (SIGINT: fast shutdown, SIGQUIT: immediate shutdown), waits up to stopGrace for the
 // postmaster, which exits only after all its processes did, and kills the whole server if it is not done by
 // then. It returns once the postmaster has been reaped and its processes are gone.
-func (p *proc) shutdown(sig syscall.Signal) {
-	if p.exited() {
-		return
+func shutdownProc(p *childproc.Proc, sig syscall.Signal) {
+	if !p.Terminate(sig, stopGrace) {
+		killProc(p)
 	}
-	if err := p.cmd.Process.Signal(sig); err == nil && p.wait(stopGrace) {
-		return
-	}
-	p.kill()
 }
 
-// kill sends SIGKILL to the postmaster, like kill -9, and waits until it has been reaped and the processes it
+// killProc sends SIGKILL to the postmaster, like kill -9, and waits until it has been reaped and the processes it
 // had forked are gone: PostgreSQL's backends and auxiliary processes notice the postmaster's death and exit on
 // their own (within tens of milliseconds, also in the middle of a statement); those still there after orphanGrace are sent SIGKILL. It returns
 // how many had to be. The postmaster is stopped (SIGSTOP) while its children are listed, so that it cannot fork
 // one more unseen.
-func (p *proc) kill() (stragglers int) {
-	if p.exited() {
+func killProc(p *childproc.Proc) (stragglers int) {
+	if p.Exited() {
 		return 0
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGSTOP)
-	kids := descendants(p.pid())
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	_ = p.Cmd.Process.Signal(syscall.SIGSTOP)
+	kids := descendants(p.Pid())
+	p.Kill()
 	if waitGone(kids, orphanGrace) {
 		return 0
 	}
@@ -173,47 +110,4 @@ func waitGone(ps []procID, d time.Duration) bool {
 
 // stopAllProcs stops every process started by this package that is still running, concurrently, with SIGQUIT
 // (a postmaster's immediate shutdown; initdb cleans up and exits).
-func stopAllProcs() {
-	live.Lock()
-	ps := make([]*proc, 0, len(live.procs))
-	for p := range live.procs {
-		ps = append(ps, p)
-	}
-	live.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range ps {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.shutdown(syscall.SIGQUIT) }()
-	}
-	wg.Wait()
-}
-
-var ports = struct {
-	sync.Mutex
-	used map[int]bool
-}{used: map[int]bool{}}
-
-// freePort returns a free loopback TCP port that this process has not handed out before.
-func freePort() (int, error) {
-	ports.Lock()
-	defer ports.Unlock()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		ls = append(ls, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		if !ports.used[port] {
-			ports.used[port] = true
-			return port, nil
-		}
-	}
-	return 0, errors.New("could not find a free loopback port")
-}
+func stopAllProcs() { procs.StopAll(func(p *childproc.Proc) { shutdownProc(p, syscall.SIGQUIT) }) }

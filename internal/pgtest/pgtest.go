@@ -24,12 +24,10 @@ import (
 	"crypto/rand"
 	"errors"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,20 +69,7 @@ func With(m M) M { return withServers{m} }
 type withServers struct{ m M }
 
 func (w withServers) Run() int {
-	if !childproc.DiesWithParent {
-		sigc := make(chan os.Signal, 1)
-		signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sigc)
-		go func() {
-			sig := <-sigc
-			stopAll()
-			code := 1
-			if s, ok := sig.(syscall.Signal); ok {
-				code = 128 + int(s)
-			}
-			os.Exit(code)
-		}()
-	}
+	defer childproc.StopOnSignal(stopAll)()
 	mainActive.Store(true)
 	code := w.m.Run()
 	stopAll()

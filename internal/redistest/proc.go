@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -28,109 +26,41 @@ const (
 	maxPortAttempts = 5
 )
 
-// proc is one running redis-server process.
-type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited and was reaped
-	err  error         // Wait result; valid after done is closed
-}
+// procs are the redis-server processes this package started that still run.
+var procs = childproc.Registry{Name: "redistest"}
 
-var live = struct {
-	sync.Mutex
-	procs map[*proc]struct{}
-}{procs: map[*proc]struct{}{}}
-
-// spawn starts name with args, sending stdout and stderr to logPath.
-func spawn(name string, args []string, dir, logPath string) (*proc, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close() // the child keeps its own descriptor
-	fmt.Fprintf(logf, "=== redistest %s: %s %s\n", time.Now().Format(time.RFC3339Nano), name, childproc.QuoteArgs(args))
+// spawn starts name with args in dir, sending stdout and stderr to logPath.
+func spawn(name string, args []string, dir, logPath string) (*childproc.Proc, error) {
 	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	if err := childproc.Start(cmd); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{})}
-	live.Lock()
-	live.procs[p] = struct{}{}
-	live.Unlock()
-	go func() {
-		p.err = cmd.Wait()
-		live.Lock()
-		delete(live.procs, p)
-		live.Unlock()
-		close(p.done)
-	}()
-	return p, nil
+	return procs.Spawn(cmd, logPath)
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+// stopProc sends SIGTERM, waits up to stopGrace, then SIGKILLs, and always waits until the process has been
+// reaped.
+func stopProc(p *childproc.Proc) {
+	if !p.Terminate(syscall.SIGTERM, stopGrace) {
+		p.Kill()
 	}
 }
 
-// stop sends SIGTERM, waits up to stopGrace, then SIGKILLs, and always waits
-// until the process has been reaped.
-func (p *proc) stop() {
-	if p.exited() {
-		return
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		_ = p.cmd.Process.Kill()
-	}
-	t := time.NewTimer(stopGrace)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return
-	case <-t.C:
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// stopAllProcs stops every redis process started by this package that is
-// still running, concurrently.
-func stopAllProcs() {
-	live.Lock()
-	ps := make([]*proc, 0, len(live.procs))
-	for p := range live.procs {
-		ps = append(ps, p)
-	}
-	live.Unlock()
-	var wg sync.WaitGroup
-	for _, p := range ps {
-		wg.Add(1)
-		go func() { defer wg.Done(); p.stop() }()
-	}
-	wg.Wait()
-}
+// stopAllProcs stops every redis process started by this package that is still running, concurrently.
+func stopAllProcs() { procs.StopAll(stopProc) }
 
 var errBind = errors.New("address already in use")
 
 // waitReady polls addr with PING until it answers +PONG, the process exits,
 // or the deadline passes. If the process exited because it could not bind
 // (see logPath from offset logOff), the returned error wraps errBind.
-func waitReady(p *proc, addr, logPath string, logOff int64, deadline time.Time) error {
+func waitReady(p *childproc.Proc, addr, logPath string, logOff int64, deadline time.Time) error {
 	var last error
 	for {
-		if p.exited() {
+		if p.Exited() {
 			log := childproc.LogFrom(logPath, logOff)
 			if strings.Contains(log, "Address already in use") {
 				return fmt.Errorf("redis-server on %s exited: %w", addr, errBind)
 			}
-			return fmt.Errorf("redis-server on %s exited before becoming ready: %v", addr, p.err)
+			return fmt.Errorf("redis-server on %s exited before becoming ready: %v", addr, p.Err())
 		}
 		if last = ping(addr, 500*time.Millisecond); last == nil {
 			return nil
@@ -161,41 +91,4 @@ func ping(addr string, timeout time.Duration) error {
 		return fmt.Errorf("unexpected PING reply %q", strings.TrimSpace(line))
 	}
 	return nil
-}
-
-var ports = struct {
-	sync.Mutex
-	used map[int]bool
-}{used: map[int]bool{}}
-
-// freePorts returns n distinct free loopback TCP ports, never handing out a
-// port this process has handed out before. All n listeners are held open
-// together so they cannot collide with each other.
-func freePorts(n int) ([]int, error) {
-	ports.Lock()
-	defer ports.Unlock()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100*n {
-			return nil, errors.New("could not find free loopback ports")
-		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		if ports.used[port] {
-			continue
-		}
-		ports.used[port] = true
-		out = append(out, port)
-	}
-	return out, nil
 }

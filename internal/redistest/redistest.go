@@ -23,12 +23,10 @@ package redistest
 import (
 	"crypto/rand"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -80,20 +78,7 @@ func With(m M) M { return withServers{m} }
 type withServers struct{ m M }
 
 func (w withServers) Run() int {
-	if !childproc.DiesWithParent {
-		sigc := make(chan os.Signal, 1)
-		signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
-		defer signal.Stop(sigc)
-		go func() {
-			sig := <-sigc
-			stopShared()
-			code := 1
-			if s, ok := sig.(syscall.Signal); ok {
-				code = 128 + int(s)
-			}
-			os.Exit(code)
-		}()
-	}
+	defer childproc.StopOnSignal(stopShared)()
 	mainActive.Store(true)
 	code := w.m.Run()
 	stopShared()

@@ -36,8 +36,8 @@ type Server struct {
 	shared  bool
 
 	mu   sync.Mutex
-	p    *proc // current process; nil or exited when stopped
-	pids []int // every PID ever started for this server (for tests)
+	p    *childproc.Proc // current process; nil or exited when stopped
+	pids []int           // every PID ever started for this server (for tests)
 }
 
 // serverArgs returns the redis-server command line for s.
@@ -71,9 +71,9 @@ func (s *Server) launch(deadline time.Time) error {
 		return err
 	}
 	s.p = p
-	s.pids = append(s.pids, p.pid())
+	s.pids = append(s.pids, p.Pid())
 	if err := waitReady(p, s.Addr, s.logPath, off, deadline); err != nil {
-		p.stop()
+		stopProc(p)
 		return err
 	}
 	return nil
@@ -91,7 +91,7 @@ func newServer(dir, name string, cluster bool) (*Server, error) {
 			n = 2
 		}
 		var ps []int
-		if ps, err = freePorts(n); err != nil {
+		if ps, err = childproc.FreePorts(n); err != nil {
 			return nil, err
 		}
 		s := &Server{
@@ -171,7 +171,7 @@ func (s *Server) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.p != nil {
-		s.p.stop()
+		stopProc(s.p)
 	}
 }
 
@@ -186,7 +186,7 @@ func (s *Server) Start() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.p != nil && !s.p.exited() {
+	if s.p != nil && !s.p.Exited() {
 		return nil
 	}
 	deadline := time.Now().Add(readyTimeout)

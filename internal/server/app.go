@@ -51,7 +51,7 @@ type App struct {
 	GeneratedKey string
 	Metrics      *Metrics
 	streams      *gqlstream.Streams // the websocket and event-stream transports, their guard and their shutdown
-	exports      *exports           // EXPORT_CONCURRENCY slots and their Redis client (export.go)
+	exports      *exports           // GET /export/: EXPORT_CONCURRENCY slots and their Redis client (export.go)
 	gql          *handler.Server
 	schema       *ast.Schema
 	tracing      *sdktrace.TracerProvider // nil: tracing off
@@ -148,8 +148,6 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		Clock: cfg.Clock, Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore})
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
-	a.exports = newExports(opts, cfg.ExportConcurrency, leaderboard.Config{Prefix: cfg.KeyPrefix,
-		PublishCommand: publish, Clock: cfg.Clock})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
 		GeneratedOnly: cfg.generatedOnly,
@@ -161,7 +159,6 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.Metrics.WatchHub(a.Hub, a.rdb)
 	a.Metrics.WatchStores(a.Store, hubStore)
 	a.rdb.AddHook(redisHook{a.Metrics, log})
-	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
 	a.streams = gqlstream.New(gqlstream.Config{
 		CORSOrigins:     cfg.CORSOrigins,
 		PublicOrigins:   cfg.PublicOrigins,
@@ -180,6 +177,11 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		Metrics: a.Metrics.transports(),
 	})
 	a.Metrics.WatchStreams(a.streams)
+	a.exports = newExports(opts, exportsConfig{Max: cfg.ExportConcurrency,
+		Store:    leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish, Clock: cfg.Clock},
+		Resolver: a.Store, ReadKeyRequired: keys.ReadKeyRequired, ClientAddr: px.clientAddr, Streams: a.streams,
+		Log: log, WriteTimeout: cfg.WriteTimeout, RequestTimeout: cfg.RequestTimeout})
+	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
 	a.gql = a.graphQLHandler(schema)
 
 	a.hubCtx, a.hubCancel = context.WithCancel(context.Background())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,13 +38,14 @@ const (
 var exportColumns = []string{"playerId", "displayName", "rank", "tieRank", "approximate", "score", "topPercent",
 	"updatedAt", "metadata"}
 
-// exports are the exports a server runs at once: EXPORT_CONCURRENCY of them, each on the store and Redis client
-// of exports (newExports), whose timeout lets the snapshot script run for seconds without the API's pool or
-// socket timeout being the one that allows it. The copies exports start with are the part that holds Redis
-// (every other client waits meanwhile): one at a time, and after one that took d the next starts no sooner than
-// exportCopySpacing * d later, so that exports aborted and started again and again cannot keep Redis busy. An
-// export waits up to exportCopyWait for its turn; beyond that it is refused.
+// exports are the exports a server runs at once, and their handler (ServeHTTP): EXPORT_CONCURRENCY of them,
+// each on the store and Redis client of exports (newExports), whose timeout lets the snapshot script run for
+// seconds without the API's pool or socket timeout being the one that allows it. The copies exports start with
+// are the part that holds Redis (every other client waits meanwhile): one at a time, and after one that took d
+// the next starts no sooner than exportCopySpacing * d later, so that exports aborted and started again and
+// again cannot keep Redis busy. An export waits up to exportCopyWait for its turn; beyond that it is refused.
 type exports struct {
+	exportsConfig
 	store *leaderboard.Store
 	rdb   redis.UniversalClient
 	slots chan struct{}
@@ -54,6 +56,26 @@ type exports struct {
 	nextCopy time.Time // no copy starts before
 }
 
+// exportsConfig is what the exports take from the server that serves them (New).
+type exportsConfig struct {
+	Max             int                // EXPORT_CONCURRENCY: exports at once (0: none)
+	Store           leaderboard.Config // of the exports' own store, on their own client
+	Resolver        *leaderboard.Store // the API's store: it names the board, window and period of a request
+	ReadKeyRequired bool               // an export needs a read key (API_KEYS)
+	ClientAddr      func(*http.Request) string
+	Streams         exportStreams // the address's shares of long-lived responses (MAX_CONNS_PER_ADDR)
+	Log             *slog.Logger
+	WriteTimeout    time.Duration // bounds the write of each page (0: none)
+	RequestTimeout  time.Duration // bounds the read of each page (0: none)
+}
+
+// exportStreams is what an export asks of the server's long-lived responses (gqlstream.Streams): a share of its
+// client's address, and a cancel that shutdown calls (see Streams.Reserve).
+type exportStreams interface {
+	Reserve(w http.ResponseWriter, addr string, cancel *context.CancelFunc) bool
+	Release(addr string, cancel *context.CancelFunc)
+}
+
 const (
 	// exportCopySpacing: copies hold Redis at most 1 / (1 + exportCopySpacing) of the time (a tenth).
 	exportCopySpacing = 9
@@ -61,12 +83,12 @@ const (
 	exportCopyWait = 10 * time.Second
 )
 
-// newExports makes the exports of a server over Redis options o: max at once (0: none), a pool of two
-// connections each (the pages, and the renewal of the snapshot's TTL).
-func newExports(o *redis.UniversalOptions, max int, sc leaderboard.Config) *exports {
-	rdb := newRedisClient(o, 2*max+1, exportSnapshotTimeout)
-	return &exports{store: leaderboard.New(rdb, sc), rdb: rdb, slots: make(chan struct{}, max),
-		turn: make(chan struct{}, 1), now: time.Now}
+// newExports makes the exports of a server over Redis options o: cfg.Max at once, a pool of two connections
+// each (the pages, and the renewal of the snapshot's TTL).
+func newExports(o *redis.UniversalOptions, cfg exportsConfig) *exports {
+	rdb := newRedisClient(o, 2*cfg.Max+1, exportSnapshotTimeout)
+	return &exports{exportsConfig: cfg, store: leaderboard.New(rdb, cfg.Store), rdb: rdb,
+		slots: make(chan struct{}, cfg.Max), turn: make(chan struct{}, 1), now: time.Now}
 }
 
 // acquire takes one of the slots without waiting, or reports that all are taken.
@@ -120,7 +142,7 @@ func (e *exports) endCopy(start time.Time) {
 	<-e.turn
 }
 
-// export serves GET /export/<board>?window=&period=&format=csv|ndjson: every row that paging `top` returns for the
+// ServeHTTP serves GET /export/<board>?window=&period=&format=csv|ndjson: every row that paging `top` returns for the
 // window period (defaults as in GraphQL: the board's first window, its current period) at one moment, in rank
 // order, each field rendered as GraphQL renders it. CSV (the default) has a header row and neutralises text
 // cells that a spreadsheet would run as formulas (csvText); NDJSON is one JSON object per line. The export copies
@@ -131,13 +153,13 @@ func (e *exports) endCopy(start time.Time) {
 // address's share, Retry-After), 503 RATE_LIMITED (every export slot taken, or the copy's turn too far off;
 // Retry-After), 503 UNAVAILABLE, 500
 // INTERNAL; a failure while streaming aborts the response (the client sees it cut, never a shorter valid file).
-func (a *App) export(w http.ResponseWriter, r *http.Request) {
+func (e *exports) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		exportError(w, http.StatusMethodNotAllowed, leaderboard.Invalid, "use GET")
 		return
 	}
-	if a.Keys.ReadKeyRequired {
+	if e.ReadKeyRequired {
 		p := graph.PrincipalFrom(r.Context())
 		switch {
 		case !p.Presented:
@@ -173,7 +195,7 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 		exportError(w, http.StatusNotFound, leaderboard.NotFound, "no leaderboard id in the path: /export/<board>")
 		return
 	}
-	res, err := a.Store.Resolve(r.Context(), v)
+	res, err := e.Resolver.Resolve(r.Context(), v)
 	if err != nil {
 		exportError(w, exportStatus(leaderboard.ErrorCode(err)), leaderboard.ErrorCode(err), leaderboard.ErrorMessage(err))
 		return
@@ -193,21 +215,21 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 
 	// An export is a long-lived stream: it takes a share of its address (MAX_CONNS_PER_ADDR, as websockets and
 	// event streams do; shutdown ends it), then one of the server's export slots.
-	addr := a.proxies.clientAddr(r)
+	addr := e.ClientAddr(r)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	retryAfter(w, exportRetryAfter) // for Reserve's refusals; an export that starts drops it
-	if !a.streams.Reserve(w, addr, &cancel) {
+	if !e.Streams.Reserve(w, addr, &cancel) {
 		return
 	}
-	defer a.streams.Release(addr, &cancel)
-	if !a.exports.acquire() {
+	defer e.Streams.Release(addr, &cancel)
+	if !e.acquire() {
 		exportError(w, http.StatusServiceUnavailable, leaderboard.RateLimited,
 			"too many exports are running on this server; retry later")
 		return
 	}
-	defer a.exports.release()
-	start, wait := a.exports.beginCopy(ctx)
+	defer e.release()
+	start, wait := e.beginCopy(ctx)
 	if wait > 0 {
 		retryAfter(w, wait)
 		exportError(w, http.StatusServiceUnavailable, leaderboard.RateLimited,
@@ -216,12 +238,12 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Del("Retry-After")
 	snapCtx, snapCancel := context.WithTimeout(ctx, exportSnapshotTimeout)
-	snap, err := a.exports.store.Snapshot(snapCtx, v)
+	snap, err := e.store.Snapshot(snapCtx, v)
 	snapCancel()
-	a.exports.endCopy(start)
+	e.endCopy(start)
 	if err != nil {
 		if ctx.Err() == nil && leaderboard.ErrorCode(err) == leaderboard.Internal {
-			a.log.Error("export: copying the standings failed", "board", v.Board, "err", err)
+			e.Log.Error("export: copying the standings failed", "board", v.Board, "err", err)
 		}
 		exportError(w, exportStatus(leaderboard.ErrorCode(err)), leaderboard.ErrorCode(err), leaderboard.ErrorMessage(err))
 		return
@@ -230,7 +252,7 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := snap.Close(closeCtx); err != nil {
-			a.log.Warn("export: deleting its snapshot failed; its keys expire by themselves", "board", v.Board,
+			e.Log.Warn("export: deleting its snapshot failed; its keys expire by themselves", "board", v.Board,
 				"err", err)
 		}
 	}()
@@ -251,13 +273,13 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		n := int(min(ExportPage, snap.Rows-offset))
-		page, err := a.exportPage(ctx, snap, int(offset), n)
+		page, err := e.page(ctx, snap, int(offset), n)
 		if err == nil && len(page.Entries) != n {
 			err = fmt.Errorf("page at offset %d has %d rows of %d", offset, len(page.Entries), n)
 		}
 		if err != nil {
 			if ctx.Err() == nil {
-				a.log.Warn("export: reading a page failed; response aborted", "board", v.Board, "offset", offset,
+				e.Log.Warn("export: reading a page failed; response aborted", "board", v.Board, "offset", offset,
 					"err", err)
 			}
 			panic(http.ErrAbortHandler) // a cut response, never one that looks complete
@@ -269,8 +291,8 @@ func (a *App) export(w http.ResponseWriter, r *http.Request) {
 				writeNDJSON(&buf, &page.Entries[i])
 			}
 		}
-		if a.cfg.WriteTimeout > 0 {
-			_ = rc.SetWriteDeadline(time.Now().Add(a.cfg.WriteTimeout))
+		if e.WriteTimeout > 0 {
+			_ = rc.SetWriteDeadline(time.Now().Add(e.WriteTimeout))
 		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return // the client went away
@@ -299,11 +321,11 @@ func exportHeaders(w http.ResponseWriter, format, name string) {
 	w.Header().Set("Cache-Control", "no-store")
 }
 
-// exportPage reads ranks offset+1 .. offset+n of a snapshot, within REQUEST_TIMEOUT.
-func (a *App) exportPage(ctx context.Context, snap *leaderboard.Snapshot, offset, n int) (*leaderboard.Page, error) {
-	if a.cfg.RequestTimeout > 0 {
+// page reads ranks offset+1 .. offset+n of a snapshot, within REQUEST_TIMEOUT.
+func (e *exports) page(ctx context.Context, snap *leaderboard.Snapshot, offset, n int) (*leaderboard.Page, error) {
+	if e.RequestTimeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
+		ctx, cancel = context.WithTimeout(ctx, e.RequestTimeout)
 		defer cancel()
 	}
 	return snap.Page(ctx, offset, n)

@@ -7,8 +7,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 )
 
-// docCostPerByte estimates the memory of a parsed and validated document per byte of its query text (an 800 KB
-// document kept about 25 MB).
+// docCostPerByte estimates the memory of a parsed and validated document per byte of its query text, from a
+// large document's.
 const docCostPerByte = 32
 
 // docCache is gqlgen's parsed-document cache bounded by entries and by an estimate of the bytes the documents

@@ -24,8 +24,8 @@ func (a *App) withTimeout(next http.Handler) http.Handler {
 
 // requestContext is a request's context with REQUEST_TIMEOUT as its deadline, whose timer starts only when
 // something asks whether the request has ended (Done, Err): one answered without waiting on anything (from the
-// top cache) never starts one. context.WithTimeout's timer, made and stopped for every request, was 6% of the
-// server's CPU for a cached `top`. Once started it is context.WithDeadline's context; Deadline and Value never
+// top cache) never starts one: context.WithTimeout's timer, made and stopped for every request, is a visible
+// share of a cached `top`'s CPU. Once started it is context.WithDeadline's context; Deadline and Value never
 // start it.
 type requestContext struct {
 	context.Context // the request's own

@@ -44,7 +44,7 @@ func (a *App) routes() *http.ServeMux {
 	gql = batches(a.cfg.MaxBatch, a.cfg.RequestTimeout, a.limits.NewBudget, gql)
 	gql = limitBody(a.cfg.MaxBodyBytes, gql)
 	mux.Handle("/graphql", a.Metrics.timeRoute("graphql", gql))
-	mux.Handle("/export/", a.Metrics.timeRoute("export", a.Keys.middleware(http.HandlerFunc(a.export))))
+	mux.Handle("/export/", a.Metrics.timeRoute("export", a.Keys.middleware(a.exports)))
 	// GraphiQL from the binary's own assets; the dashboard links it with operations in the URL (?query=...).
 	gi := graphiql.Handler()
 	mux.Handle("/graphiql", gi)
