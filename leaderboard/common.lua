@@ -3,8 +3,9 @@
 -- KEYS[1] is the board's key base "<prefix>:{<tag>}:" (base). The keys of a board after it are named in one place,
 -- leaderboard/keys.go, which documents each and renders them into this file at the "@keys" line below: K, the
 -- names of the board's keys (base .. K.names, base .. K.counters, ...), and a builder per window period key (zkey,
--- skey, rkey, hkey, vkey, fence_key). Scripts name keys through them only (TestScriptsGlueNoKeys). Go renders one
--- more part the same way: the record format and hashes (leaderboard/record.go, at "@record").
+-- skey, rkey, hkey, vkey, fence_key). Scripts name keys through them only (TestScriptsGlueNoKeys). Go renders two
+-- more parts the same way: the record format and hashes (leaderboard/record.go, at "@record") and the aroundMe
+-- window (leaderboard/aroundplain.go, at "@around").
 local base -- KEYS[1], set at the start of every call (see script.go)
 
 -- The library functions the scripts call, as locals bound by bind() at the start of a call (see script.go): in a
@@ -624,6 +625,9 @@ local function append_rows(st, rows, first, out, fields)
   end
   return out
 end
+
+-- around_window(r, n, radius) gives the first and last 0-based rank of the aroundMe window of rank r among n.
+-- @around (rendered from aroundplain.go)
 
 -- publish announces changes ({window, period, player, previous rank (0: none), rank (0: removed), previous
 -- internal score ('' : none), internal score ('': removed), players in the window period after}) on the board's

@@ -30,11 +30,13 @@ type script struct {
 }
 
 // renderCommon returns common.lua with the parts Go owns rendered in, each at its marker line: the key layout
-// (keys.go) and the record format (record.go). The result is the text every script starts with.
+// (keys.go), the record format (record.go) and the aroundMe window (aroundplain.go). The result is the text every
+// script starts with.
 func renderCommon(src string) string {
 	for _, part := range []struct{ marker, lua string }{
 		{keysMarker, luaKeys()},
 		{recordMarker, luaRecord()},
+		{aroundMarker, luaAroundWindow},
 	} {
 		if strings.Count(src, part.marker) != 1 {
 			panic("leaderboard: common.lua needs one line " + strings.TrimSpace(part.marker))
