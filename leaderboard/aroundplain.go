@@ -404,7 +404,7 @@ func aroundReply(size any, member string, rank *redis.IntCmd, rows *redis.ZSlice
 				return nil, false
 			}
 		}
-		reply = append(reply, []any{player, k + 1, int64(0), scoreText(z.Score), ts, meta, int64(0)})
+		reply = append(reply, exactRow(player, k, scoreText(z.Score), ts, meta))
 	}
 	return reply, true
 }
