@@ -19,12 +19,6 @@ if not r0 then
   out[2] = { player, r, 1, fmt(x), ts, meta, tie }
   return out
 end
-local n = rcall('ZCARD', z)
-local start = max(0, r0 - radius)
-local stop = start + 2 * radius
-if stop > n - 1 then
-  stop = n - 1
-  start = max(0, stop - 2 * radius)
-end
+local start, stop = around_window(r0, rcall('ZCARD', z), radius)
 local rows = rcall('ZRANGE', z, start, stop, 'WITHSCORES')
 return append_rows(st, rows, start + 1, out, fields)

@@ -41,8 +41,8 @@ func plainAroundFit(b *Board, arg int) bool {
 	return b.ExactTop == 0 && arg&int(FieldTieRank) == 0
 }
 
-// aroundWindow is around.lua's window: the first and last rank (0-based) of the radius entries either side of
-// rank r among n, filled in at the edges.
+// aroundWindow is the aroundMe window: the first and last rank (0-based) of the radius entries either side of
+// rank r among n, filled in at the edges. around.lua runs the same rule as around_window (luaAroundWindow).
 func aroundWindow(r, n int64, radius int) (start, stop int64) {
 	R := int64(radius)
 	start = max(0, r-R)
@@ -53,6 +53,23 @@ func aroundWindow(r, n int64, radius int) (start, stop int64) {
 	}
 	return start, stop
 }
+
+// aroundMarker is the line of common.lua that renderCommon replaces with luaAroundWindow.
+const aroundMarker = "-- @around (rendered from aroundplain.go)\n"
+
+// luaAroundWindow is aroundWindow in Lua, for around.lua: the script learns the player's rank and the board's size
+// only inside its call, and asking Go for the window would take a second round trip. TestAroundWindow runs both.
+const luaAroundWindow = `-- rendered from aroundplain.go (luaAroundWindow): aroundWindow
+local function around_window(r, n, radius)
+  local start = max(0, r - radius)
+  local stop = start + 2 * radius
+  if stop > n - 1 then
+    stop = n - 1
+    start = max(0, stop - 2 * radius)
+  end
+  return start, stop
+end
+`
 
 // aroundMany answers the Around reads of players (radius, fields arg) on one view, by player: one plain read for
 // them all when there are several and it fits, the script for the others (concurrently) and for a lone one.
@@ -387,7 +404,7 @@ func aroundReply(size any, member string, rank *redis.IntCmd, rows *redis.ZSlice
 				return nil, false
 			}
 		}
-		reply = append(reply, []any{player, k + 1, int64(0), scoreText(z.Score), ts, meta, int64(0)})
+		reply = append(reply, exactRow(player, k, scoreText(z.Score), ts, meta))
 	}
 	return reply, true
 }

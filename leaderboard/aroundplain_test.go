@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/leaderboard/leaderboard/internal/redistest"
 )
 
@@ -275,17 +277,44 @@ func TestAroundPlainLeavesErrorsToTheScript(t *testing.T) {
 	}
 }
 
-// aroundWindow is around.lua's rule, checked on every rank of boards of 0 to 12 players for radii 0 to 7 against
+// aroundWindowHarness runs around.lua's window (around_window) for every rank of boards of 1 to ARGV[1] players
+// and radii 0 to ARGV[2], in that order, and returns start and stop of each.
+var aroundWindowHarness = redis.NewScript(commonLua + prologue + `
+local out = {}
+for n = 1, tonumber(ARGV[1]) do
+  for radius = 0, tonumber(ARGV[2]) do
+    for r = 0, n - 1 do
+      local start, stop = around_window(r, n, radius)
+      out[#out + 1] = start
+      out[#out + 1] = stop
+    end
+  end
+end
+return out
+`)
+
+// aroundWindow is the aroundMe rule, checked on every rank of boards of 1 to 12 players for radii 0 to 7 against
 // the rule as the API states it: 2·radius+1 consecutive entries (all of them on a smaller board), the player's
-// among them, as centred as the edges allow.
+// among them, as centred as the edges allow; and around.lua's around_window gives the same windows, on Redis.
 func TestAroundWindow(t *testing.T) {
 	if aroundMargin != 2 { // the README says two rows to spare on either side
 		t.Fatalf("aroundMargin %d; the README says 2", aroundMargin)
 	}
-	for n := int64(1); n <= 12; n++ {
-		for radius := 0; radius <= 7; radius++ {
+	const boards, radii = 12, 7
+	lua, err := aroundWindowHarness.Run(context.Background(), redistest.SharedStandalone(t).Client(t),
+		[]string{"t:{x}:"}, boards, radii).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := int64(1); n <= boards; n++ {
+		for radius := 0; radius <= radii; radius++ {
 			for r := int64(0); r < n; r++ {
 				start, stop := aroundWindow(r, n, radius)
+				if len(lua) < 2 || lua[0] != start || lua[1] != stop {
+					t.Fatalf("rank %d of %d, radius %d: aroundWindow %d..%d, around_window %v", r, n, radius, start,
+						stop, lua[:min(2, len(lua))])
+				}
+				lua = lua[2:]
 				size := min(n, int64(2*radius+1))
 				if stop-start+1 != size || start < 0 || stop > n-1 || r < start || r > stop {
 					t.Fatalf("rank %d of %d, radius %d: %d..%d", r, n, radius, start, stop)

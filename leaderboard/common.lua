@@ -3,7 +3,9 @@
 -- KEYS[1] is the board's key base "<prefix>:{<tag>}:" (base). The keys of a board after it are named in one place,
 -- leaderboard/keys.go, which documents each and renders them into this file at the "@keys" line below: K, the
 -- names of the board's keys (base .. K.names, base .. K.counters, ...), and a builder per window period key (zkey,
--- skey, rkey, hkey, vkey, fence_key). Scripts name keys through them only (TestScriptsGlueNoKeys).
+-- skey, rkey, hkey, vkey, fence_key). Scripts name keys through them only (TestScriptsGlueNoKeys). Go renders two
+-- more parts the same way: the record format and hashes (leaderboard/record.go, at "@record") and the aroundMe
+-- window (leaderboard/aroundplain.go, at "@around").
 local base -- KEYS[1], set at the start of every call (see script.go)
 
 -- The library functions the scripts call, as locals bound by bind() at the start of a call (see script.go): in a
@@ -205,13 +207,15 @@ end
 -- a third of the record hashes, some to six times their load, and every lookup scanned the crowd. Version 2 takes
 -- three bytes a step and multiplies once more at the end, which spreads any id set as evenly as a SHA-1 would
 -- (sequential, numeric, UUIDs, e-mails), at a third of version 1's steps.
--- HASH_V and HP (2^32 - 5) are rendered from keys.go with the keys (record.go's recordHashVersion and
--- recordHashPrime).
-local HM = 1000003    -- below 2^20: h * HM + 2^24 stays below 2^53
+-- The record format (REC_*: see make_rec) and the hashes' constants (HASH_V, HP, HM1, HM2) are record.go's.
+-- @record (rendered from record.go)
+-- REC_SMALL: a record whose arrival number has at most 15 digits (below 10^15 < 2^53) reads it in one double.
+local REC_SMALL = REC_TS + 15
+local REC_N_FMT = REC_TS_FMT .. '%d' -- updatedAt, then the arrival number
 
 local function phash1(s)
   local h = 0
-  for i = 1, #s do h = (h * 257 + sbyte(s, i)) % HP end
+  for i = 1, #s do h = (h * HM1 + sbyte(s, i)) % HP end
   return h
 end
 
@@ -220,9 +224,9 @@ local function phash2(s)
   local h = n
   for i = 1, n, 3 do
     local a, b, c = sbyte(s, i, i + 2)
-    h = (h * HM + a * 65536 + (b or 0) * 256 + (c or 0)) % HP
+    h = (h * HM2 + a * 65536 + (b or 0) * 256 + (c or 0)) % HP
   end
-  return h * HM % HP
+  return h * HM2 % HP
 end
 
 -- phash returns the record hash of a player id in the window period of state st.
@@ -299,8 +303,8 @@ local function decimal(hi, lo)
   return reverse(concat(t))
 end
 
--- make_rec encodes a record: updatedAt in exactly 10 decimal digits (the store accepts 2000-01-01 ..
--- 2286-11-20, unix 946684800 .. 9999999999), the arrival number in decimal, and for tail players ':' and the
+-- make_rec encodes a record: updatedAt in exactly REC_TS decimal digits (the store accepts 2000-01-01 ..
+-- 2286-11-20, unix 946684800 .. 9999999999), the arrival number in decimal, and for tail players REC_SEP and the
 -- internal score. Fixed-width time and a separator before the score give every record one reading; an exact
 -- player's record is all digits, which Redis keeps as a compact integer when it fits in 64 bits. n is the arrival
 -- number of tok when the caller has it below 2^53 (nil: decoded from tok): one format then, where decoding the
@@ -308,38 +312,39 @@ end
 local function make_rec(ts, tok, tailx, n)
   local v
   if n then
-    v = sformat('%010d%d', ts, n)
+    v = sformat(REC_N_FMT, ts, n)
   else
-    v = sformat('%010d', ts) .. decimal(token_limbs(tok))
+    v = sformat(REC_TS_FMT, ts) .. decimal(token_limbs(tok))
   end
-  if tailx then v = v .. ':' .. fmt(tailx) end
+  if tailx then v = v .. REC_SEP .. fmt(tailx) end
   return v
 end
 
--- rec_ts returns the updatedAt of a record (its first ten digits), or nil.
+-- rec_ts returns the updatedAt of a record (its first REC_TS digits), or nil.
 local function rec_ts(v)
   if type(v) ~= 'string' then return nil end
-  return tonum(ssub(v, 1, 10))
+  return tonum(ssub(v, 1, REC_TS))
 end
 
 -- parse_rec splits a record into updatedAt (unix s), token and, for tail players, the internal score. It returns
 -- nil for anything that is not a record.
 local function parse_rec(v)
   if type(v) ~= 'string' then return nil end
-  -- One scan: the first byte that is not a digit is the ':' before a tail score, after 10 digits of updatedAt and
-  -- 1 to 19 of the arrival number, or there is none. Anchored, the scan is one greedy match (%d: C's isdigit);
-  -- unanchored ('%D'), a match started at every byte: 1.29 against 1.20 us a record, scan and all.
+  -- One scan: the first byte that is not a digit is the REC_SEP before a tail score, after REC_TS digits of
+  -- updatedAt and the arrival number's (REC_MAX in all at most), or there is none. Anchored, the scan is one
+  -- greedy match (%d: C's isdigit); unanchored ('%D'), a match started at every byte: 1.29 against 1.20 us a
+  -- record, scan and all.
   local _, n = sfind(v, '^%d*') -- the arrival number ends at n, the last leading digit
   local tail = n < #v
-  if tail and sbyte(v, n + 1) ~= 58 then return nil end
-  if n < 11 or n > 29 then return nil end
+  if tail and sbyte(v, n + 1) ~= REC_SEP_BYTE then return nil end
+  if n <= REC_TS or n > REC_MAX then return nil end
   -- Digits only, checked above: + 0 converts them once (tonumber twice).
-  local ts, tok = ssub(v, 1, 10) + 0, nil
-  if n <= 25 then
-    tok = token_small(ssub(v, 11, n) + 0) -- below 10^15 < 2^53: exact
+  local ts, tok = ssub(v, 1, REC_TS) + 0, nil
+  if n <= REC_SMALL then
+    tok = token_small(ssub(v, REC_TS + 1, n) + 0)
   else
     local hi, lo = 0, 0
-    for i = 11, n do
+    for i = REC_TS + 1, n do
       local x = lo * 10 + sbyte(v, i) - 48
       lo = x % LO
       hi = hi * 10 + (x - lo) / LO
@@ -620,6 +625,9 @@ local function append_rows(st, rows, first, out, fields)
   end
   return out
 end
+
+-- around_window(r, n, radius) gives the first and last 0-based rank of the aroundMe window of rank r among n.
+-- @around (rendered from aroundplain.go)
 
 -- publish announces changes ({window, period, player, previous rank (0: none), rank (0: removed), previous
 -- internal score ('' : none), internal score ('': removed), players in the window period after}) on the board's

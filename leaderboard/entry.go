@@ -85,6 +85,13 @@ func parseEntry(b *Board, v any, size int64) (Entry, error) {
 	return e, nil
 }
 
+// exactRow is the entry reply of an exact player at 0-based position pos of the sorted set, without a tie rank,
+// as the scripts reply it (rank_of, append_rows): the rows of the reads without a script, which leave tie ranks to
+// the scripts.
+func exactRow(player string, pos int64, score string, ts int64, meta string) []any {
+	return []any{player, pos + 1, int64(0), score, ts, meta, int64(0)}
+}
+
 // TopPercent is an entry's topPercent: 100 * rank / size, the players in its window period (0 when there are
 // none). The hub derives it too, for watched ranks it brings up to date from change events.
 func TopPercent(rank, size int64) float64 {

@@ -10,8 +10,8 @@ import (
 // The key layout of a board, and its one owner. Go builds every key it names with the functions below, and the
 // scripts name the same keys through common.lua's K (board keys) and key builders (period keys), which are not
 // written in common.lua: renderCommon renders them from the same two tables (boardKeyTable, windowKeyTable) into
-// common.lua where it says "-- @keys", with the record hashing's constants (HASH_V, HP). So a read without a
-// script and a script cannot name a key differently; TestLuaKeysMatchGo holds the rendered Lua to the Go
+// common.lua where it says "-- @keys" (luaKeys). So a read without a script and a script cannot name a key
+// differently; TestLuaKeysMatchGo holds the rendered Lua to the Go
 // builders on Redis, and TestScriptsGlueNoKeys keeps the scripts from gluing a key of their own.
 //
 // Every key of a board starts with its key base "<prefix>:{<tag>}:" (keyBase; KEYS[1] of every script, base in
@@ -209,19 +209,11 @@ func (s *Store) registryOf(tag string) string { return s.cfg.Prefix + ":{" + tag
 // keysMarker is the line of common.lua that renderCommon replaces with luaKeys.
 const keysMarker = "-- @keys (rendered from keys.go)\n"
 
-// renderCommon returns common.lua with its key part rendered (luaKeys), the text every script starts with.
-func renderCommon(src string) string {
-	if strings.Count(src, keysMarker) != 1 {
-		panic("leaderboard: common.lua needs one line " + strings.TrimSpace(keysMarker))
-	}
-	return strings.Replace(src, keysMarker, luaKeys(), 1)
-}
-
-// luaKeys renders the key layout and the record hashing's constants for common.lua: K, the name of every board
-// key after the key base, a builder per period key, and HASH_V and HP (recordHashVersion, recordHashPrime).
+// luaKeys renders the key layout for common.lua: K, the name of every board key after the key base, and a builder
+// per period key.
 func luaKeys() string {
 	var b strings.Builder
-	b.WriteString("-- rendered from keys.go (renderCommon): the keys of a board after its base, and their builders\n")
+	b.WriteString("-- rendered from keys.go (luaKeys): the keys of a board after its base, and their builders\n")
 	b.WriteString("local K = {")
 	for i, k := range boardKeyTable {
 		if i > 0 {
@@ -239,7 +231,6 @@ func luaKeys() string {
 				luaString(k.name+":"))
 		}
 	}
-	fmt.Fprintf(&b, "local HASH_V = %d\nlocal HP = %d -- 2^32 - 5\n", recordHashVersion, recordHashPrime)
 	return b.String()
 }
 

@@ -86,7 +86,7 @@ func TestKeyLayoutBytes(t *testing.T) {
 }
 
 // keysHarness returns, from common.lua as the scripts run it, base .. K[name] for each name of boardKeyTable, then
-// for each (window code, period, n) given every builder of windowKeyTable, then HASH_V, HP and snap_base('id').
+// for each (window code, period, n) given every builder of windowKeyTable, then snap_base('id').
 // ARGV: the number of names, the names, then the triples.
 func keysHarness() *redis.Script {
 	var b strings.Builder
@@ -102,14 +102,13 @@ for i = nk + 2, #ARGV, 3 do
 			fmt.Fprintf(&b, "  out[#out + 1] = %s(w, p)\n", k.lua)
 		}
 	}
-	b.WriteString("end\nout[#out + 1] = tostring(HASH_V)\nout[#out + 1] = sformat('%d', HP)\n" +
-		"out[#out + 1] = snap_base('id')\nreturn out\n")
+	b.WriteString("end\nout[#out + 1] = snap_base('id')\nreturn out\n")
 	return redis.NewScript(commonLua + prologue + b.String())
 }
 
 // The keys the scripts name are the keys Go names: every board key of common.lua's K and every window period key
 // builder give what keys.go gives, for ids that need their tag, every window, periods of every window and record
-// hash numbers, on Redis, the cluster and the embedded store; and the record hashing's constants are Go's.
+// hash numbers, on Redis, the cluster and the embedded store.
 func TestLuaKeysMatchGo(t *testing.T) {
 	t.Parallel()
 	harness := keysHarness()
@@ -142,7 +141,7 @@ func TestLuaKeysMatchGo(t *testing.T) {
 						}
 					}
 				}
-				want = append(want, fmt.Sprint(recordHashVersion), fmt.Sprint(recordHashPrime), keySnap.of(base)+"id:")
+				want = append(want, keySnap.of(base)+"id:")
 				got, err := harness.Run(ctx, tg.Client, []string{base}, args...).StringSlice()
 				if err != nil {
 					t.Fatal(err)

@@ -304,7 +304,7 @@ func plainReply(size any, players, keys []string, recs, again []*redis.StringCmd
 		if names != nil {
 			meta = toString(names[k])
 		}
-		reply = append(reply, []any{id, rank + 1, int64(0), scoreText(xs[k]), ts, meta, int64(0)})
+		reply = append(reply, exactRow(id, rank, scoreText(xs[k]), ts, meta))
 		k++
 	}
 	return reply, true

@@ -1,30 +1,59 @@
 package leaderboard
 
 import (
+	"fmt"
 	"strconv"
 )
 
-// Go's reading of a window period's player records and sorted-set members, for the reads that run without a
-// script (ranksplain.go, aroundplain.go).
-// common.lua owns the format and writes every record; this file reads what it wrote, and the tests hold the two to
-// each other: FuzzParseRecord (parseRecord against parse_rec on any string), FuzzRecordEncoding (arrivalToken
-// against token), TestRecordHashSpreadsIDs and TestRecordHashVersion1Kept (recordHash and recordLayout.key against
-// the record hashes the scripts placed players in). The hashing's constants are this file's: keys.go renders
-// recordHashPrime and recordHashVersion into common.lua as HP and HASH_V (TestLuaKeysMatchGo reads them back).
+// The record format and the record hashes, and their one owner. common.lua writes every record (make_rec) and
+// reads them (parse_rec, rec_ts, phash); Go reads them without a script (ranksplain.go, aroundplain.go). The
+// layout's widths, separator and the hashes' constants are this file's: renderCommon renders them into common.lua
+// where it says "-- @record" (luaRecord), so the scripts and Go cannot read a record differently. The tests hold
+// the two codes to each other: FuzzRecordEncoding (make_rec read back by parse_rec and parseRecord, token against
+// arrivalToken, phash against recordHash), FuzzParseRecord (parseRecord against parse_rec on any string),
+// TestRecordHashSpreadsIDs and TestRecordHashVersion1Kept (recordLayout.key against the record hashes the scripts
+// placed players in).
+//
+// A record is updatedAt (unix s) in exactly recordTimeDigits decimal digits, zero-padded, then the arrival number
+// in decimal (1 to recordArrivalDigits digits), then for a tail player recordTailSep and its internal score.
+const (
+	recordTimeDigits    = 10  // 2000-01-01 .. 2286-11-20 (MinAchievedAt .. MaxAchievedAt) all take ten
+	recordArrivalDigits = 19  // arrival numbers are below 2^63
+	recordTailSep       = ':' // a byte that no number starts with, so every record has one reading
+)
 
 // recordHashPrime is the modulus of both record hashes: 2^32 - 5 (HP in common.lua).
 const recordHashPrime = 1<<32 - 5
 
-// recordHashVersion is the hash version a new window period places its records by (HASH_V in common.lua, which
-// keys.go renders from it).
+// recordHashVersion is the hash version a new window period places its records by (HASH_V in common.lua).
 const recordHashVersion = 2
+
+// The multipliers of the record hashes: version 1 takes a byte a step (HM1), version 2 three (HM2; below 2^20, so
+// that h * HM2 + 2^24 stays below 2^53 and the Lua hash is exact in doubles).
+const (
+	recordHash1Mul = 257
+	recordHash2Mul = 1000003
+)
+
+// recordMarker is the line of common.lua that renderCommon replaces with luaRecord.
+const recordMarker = "-- @record (rendered from record.go)\n"
+
+// luaRecord renders the record format and the record hashes' constants for common.lua.
+func luaRecord() string {
+	return fmt.Sprintf(`-- rendered from record.go (luaRecord): the record format and the record hashes' constants
+local REC_TS, REC_MAX, REC_TS_FMT = %d, %d, '%%0%dd'
+local REC_SEP, REC_SEP_BYTE = '%c', %d
+local HASH_V, HP, HM1, HM2 = %d, %d, %d, %d
+`, recordTimeDigits, recordTimeDigits+recordArrivalDigits, recordTimeDigits, recordTailSep, recordTailSep,
+		recordHashVersion, recordHashPrime, recordHash1Mul, recordHash2Mul)
+}
 
 // recordHash is common.lua's phash of a player id for hash version hv (1: phash1, else phash2).
 func recordHash(hv int, id string) uint64 {
 	if hv == 1 {
 		var h uint64
 		for i := 0; i < len(id); i++ {
-			h = (h*257 + uint64(id[i])) % recordHashPrime
+			h = (h*recordHash1Mul + uint64(id[i])) % recordHashPrime
 		}
 		return h
 	}
@@ -37,9 +66,9 @@ func recordHash(hv int, id string) uint64 {
 				v |= uint64(id[k])
 			}
 		}
-		h = (h*1000003 + v) % recordHashPrime
+		h = (h*recordHash2Mul + v) % recordHashPrime
 	}
-	return h * 1000003 % recordHashPrime
+	return h * recordHash2Mul % recordHashPrime
 }
 
 // recordLayout is how a window period places its records (load_state's lvl, sp and hv).
@@ -77,21 +106,21 @@ func (l recordLayout) key(prefix, id string) string {
 }
 
 // parseRecord reads a record as parse_rec does: updatedAt (unix s), the arrival number, and whether a tail
-// score follows (after a ':'). ok is false for anything that is not a record, and for an arrival number of 2^63
-// or more, which no script writes (a reader without a script leaves both to the scripts).
+// score follows (after recordTailSep). ok is false for anything that is not a record, and for an arrival number of
+// 2^63 or more, which no script writes (a reader without a script leaves both to the scripts).
 func parseRecord(v string) (ts int64, arrival uint64, tail, ok bool) {
 	n := 0
 	for n < len(v) && v[n] >= '0' && v[n] <= '9' {
 		n++
 	}
-	if n < len(v) && v[n] != ':' {
+	if n < len(v) && v[n] != recordTailSep {
 		return 0, 0, false, false
 	}
-	if n < 11 || n > 29 {
+	if n <= recordTimeDigits || n > recordTimeDigits+recordArrivalDigits {
 		return 0, 0, false, false
 	}
-	ts, _ = strconv.ParseInt(v[:10], 10, 64)
-	arrival, err := strconv.ParseUint(v[10:n], 10, 64)
+	ts, _ = strconv.ParseInt(v[:recordTimeDigits], 10, 64)
+	arrival, err := strconv.ParseUint(v[recordTimeDigits:n], 10, 64)
 	if err != nil || arrival >= 1<<63 {
 		return 0, 0, false, false
 	}

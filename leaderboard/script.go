@@ -29,6 +29,23 @@ type script struct {
 	prologue string
 }
 
+// renderCommon returns common.lua with the parts Go owns rendered in, each at its marker line: the key layout
+// (keys.go), the record format (record.go) and the aroundMe window (aroundplain.go). The result is the text every
+// script starts with.
+func renderCommon(src string) string {
+	for _, part := range []struct{ marker, lua string }{
+		{keysMarker, luaKeys()},
+		{recordMarker, luaRecord()},
+		{aroundMarker, luaAroundWindow},
+	} {
+		if strings.Count(src, part.marker) != 1 {
+			panic("leaderboard: common.lua needs one line " + strings.TrimSpace(part.marker))
+		}
+		src = strings.Replace(src, part.marker, part.lua, 1)
+	}
+	return src
+}
+
 // itemArgs is the argument layout of a script that takes a list of items: header arguments first, of which the
 // one at count gives the number of items, then the items' arguments.
 type itemArgs struct {

@@ -70,7 +70,8 @@ func scanKeys(ctx context.Context, c redis.UniversalClient, pattern string) ([]s
 	return keys, scan(ctx, c.(*redis.Client))
 }
 
-// recordHarness runs common.lua's record and token encodings on Redis and returns what they give back.
+// recordHarness runs common.lua's record and token encodings on Redis and returns what they give back, and the
+// player's record hash of both versions.
 var recordHarness = redis.NewScript(commonLua + prologue + `
 local ts, hi, lo, player = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[5]
 local tx = nil
@@ -84,12 +85,15 @@ local recn = rec -- make_rec with the arrival number token gives below 2^53, as 
 if num then recn = make_rec(ts, 'unused', tx, num) end
 local shown = 'nil'
 if num then shown = sformat('%d', num) end
-return { tok, rec, tostring(pts), ptok or '', px, member_player(tok .. player), recn, shown }
+return { tok, rec, tostring(pts), ptok or '', px, member_player(tok .. player), recn, shown,
+  sformat('%d', phash1(player)), sformat('%d', phash2(player)) }
 `)
 
 // FuzzRecordEncoding: every record the scripts can write (updatedAt from MinAchievedAt to MaxAchievedAt, any
-// arrival number below 2^63, with or without a tail score) reads back as what was written, the player id follows
-// the token in the sorted-set member unambiguously, and tokens sort like the arrival numbers they encode.
+// arrival number below 2^63, with or without a tail score) has the bytes written out below and reads back as what
+// was written, by parse_rec and by Go's parseRecord; the player id follows the token in the sorted-set member
+// unambiguously, tokens sort like the arrival numbers they encode, and the scripts hash a player id to the record
+// hash Go's recordHash gives, in both versions.
 func FuzzRecordEncoding(f *testing.F) {
 	f.Add(int64(946684800), uint64(0), 0.0, false, "p", uint64(1))
 	f.Add(int64(9999999999), uint64(1<<63-1), -1e300, true, "123", uint64(62*62*62*62*62*62-1))
@@ -99,6 +103,8 @@ func FuzzRecordEncoding(f *testing.F) {
 	// Either side of 2^53 (token's one-double path below it) and of 62^8 (the longest token of that path).
 	f.Add(int64(1764601234), uint64(1<<53-1), 0.0, false, "z", uint64(1<<53))
 	f.Add(int64(1764601234), uint64(218340105584895), 0.0, false, "z", uint64(218340105584896))
+	// A long id with bytes above 127, for the record hashes.
+	f.Add(int64(1764601234), uint64(7), 1.5, true, "player-1234567-\u00fc\xff\x00~", uint64(8))
 	rdb := redistest.SharedStandalone(f).Client(f)
 	lo, hi := MinAchievedAt.Unix(), MaxAchievedAt.Unix()
 	f.Fuzz(func(t *testing.T, ts int64, n uint64, tailx float64, tail bool, player string, other uint64) {
@@ -134,6 +140,14 @@ func FuzzRecordEncoding(f *testing.F) {
 		}
 		if want := fmt.Sprintf("%010d%d", ts, n); !strings.HasPrefix(rec, want) || (!tail && rec != want) {
 			t.Fatalf("record %q, want %q (and a tail score: %v)", rec, want, tail)
+		}
+		if gts, gn, gtail, ok := parseRecord(rec); !ok || gts != ts || gn != n || gtail != tail {
+			t.Fatalf("parseRecord(%q) = %d, %d, tail %v, %v; written: %d, %d, tail %v", rec, gts, gn, gtail, ok, ts, n,
+				tail)
+		}
+		h1, h2 := strconv.FormatUint(recordHash(1, player), 10), strconv.FormatUint(recordHash(2, player), 10)
+		if v[8] != h1 || v[9] != h2 {
+			t.Fatalf("record hashes of %q: phash1 %s, phash2 %s; recordHash %s, %s", player, v[8], v[9], h1, h2)
 		}
 		if pts != strconv.FormatInt(ts, 10) || ptok != tok || pp != player || memberPlayer(tok+player) != player {
 			t.Fatalf("record %q of (%d, %q, %q) read back as (%s, %q), member player %q", rec, ts, tok, player, pts,

@@ -19,7 +19,7 @@ import (
 var (
 	//go:embed common.lua
 	commonLuaSource string
-	// commonLua is common.lua with its keys rendered (renderCommon): the text every script starts with.
+	// commonLua is common.lua with the parts Go owns rendered in (renderCommon): the text every script starts with.
 	commonLua = renderCommon(commonLuaSource)
 	//go:embed submit.lua
 	submitLua string
