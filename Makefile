@@ -39,8 +39,9 @@ test-deps:
 bench:
 	$(GO) run ./cmd/lbbench
 
+# gqlgen's generate with this repository's plugin (cmd/gqlgen), which also writes graph/operation_generated.go.
 generate:
-	$(GO) run github.com/99designs/gqlgen generate
+	$(GO) run ./cmd/gqlgen
 
 lint:
 	$(GOFMT) -l . | (! grep .)

@@ -87,12 +87,11 @@ func FuzzCoerceVariables(f *testing.F) {
 	})
 }
 
-// TestArgComplexity: argComplexity names exactly the fields whose complexity function, as NewSchema sets them,
+// TestArgComplexity: argComplexity names exactly the fields whose complexity function, as schemaConfig sets them,
 // takes arguments besides the child complexity.
 func TestArgComplexity(t *testing.T) {
-	es := NewSchema(&Resolver{}).(liveSchema)
 	got := map[string]bool{}
-	roots := reflect.ValueOf(es.ComplexityRoot)
+	roots := reflect.ValueOf(schemaConfig(&Resolver{}).Complexity)
 	for i := range roots.NumField() {
 		obj := roots.Field(i)
 		if obj.Kind() != reflect.Struct {

@@ -24,9 +24,17 @@ import (
 // executor over the selection for each of thousands of subscribers. The bytes are gqlgen's own (rendered by the
 // generated marshalers); only the version, the one per-subscription field, is spliced in per subscriber.
 type liveSchema struct {
-	*executableSchema
-	plans *preparedPlans // nil: results are written by the generated marshalers only (prepared.go)
+	graphql.ExecutableSchema // NewExecutableSchema's
+	resolver                 *Resolver
+	plans                    *preparedPlans // nil: results are written by the generated marshalers only (prepared.go)
 }
+
+// The root types as graphql.CollectFields takes them: the types that fragments on a root field may name.
+var (
+	queryRoot        = []string{"Query"}
+	mutationRoot     = []string{"Mutation"}
+	subscriptionRoot = []string{"Subscription"}
+)
 
 // Exec runs an operation: the hot queries and mutations on the prepared path (prepared.go), topUpdates
 // subscriptions on the shared path, rankUpdates over a connection that writes its streams itself (StreamHolder)
@@ -37,12 +45,12 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		if h := s.prepared(opCtx); h != nil {
 			return h
 		}
-		return s.executableSchema.Exec(ctx)
+		return s.ExecutableSchema.Exec(ctx)
 	}
-	fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionImplementors)
-	r, ok := s.Resolvers.(*Resolver)
-	if !ok || len(fields) != 1 {
-		return s.executableSchema.Exec(ctx)
+	fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionRoot)
+	r := s.resolver
+	if len(fields) != 1 {
+		return s.ExecutableSchema.Exec(ctx)
 	}
 	holder := payloadHolderFrom(ctx)
 	sh, streams := holder.(StreamHolder)
@@ -52,17 +60,17 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		stream = newLiveStream(fields[0].Name)
 		stream.last = last // what endIfDeleted below answers once the stream has ended
 	}
-	ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
+	op := newGeneratedOperation(s.ExecutableSchema, opCtx, make(chan graphql.DeferredResult))
 	fctx := graphql.WithFieldContext(ctx, &graphql.FieldContext{Object: "Subscription"})
 	var next func(context.Context) graphql.Marshaler
 	rendered := true // next's output is compact and HTML-escaped already (renderShared)
 	switch {
 	case fields[0].Name == "topUpdates":
-		next = ec.sharedTopUpdates(fctx, r, fields[0], sharedKey(opCtx), stream)
+		next = sharedTopUpdates(fctx, op, opCtx, r, fields[0], sharedKey(opCtx), stream)
 	case fields[0].Name == "rankUpdates" && streams:
-		next, rendered = ec.streamRankUpdates(fctx, r, fields[0], stream, s.plans), false
+		next, rendered = streamRankUpdates(fctx, op, opCtx, r, fields[0], stream, s.plans), false
 	default:
-		return endIfDeleted(last, s.executableSchema.Exec(ctx))
+		return endIfDeleted(last, s.ExecutableSchema.Exec(ctx))
 	}
 	var buf bytes.Buffer
 	streamed := false
@@ -134,16 +142,17 @@ func streamFrom[T any](ch <-chan T, pull func(), render func([]byte, T) []byte) 
 	}
 }
 
-// streamRankUpdates mirrors the generated _Subscription_rankUpdates, with the hub's channel and the rendering of
-// later entries kept in stream for the connection (StreamHolder). With plans, a later entry whose selection is
-// plain fields is written by the prepared results' encoder (encode.go), as the generated marshaler writes it;
-// every other one, and any value the encoder leaves to the generated code, goes through the generated marshaler.
-func (ec *executionContext) streamRankUpdates(ctx context.Context, r *Resolver, field graphql.CollectedField,
-	stream *LiveStream, plans *preparedPlans) func(context.Context) graphql.Marshaler {
+// streamRankUpdates resolves Subscription.rankUpdates as the generated code does, with the hub's channel and the
+// rendering of later entries kept in stream for the connection (StreamHolder). With plans, a later entry whose
+// selection is plain fields is written by the prepared results' encoder (encode.go), as the generated marshaler
+// writes it; every other one, and any value the encoder leaves to the generated code, goes through the generated
+// marshaler.
+func streamRankUpdates(ctx context.Context, op generatedOperation, opCtx *graphql.OperationContext, r *Resolver,
+	field graphql.CollectedField, stream *LiveStream, plans *preparedPlans) func(context.Context) graphql.Marshaler {
 	var ch <-chan *leaderboard.Entry
-	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
+	return graphql.ResolveFieldStream(ctx, opCtx, field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Subscription_rankUpdates(ctx, field)
+			return op.subscriptionRankUpdatesFieldContext(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
@@ -167,11 +176,11 @@ func (ec *executionContext) streamRankUpdates(ctx context.Context, r *Resolver, 
 						}
 					}
 					buf.Reset()
-					ec.marshalNEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry(ctx, sel, e).MarshalGQL(&buf)
+					op.subscriptionRankUpdatesMarshal(ctx, sel, e).MarshalGQL(&buf)
 					return append(appendWire(append(dst, prefix...), buf.Bytes()), '}')
 				})
 			}
-			return ec.marshalNEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry(ctx, sel, e)
+			return op.subscriptionRankUpdatesMarshal(ctx, sel, e)
 		},
 		true, true)
 }
@@ -184,20 +193,20 @@ func sharedKey(opCtx *graphql.OperationContext) string {
 	return unique.Make(opCtx.RawQuery + "\x00" + opCtx.OperationName + "\x00" + string(vars)).Value()
 }
 
-// sharedTopUpdates mirrors the generated _Subscription_topUpdates, with the hub's updates marshaled through
-// TopUpdate.Shared. With a stream, the hub's channel and the rendering of later updates are kept in it for the
-// connection (StreamHolder).
-func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, field graphql.CollectedField,
-	key string, stream *LiveStream) func(context.Context) graphql.Marshaler {
+// sharedTopUpdates resolves Subscription.topUpdates as the generated code does, with the hub's updates marshaled
+// through TopUpdate.Shared. With a stream, the hub's channel and the rendering of later updates are kept in it for
+// the connection (StreamHolder).
+func sharedTopUpdates(ctx context.Context, op generatedOperation, opCtx *graphql.OperationContext, r *Resolver,
+	field graphql.CollectedField, key string, stream *LiveStream) func(context.Context) graphql.Marshaler {
 	var notify func()
 	if stream != nil {
 		notify = stream.notify
 	}
 	var ch <-chan *pubsub.TopUpdate
 	var pull func()
-	return graphql.ResolveFieldStream(ctx, ec.OperationContext, field,
+	return graphql.ResolveFieldStream(ctx, opCtx, field,
 		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			return ec.fieldContext_Subscription_topUpdates(ctx, field)
+			return op.subscriptionTopUpdatesFieldContext(ctx, field)
 		},
 		func(ctx context.Context) (any, error) {
 			fc := graphql.GetFieldContext(ctx)
@@ -210,23 +219,22 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 		func(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) graphql.Marshaler {
 			if stream != nil && stream.next == nil {
 				prefix := fieldPrefix(field)
-				rd := r.renderers.acquire(key, ec, ctx, sel)
+				rd := r.renderers.acquire(key, op, ctx, sel)
 				context.AfterFunc(lifetime(ctx), func() { r.renderers.release(key, rd) })
 				stream.next = streamFrom(ch, pull, func(out []byte, u *pubsub.TopUpdate) []byte {
 					out = append(out, prefix...)
 					parts := u.Shared(key, rd.renderShared)
 					if len(parts) > 0 && parts[0] == 0 {
-						out = append(out, rd.ec.renderOne(rd.ctx, rd.sel, u)...)
+						out = append(out, renderOne(rd.ctx, rd.op, rd.sel, u)...)
 					} else {
 						out = versioned{parts: parts, version: u.Version}.append(out)
 					}
 					return append(out, '}')
 				})
 			}
-			parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return ec.renderShared(ctx, sel, u) })
+			parts := u.Shared(key, func(u *pubsub.TopUpdate) []byte { return renderShared(ctx, op, sel, u) })
 			if len(parts) > 0 && parts[0] == 0 {
-				return ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
-					topUpdateModel(u, u.Version))
+				return op.subscriptionTopUpdatesMarshal(ctx, sel, topUpdateModel(u, u.Version))
 			}
 			return versioned{parts: parts, version: u.Version}
 		},
@@ -234,7 +242,7 @@ func (ec *executionContext) sharedTopUpdates(ctx context.Context, r *Resolver, f
 }
 
 // topRenderers hold, by shared key (sharedKey: a document with its variables, which renders every update alike),
-// what renders the later updates of a server's streamed topUpdates subscriptions: the executionContext, field
+// what renders the later updates of a server's streamed topUpdates subscriptions: the generated operation, field
 // context and selection of one running subscription of the key, shared by all of them while any runs. Each
 // subscription holding its own kept its operation's whole gqlgen state (operation context, variables, arguments,
 // field contexts and caches, ~2.5 KB) for as long as the screen stayed open.
@@ -244,14 +252,14 @@ type topRenderers struct {
 }
 
 type topRenderer struct {
-	ec   *executionContext
+	op   generatedOperation
 	ctx  context.Context
 	sel  ast.SelectionSet
 	refs int // subscriptions using it (under topRenderers.mu)
 }
 
-// acquire returns key's renderer, made of ec, ctx and sel when the key has none; release gives it back.
-func (t *topRenderers) acquire(key string, ec *executionContext, ctx context.Context, sel ast.SelectionSet) *topRenderer {
+// acquire returns key's renderer, made of op, ctx and sel when the key has none; release gives it back.
+func (t *topRenderers) acquire(key string, op generatedOperation, ctx context.Context, sel ast.SelectionSet) *topRenderer {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	rd := t.m[key]
@@ -259,7 +267,7 @@ func (t *topRenderers) acquire(key string, ec *executionContext, ctx context.Con
 		if t.m == nil {
 			t.m = map[string]*topRenderer{}
 		}
-		rd = &topRenderer{ec: ec, ctx: ctx, sel: sel}
+		rd = &topRenderer{op: op, ctx: ctx, sel: sel}
 		t.m[key] = rd
 	}
 	rd.refs++
@@ -275,14 +283,13 @@ func (t *topRenderers) release(key string, rd *topRenderer) {
 }
 
 func (rd *topRenderer) renderShared(u *pubsub.TopUpdate) []byte {
-	return rd.ec.renderShared(rd.ctx, rd.sel, u)
+	return renderShared(rd.ctx, rd.op, rd.sel, u)
 }
 
 // renderOne renders an update for one subscriber, compact and HTML-escaped like renderShared.
-func (ec *executionContext) renderOne(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
+func renderOne(ctx context.Context, op generatedOperation, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
 	var buf bytes.Buffer
-	ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
-		topUpdateModel(u, u.Version)).MarshalGQL(&buf)
+	op.subscriptionTopUpdatesMarshal(ctx, sel, topUpdateModel(u, u.Version)).MarshalGQL(&buf)
 	return appendWire(nil, buf.Bytes())
 }
 
@@ -291,12 +298,11 @@ func (ec *executionContext) renderOne(ctx context.Context, sel ast.SelectionSet,
 // When the two renderings differ in any other way, the result starts with NUL and holds no bytes to share.
 // The output is compact and HTML-escaped, as encoding/json leaves a json.RawMessage it marshals (what gqlgen's
 // transports do with every response), so that it can be written as it is (PayloadHolder).
-func (ec *executionContext) renderShared(ctx context.Context, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
+func renderShared(ctx context.Context, op generatedOperation, sel ast.SelectionSet, u *pubsub.TopUpdate) []byte {
 	sharedRenders.Add(1)
 	render := func(version int64) []byte {
 		var buf bytes.Buffer
-		ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
-			topUpdateModel(u, version)).MarshalGQL(&buf)
+		op.subscriptionTopUpdatesMarshal(ctx, sel, topUpdateModel(u, version)).MarshalGQL(&buf)
 		return appendWire(nil, buf.Bytes())
 	}
 	a, b := render(1), render(2)

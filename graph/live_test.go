@@ -45,14 +45,13 @@ func TestSharedRenderingMatchesGqlgen(t *testing.T) {
 			Operation:          doc.Operations[0]}
 		ctx := graphql.WithOperationContext(context.Background(), opCtx)
 		ctx = graphql.WithResponseContext(ctx, graphql.DefaultErrorPresenter, graphql.DefaultRecover)
-		ec := newExecutionContext(opCtx, s.executableSchema, make(chan graphql.DeferredResult))
-		fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionImplementors)
+		op := newGeneratedOperation(s.ExecutableSchema, opCtx, make(chan graphql.DeferredResult))
+		fields := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, subscriptionRoot)
 		sel := fields[0].Selections
 		for _, u := range updates {
 			var want, got bytes.Buffer
-			ec.marshalNTopUpdate2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋgraphᚋmodelᚐTopUpdate(ctx, sel,
-				topUpdateModel(u, u.Version)).MarshalGQL(&want)
-			parts := ec.renderShared(ctx, sel, u)
+			op.subscriptionTopUpdatesMarshal(ctx, sel, topUpdateModel(u, u.Version)).MarshalGQL(&want)
+			parts := renderShared(ctx, op, sel, u)
 			if len(parts) > 0 && parts[0] == 0 {
 				t.Fatalf("%s: rendering could not be shared", q)
 			}

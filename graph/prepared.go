@@ -21,6 +21,12 @@ import (
 // a submitScore profile took, twice the store call). Only selections of plain fields are prepared (no fragments,
 // no directives, no alias twice); everything else, and any value the generated code would answer with an error,
 // goes the generated way. TestPreparedResultsMatchGqlgen holds the two byte for byte.
+//
+// The arguments are decoded by the generated unmarshalers of their types without the path context and closure
+// gqlgen adds per argument, input field and list element for the sake of an error's path; a value an
+// unmarshaler refuses goes to gqlgen's decoding, which reports it. Both ways, and the marshalers the encoder
+// falls back on, are generatedOperation's (operation_generated.go, written by cmd/gqlgen's plugin);
+// TestPreparedArgsMatchGenerated holds the two ways to the same field contexts.
 
 // preparedRoot is the root field a plan runs.
 type preparedRoot uint8
@@ -132,9 +138,8 @@ func (c *preparedPlans) keep(f *ast.Field, p *preparedPlan) {
 	}
 }
 
-// prepared returns the response handler of a prepared operation, nil for any other. It mirrors the generated
-// Exec for one query or mutation field (executableSchema.Exec, _Query, _Mutation) with the field run by
-// preparedField.
+// prepared returns the response handler of a prepared operation, nil for any other. It runs one query or
+// mutation field as the generated Exec does, with the field run by preparedField.
 func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHandler {
 	if s.plans == nil {
 		return nil
@@ -145,10 +150,10 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 	}
 	s.plans.remember(opCtx)
 	preparedOps.Add(1)
-	ec := newExecutionContext(opCtx, s.executableSchema, nil) // no @defer in a prepared document
-	object, implementors := "Query", queryImplementors
+	op := newGeneratedOperation(s.ExecutableSchema, opCtx, nil) // no @defer in a prepared document
+	object, implementors := "Query", queryRoot
 	if opCtx.Operation.Operation == ast.Mutation {
-		object, implementors = "Mutation", mutationImplementors
+		object, implementors = "Mutation", mutationRoot
 	}
 	first := true
 	return func(ctx context.Context) *graphql.Response {
@@ -156,12 +161,7 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 			return nil
 		}
 		first = false
-		ctx = graphql.WithLazyInputUnmarshalerIndex(ctx, func() *graphql.InputUnmarshalerIndex {
-			return graphql.NewInputUnmarshalerIndex(
-				graphql.NewInputUnmarshaler("LeaderboardInput", ec.unmarshalInputLeaderboardInput),
-				graphql.NewInputUnmarshaler("ScoreInput", ec.unmarshalInputScoreInput),
-			)
-		})
+		ctx = graphql.WithLazyInputUnmarshalerIndex(ctx, op.inputUnmarshalers)
 		fields := p.fields.Load()
 		if fields == nil {
 			f := graphql.CollectFields(opCtx, opCtx.Operation.SelectionSet, implementors)
@@ -175,7 +175,7 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 		invalid := graphql.Null // the value that makes the root object null: Null for a non-null field
 		if object == "Mutation" {
 			v = opCtx.RootResolverMiddleware(innerCtx, func(ctx context.Context) graphql.Marshaler {
-				return ec.preparedField(ctx, field, p)
+				return preparedField(ctx, op, opCtx, s.resolver, field, p)
 			})
 		} else {
 			if p.root == prepRank {
@@ -188,7 +188,7 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 						res = graphql.Null
 					}
 				}()
-				return ec.preparedField(ctx, field, p)
+				return preparedField(ctx, op, opCtx, s.resolver, field, p)
 			})
 		}
 		if v == invalid {
@@ -206,27 +206,19 @@ func (s liveSchema) prepared(opCtx *graphql.OperationContext) graphql.ResponseHa
 	}
 }
 
-// preparedField resolves a prepared root field as its generated _Query_x / _Mutation_x does (the same field
-// context, resolver call and null rule), and encodes the result for the plan's selection.
-func (ec *executionContext) preparedField(ctx context.Context, field graphql.CollectedField, p *preparedPlan) graphql.Marshaler {
+// preparedField resolves a prepared root field as the generated code does (the same field context, resolver call
+// and null rule), with the arguments decoded the prepared way, and encodes the result for the plan's selection.
+func preparedField(ctx context.Context, op generatedOperation, opCtx *graphql.OperationContext, r *Resolver,
+	field graphql.CollectedField, p *preparedPlan) graphql.Marshaler {
 	args := func(ctx context.Context) map[string]any { return graphql.GetFieldContext(ctx).Args }
-	// The field context with the arguments decoded the prepared way (preparedargs.go), or the generated one's.
-	fieldContext := func(generated func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error)) func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error) {
-		return func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
-			if fc, ok := ec.preparedFieldContext(ctx, field, p.root); ok {
-				return fc, nil
-			}
-			return generated(ctx, field)
-		}
-	}
 	entries := func(v []leaderboard.Entry) ([]byte, bool) {
 		return appendEntries(make([]byte, 0, 256*len(v)+2), p.sel, v)
 	}
 	switch p.root {
 	case prepSubmitScore:
-		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Mutation_submitScore),
+		return resolvePrepared(ctx, opCtx, field, op.mutationSubmitScorePreparedFieldContext,
 			func(ctx context.Context) (any, error) {
-				return ec.Resolvers.Mutation().SubmitScore(ctx, args(ctx)["input"].(model.ScoreInput))
+				return r.Mutation().SubmitScore(ctx, args(ctx)["input"].(model.ScoreInput))
 			},
 			func(v *leaderboard.Result) ([]byte, bool) {
 				if v == nil {
@@ -234,21 +226,21 @@ func (ec *executionContext) preparedField(ctx context.Context, field graphql.Col
 				}
 				return appendScoreResult(make([]byte, 0, 384), p.sel, v)
 			},
-			ec.marshalNScoreResult2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult, true)
+			op.mutationSubmitScoreMarshal, true)
 	case prepSubmitScores:
-		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Mutation_submitScores),
+		return resolvePrepared(ctx, opCtx, field, op.mutationSubmitScoresPreparedFieldContext,
 			func(ctx context.Context) (any, error) {
-				return ec.Resolvers.Mutation().SubmitScores(ctx, args(ctx)["inputs"].([]model.ScoreInput))
+				return r.Mutation().SubmitScores(ctx, args(ctx)["inputs"].([]model.ScoreInput))
 			},
 			func(v []*leaderboard.Result) ([]byte, bool) {
 				return appendScoreResults(make([]byte, 0, 384*len(v)+2), p.sel, v)
 			},
-			ec.marshalNScoreResult2ᚕᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐResult, true)
+			op.mutationSubmitScoresMarshal, true)
 	case prepRank:
-		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Query_rank),
+		return resolvePrepared(ctx, opCtx, field, op.queryRankPreparedFieldContext,
 			func(ctx context.Context) (any, error) {
 				a := args(ctx)
-				return ec.Resolvers.Query().Rank(ctx, a["board"].(string), a["playerId"].(string),
+				return r.Query().Rank(ctx, a["board"].(string), a["playerId"].(string),
 					a["window"].(*model.Window), a["period"].(*string))
 			},
 			func(v *leaderboard.Entry) ([]byte, bool) {
@@ -257,34 +249,34 @@ func (ec *executionContext) preparedField(ctx context.Context, field graphql.Col
 				}
 				return appendEntry(make([]byte, 0, 256), p.sel, v)
 			},
-			ec.marshalOEntry2ᚖgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntry, false)
+			op.queryRankMarshal, false)
 	case prepAroundMe:
-		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Query_aroundMe),
+		return resolvePrepared(ctx, opCtx, field, op.queryAroundMePreparedFieldContext,
 			func(ctx context.Context) (any, error) {
 				a := args(ctx)
-				return ec.Resolvers.Query().AroundMe(ctx, a["board"].(string), a["playerId"].(string),
+				return r.Query().AroundMe(ctx, a["board"].(string), a["playerId"].(string),
 					a["radius"].(*int), a["window"].(*model.Window), a["period"].(*string))
 			},
-			entries, ec.marshalNEntry2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntryᚄ, true)
+			entries, op.queryAroundMeMarshal, true)
 	case prepFriends:
-		return resolvePrepared(ctx, ec, field, fieldContext(ec.fieldContext_Query_friends),
+		return resolvePrepared(ctx, opCtx, field, op.queryFriendsPreparedFieldContext,
 			func(ctx context.Context) (any, error) {
 				a := args(ctx)
-				return ec.Resolvers.Query().Friends(ctx, a["board"].(string), a["playerId"].(string),
+				return r.Query().Friends(ctx, a["board"].(string), a["playerId"].(string),
 					a["friendIds"].([]string), a["window"].(*model.Window), a["period"].(*string))
 			},
-			entries, ec.marshalNEntry2ᚕgithubᚗcomᚋleaderboardᚋleaderboardᚋleaderboardᚐEntryᚄ, true)
+			entries, op.queryFriendsMarshal, true)
 	}
 	panic("unknown prepared root")
 }
 
 // resolvePrepared is graphql.ResolveField with the result written by encode, or, for a value encode declines
 // (ok false), by generated, the field's generated marshaler.
-func resolvePrepared[T any](ctx context.Context, ec *executionContext, field graphql.CollectedField,
+func resolvePrepared[T any](ctx context.Context, opCtx *graphql.OperationContext, field graphql.CollectedField,
 	fieldContext func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error),
 	resolve func(context.Context) (any, error), encode func(T) ([]byte, bool),
 	generated func(context.Context, ast.SelectionSet, T) graphql.Marshaler, nonNull bool) graphql.Marshaler {
-	return graphql.ResolveField(ctx, ec.OperationContext, field, fieldContext, resolve, nil,
+	return graphql.ResolveField(ctx, opCtx, field, fieldContext, resolve, nil,
 		func(ctx context.Context, sel ast.SelectionSet, v T) graphql.Marshaler {
 			if b, ok := encode(v); ok {
 				return encoded(b)

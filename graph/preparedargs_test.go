@@ -24,7 +24,7 @@ var preparedArgDocs = append(coerceDocs[:len(coerceDocs):len(coerceDocs)],
 	`query { friends(board: "b", playerId: "p", friendIds: "solo") { rank } }`,
 )
 
-// checkPreparedArgs compares preparedFieldContext with the generated field context for one document and its
+// checkPreparedArgs compares the plain field context with gqlgen's for one document and its
 // variables (JSON, validated as gqlgen validates them): when the prepared way takes the arguments, it must give
 // the same field context; it returns whether it took them.
 func checkPreparedArgs(t *testing.T, es graphql.ExecutableSchema, src string, vars []byte) (taken, valid bool) {
@@ -49,25 +49,30 @@ func checkPreparedArgs(t *testing.T, es graphql.ExecutableSchema, src string, va
 		RecoverFunc: graphql.DefaultRecover}
 	ctx := graphql.WithResponseContext(graphql.WithOperationContext(context.Background(), opCtx),
 		graphql.DefaultErrorPresenter, graphql.DefaultRecover)
-	ec := newExecutionContext(opCtx, es.(liveSchema).executableSchema, nil)
+	gen := newGeneratedOperation(es.(liveSchema).ExecutableSchema, opCtx, nil)
 	plan := newPreparedPlans().plan(op)
 	if plan == nil {
 		t.Fatalf("%s: not prepared", src)
 	}
-	implementors := queryImplementors
+	implementors := queryRoot
 	if op.Operation == ast.Mutation {
-		implementors = mutationImplementors
+		implementors = mutationRoot
 	}
 	field := graphql.CollectFields(opCtx, op.SelectionSet, implementors)[0]
-	generated := map[preparedRoot]func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error){
-		prepSubmitScore:  ec.fieldContext_Mutation_submitScore,
-		prepSubmitScores: ec.fieldContext_Mutation_submitScores,
-		prepRank:         ec.fieldContext_Query_rank,
-		prepAroundMe:     ec.fieldContext_Query_aroundMe,
-		prepFriends:      ec.fieldContext_Query_friends,
+	type fieldContext = func(context.Context, graphql.CollectedField) (*graphql.FieldContext, error)
+	type plainFieldContext = func(context.Context, graphql.CollectedField) (*graphql.FieldContext, bool)
+	ways := map[preparedRoot]struct {
+		generated fieldContext
+		plain     plainFieldContext
+	}{
+		prepSubmitScore:  {gen.mutationSubmitScoreFieldContext, gen.mutationSubmitScorePlainFieldContext},
+		prepSubmitScores: {gen.mutationSubmitScoresFieldContext, gen.mutationSubmitScoresPlainFieldContext},
+		prepRank:         {gen.queryRankFieldContext, gen.queryRankPlainFieldContext},
+		prepAroundMe:     {gen.queryAroundMeFieldContext, gen.queryAroundMePlainFieldContext},
+		prepFriends:      {gen.queryFriendsFieldContext, gen.queryFriendsPlainFieldContext},
 	}[plan.root]
-	want, wantErr := generated(ctx, field)
-	got, ok := ec.preparedFieldContext(ctx, field, plan.root)
+	want, wantErr := ways.generated(ctx, field)
+	got, ok := ways.plain(ctx, field)
 	if !ok {
 		return false, true
 	}

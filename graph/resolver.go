@@ -1,4 +1,5 @@
-// Package graph is the GraphQL layer of the service: gqlgen's generated executor (generated.go), the resolvers
+// Package graph is the GraphQL layer of the service: gqlgen's generated executor (generated.go, and
+// operation_generated.go, what its plugin in cmd/gqlgen exposes of it to this package's own paths), the resolvers
 // (*.resolvers.go), the paths that write results without the generated marshalers (prepared.go and encode.go
 // for the hot queries and mutations, live.go and stream.go for subscriptions), and the rules that only make
 // sense at the API edge: roles, error codes, query depth and complexity. It holds no business rules; those live
@@ -54,6 +55,15 @@ func (r *Resolver) changed(board string, res *leaderboard.Result) {
 // NewSchema returns the executable schema over r with complexity estimates that count list fields by their
 // size arguments, so a complexity limit bounds the work of a request.
 func NewSchema(r *Resolver) graphql.ExecutableSchema {
+	ls := liveSchema{ExecutableSchema: NewExecutableSchema(schemaConfig(r)), resolver: r}
+	if !r.GeneratedOnly {
+		ls.plans = newPreparedPlans()
+	}
+	return ls
+}
+
+// schemaConfig is NewSchema's configuration of the generated schema: r and the complexity functions.
+func schemaConfig(r *Resolver) Config {
 	cfg := Config{Resolvers: r}
 	c := &cfg.Complexity
 	c.Query.Leaderboards = func(child int) int { return 1 + 20*child }
@@ -76,14 +86,10 @@ func NewSchema(r *Resolver) graphql.ExecutableSchema {
 		return 1 + child*clampN(deref(first, 10), MaxLiveFirst)
 	}
 	c.TopUpdate.Entries = func(child int) int { return 1 + child*10 }
-	ls := liveSchema{executableSchema: NewExecutableSchema(cfg).(*executableSchema)}
-	if !r.GeneratedOnly {
-		ls.plans = newPreparedPlans()
-	}
-	return ls
+	return cfg
 }
 
-// argComplexity lists the fields whose complexity function (set in NewSchema) reads their arguments; every other
+// argComplexity lists the fields whose complexity function (set in schemaConfig) reads their arguments; every other
 // field costs the same whatever the variables. TestArgComplexity holds the list to the functions NewSchema sets.
 var argComplexity = map[string]bool{"Query.top": true, "Query.aroundMe": true, "Query.friends": true,
 	"Mutation.submitScores": true, "Subscription.topUpdates": true, "Query.scoreEvents": true}

@@ -136,7 +136,7 @@ func preparedSteps(reader string, now time.Time) []preparedStep {
 		submit(`entry { `+all+` } previousRank previousScore updated duplicate`, map[string]any{"board": "p", "playerId": "p3", "score": 8.5e15, "eventId": "e1"}),
 		submit(`entry { `+all+` } previousRank previousScore updated duplicate`, map[string]any{"board": "p", "playerId": "p3", "score": 8.5e15, "eventId": "e1"}),
 		submit(`entry { playerId }`, map[string]any{"board": "p", "playerId": "p9", "score": 1.0, "achievedAt": now.Add(-90*time.Second - 123*time.Millisecond).Format(time.RFC3339Nano)}),
-		// Inputs whose arguments the prepared way decodes itself (graph/preparedargs.go): integer scores, nulls,
+		// Inputs whose arguments the prepared way decodes itself (graph/prepared.go): integer scores, nulls,
 		// an ID sent as a number.
 		submit(`entry { `+all+` } previousScore updated`, map[string]any{"board": "p", "playerId": "p10", "score": 7, "eventId": nil, "displayName": nil}),
 		submit(`entry { `+all+` } updated duplicate`, map[string]any{"board": "p", "playerId": 11, "score": -3, "eventId": 12}),

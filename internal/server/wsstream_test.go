@@ -111,7 +111,7 @@ func TestStreamedResponsesMatchGqlgen(t *testing.T) {
 	}
 }
 
-// Streamed topUpdates of one document and variables share what renders them (the executionContext and field
+// Streamed topUpdates of one document and variables share what renders them (the generated operation and field
 // context of one of their subscriptions, graph's topRenderers), and it stays theirs when the subscription it came
 // from ends: after the first subscriber of a document has completed, and after it has closed its connection, the
 // others' messages are still byte for byte gqlgen's (a connection with websockets.noStreams), and a subscriber
