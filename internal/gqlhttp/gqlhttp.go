@@ -1,13 +1,15 @@
 // Package gqlhttp holds what the server's GraphQL transports over HTTP share: the error body the HTTP layer writes
-// itself (outside gqlgen's execution), the reading of a GraphQL request from a URL, and the rule that a GET never
-// runs a mutation. The plain GET and POST transports (internal/server) and the event-stream and websocket
-// transports (internal/gqlstream) use it alike.
+// itself (outside gqlgen's execution), the reading of a GraphQL request from a URL or a POST's JSON body (body.go;
+// its JSON reader, jsonreader.go), the Content-Type of a response, and the rule that a GET never runs a mutation.
+// The plain GET transport (internal/server), the shortcuts in front of gqlgen's POST transport (internal/topcache,
+// internal/fastpath) and the event-stream and websocket transports (internal/gqlstream) use it alike.
 package gqlhttp
 
 import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -68,4 +70,26 @@ func IsMutation(rc *graphql.OperationContext) bool {
 func RefuseGETMutation(w http.ResponseWriter) {
 	w.Header().Set("Allow", http.MethodPost)
 	WriteError(w, http.StatusMethodNotAllowed, string(leaderboard.Invalid), "mutations are not allowed over GET: use POST")
+}
+
+// ResponseContentType is the Content-Type gqlgen's POST transport answers with for an Accept header (its
+// determineResponseContentType, with no configured headers and application/json by default); its GET transport
+// follows the same rule.
+func ResponseContentType(accept string) string {
+	if accept == "" {
+		return "application/json"
+	}
+	for part := range strings.SplitSeq(accept, ",") {
+		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		switch mediaType {
+		case "*/*", "application/*", "application/json":
+			return "application/json"
+		case "application/graphql-response+json":
+			return "application/graphql-response+json"
+		}
+	}
+	return "application/graphql-response+json"
 }

@@ -1,7 +1,6 @@
 package gqlstream
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -125,8 +124,8 @@ func bodyParams(r *http.Request) (*graphql.RawParams, error) {
 	if err != nil {
 		return nil, errors.New("could not read the request body")
 	}
-	params := &graphql.RawParams{}
-	if err := gqlhttp.JSONDecode(bytes.NewReader(body), params); err != nil {
+	params, err := gqlhttp.BodyParams(body)
+	if err != nil {
 		return nil, errors.New("the request body is not a GraphQL request (a JSON object): " + err.Error())
 	}
 	return params, nil

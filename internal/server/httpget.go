@@ -24,7 +24,7 @@ func (getTransport) Supports(r *http.Request) bool {
 }
 
 func (getTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	contentType := postContentType(r.Header.Get("Accept")) // gqlgen's rule, the same for GET
+	contentType := gqlhttp.ResponseContentType(r.Header.Get("Accept"))
 	w.Header().Set("Content-Type", contentType)
 	start := graphql.Now()
 	params, err := gqlhttp.URLParams(r)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/leaderboard/leaderboard/internal/fastpath"
 	"github.com/leaderboard/leaderboard/internal/topcache"
 	"github.com/leaderboard/leaderboard/web"
 	"github.com/leaderboard/leaderboard/web/graphiql"
@@ -32,7 +33,7 @@ func (a *App) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	var requests http.Handler = a.gql
 	if a.fast != nil {
-		requests = fastPath(a.fast, a.presentPanic, requests) // documents gqlgen ran on the prepared path skip its plumbing
+		requests = fastpath.New(a.fast, a.presentPanic, requests) // documents gqlgen ran on the prepared path skip its plumbing
 	}
 	requests = topcache.New(requests, a.Hub, a.Keys.ReadKeyRequired, a.Metrics.TopCacheStats(), a.schema) // repeated top queries skip gqlgen
 	gql := upgradesTo(a.gql, requests)

@@ -1,7 +1,8 @@
 // Package topcache answers repeated HTTP `top` queries from rendered bytes while the live hub's cached lists they
 // read are unchanged (pubsub.Hub.TopToken). It decodes requests the way gqlgen's POST and GET transports do
-// (request.go), plans which lists a top-only document reads (plan.go), and keeps responses in an LRU bounded by
-// count and bytes (internal/lru). Its counts go to a Stats (the server's metrics).
+// (request.go, with the request decoder it shares with the fast path: internal/gqlhttp), plans which lists a
+// top-only document reads (plan.go), and keeps responses in an LRU bounded by count and bytes (internal/lru). Its
+// counts go to a Stats (the server's metrics).
 package topcache
 
 import (

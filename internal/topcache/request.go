@@ -12,6 +12,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 
+	"github.com/leaderboard/leaderboard/internal/gqlhttp"
 	"github.com/leaderboard/leaderboard/internal/mediatype"
 )
 
@@ -55,16 +56,11 @@ func requestBytes(r *http.Request) (string, bool) {
 	}
 	switch r.Method {
 	case http.MethodPost:
-		if mediatype.PrefersEventStream(r.Header) {
-			return "", false // an event stream: the server's event-stream transport answers it
+		if !gqlhttp.IsJSONPost(r) || r.Body == nil {
+			return "", false // not gqlgen's POST transport's (an event stream is the event-stream transport's)
 		}
-		if !mediatype.IsJSON(r.Header.Get("Content-Type")) || r.Body == nil {
-			return "", false
-		}
-		var body []byte
-		if rb, ok := r.Body.(interface{ Bytes() []byte }); ok {
-			body = rb.Bytes() // a body read whole before (the server's limitBody): what is left of it, not consumed
-		} else {
+		body, ok := gqlhttp.WholeBody(r) // read whole before (the server's limitBody): what is left of it, not consumed
+		if !ok {
 			var err error
 			if body, err = io.ReadAll(r.Body); err != nil {
 				// Let gqlgen meet the same error (e.g. the body limit) after the same bytes.
@@ -127,9 +123,10 @@ type graphQLRequest struct {
 // decodeGraphQLRequest decodes a POST body or a GET URL query the way gqlgen's transports do. ok is false for
 // persisted queries (extensions) and for requests gqlgen would reject.
 func decodeGraphQLRequest(method, payload string) (*graphQLRequest, bool) {
-	var params graphql.RawParams
+	var params *graphql.RawParams
 	if method == http.MethodPost {
-		if decodeJSON([]byte(payload), &params) != nil {
+		var err error
+		if params, err = gqlhttp.BodyParams([]byte(payload)); err != nil {
 			return nil, false
 		}
 	} else {
@@ -137,8 +134,8 @@ func decodeGraphQLRequest(method, payload string) (*graphQLRequest, bool) {
 		if err != nil || q.Get("extensions") != "" {
 			return nil, false
 		}
-		params.Query, params.OperationName = q.Get("query"), q.Get("operationName")
-		if v := q.Get("variables"); v != "" && decodeJSON([]byte(v), &params.Variables) != nil {
+		params = &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
+		if v := q.Get("variables"); v != "" && gqlhttp.JSONDecode(strings.NewReader(v), &params.Variables) != nil {
 			return nil, false
 		}
 	}
@@ -146,13 +143,6 @@ func decodeGraphQLRequest(method, payload string) (*graphQLRequest, bool) {
 		return nil, false
 	}
 	return &graphQLRequest{query: params.Query, opName: params.OperationName, vars: params.Variables}, true
-}
-
-// decodeJSON decodes like gqlgen's transports: numbers stay json.Number, trailing data is ignored.
-func decodeJSON(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	return dec.Decode(v)
 }
 
 type errReader struct{ err error }

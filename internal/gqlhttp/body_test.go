@@ -1,4 +1,4 @@
-package server
+package gqlhttp
 
 import (
 	"bytes"
@@ -18,9 +18,10 @@ func gqlgenDecode(body []byte) (*graphql.RawParams, error) {
 	return &p, dec.Decode(&p)
 }
 
-// FuzzDecodeRequest: whatever decodeRequest reads, gqlgen's POST transport reads the same (query, operation name,
-// variables, extensions, deeply equal), and the bodies clients send are read, not left to gqlgen.
-func FuzzDecodeRequest(f *testing.F) {
+// FuzzBodyParams: whatever FastBodyParams reads, gqlgen's POST transport reads the same (query, operation name,
+// variables, extensions, deeply equal), and the bodies clients send are read by it, not left to encoding/json;
+// BodyParams reads every body as gqlgen does, and refuses what gqlgen refuses.
+func FuzzBodyParams(f *testing.F) {
 	taken := []string{
 		`{"query":"mutation($in: ScoreInput!) { submitScore(input: $in) { updated } }","variables":{"in":{"board":"b","playerId":"p1","score":1.5}}}`,
 		`{"query":"q","operationName":"Op","variables":{"a":[1,-2.5e+3,true,false,null,"s",{"x":[]}],"b":{}},"extensions":{}}`,
@@ -29,7 +30,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"query":"日本語","variables":{"n":0,"m":-0,"k":1E9,"j":0.5e-2}}`,
 	}
 	for _, s := range taken {
-		if _, ok := decodeRequest([]byte(s)); !ok {
+		if _, ok := FastBodyParams([]byte(s)); !ok {
 			f.Fatalf("not read: %s", s)
 		}
 		f.Add([]byte(s))
@@ -40,23 +41,30 @@ func FuzzDecodeRequest(f *testing.F) {
 		"{\"query\":\"\xff\"}", `{"variables":{"a":` + strings.Repeat("[", 40) + strings.Repeat("]", 40) + `}}`,
 		`{"query":"q",}`, `{"query" "q"}`, `{"variables":{"a":tru}}`,
 	} {
-		if _, ok := decodeRequest([]byte(s)); ok {
-			f.Fatalf("read, but it should be left to gqlgen: %s", s)
+		if _, ok := FastBodyParams([]byte(s)); ok {
+			f.Fatalf("read, but it should be left to encoding/json: %s", s)
 		}
 		f.Add([]byte(s))
 	}
+	same := func(a, b *graphql.RawParams) bool {
+		return a.Query == b.Query && a.OperationName == b.OperationName &&
+			reflect.DeepEqual(a.Variables, b.Variables) && reflect.DeepEqual(a.Extensions, b.Extensions)
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got, ok := decodeRequest(body)
+		want, err := gqlgenDecode(body)
+		all, allErr := BodyParams(body)
+		if (err == nil) != (allErr == nil) || (err == nil && !same(all, want)) {
+			t.Fatalf("%q\n  BodyParams    %#v (%v)\n  encoding/json %#v (%v)", body, all, allErr, want, err)
+		}
+		got, ok := FastBodyParams(body)
 		if !ok {
 			return
 		}
-		want, err := gqlgenDecode(body)
 		if err != nil {
-			t.Fatalf("decodeRequest read %q, encoding/json refuses it: %v", body, err)
+			t.Fatalf("FastBodyParams read %q, encoding/json refuses it: %v", body, err)
 		}
-		if got.Query != want.Query || got.OperationName != want.OperationName ||
-			!reflect.DeepEqual(got.Variables, want.Variables) || !reflect.DeepEqual(got.Extensions, want.Extensions) {
-			t.Fatalf("%q\n  decodeRequest %#v\n  encoding/json %#v", body, got, want)
+		if !same(got, want) {
+			t.Fatalf("%q\n  FastBodyParams %#v\n  encoding/json  %#v", body, got, want)
 		}
 	})
 }

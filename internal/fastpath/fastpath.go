@@ -1,25 +1,27 @@
-package server
+// Package fastpath answers the POST requests that graph.FastPath can run (documents gqlgen ran on the prepared
+// path before) as gqlgen's handler and POST transport would: the same status, Content-Type and body. It stands in
+// front of gqlgen's handler, behind the top cache (internal/topcache), and reads requests with the decoder the
+// two share (gqlhttp.FastBodyParams).
+package fastpath
 
 import (
 	"bytes"
 	"encoding/json"
-	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/leaderboard/leaderboard/graph"
-	"github.com/leaderboard/leaderboard/internal/mediatype"
+	"github.com/leaderboard/leaderboard/internal/gqlhttp"
 )
 
-// fastPath answers the POST requests that graph.FastPath can run (documents gqlgen ran on the prepared path
-// before) as gqlgen's handler and POST transport would: the same status, Content-Type and body. Everything else,
-// and every request the fast path declines, goes to next (gqlgen) untouched.
-func fastPath(fp *graph.FastPath, presentPanic func(r *http.Request, p any) *gqlerror.Error, next http.Handler) http.Handler {
+// New returns a handler that runs on fp the requests it can take, and recovers from a panic in them as gqlgen's
+// handler does (presentPanic makes the error). Everything else, and every request the fast path declines, goes to
+// next (gqlgen) untouched.
+func New(fp *graph.FastPath, presentPanic func(r *http.Request, p any) *gqlerror.Error, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		params, ok := fastParams(fp, r)
+		params, ok := requestParams(fp, r)
 		if !ok {
 			next.ServeHTTP(w, r)
 			return
@@ -38,7 +40,7 @@ func fastPath(fp *graph.FastPath, presentPanic func(r *http.Request, p any) *gql
 		}
 		// As gqlgen's POST transport: the Content-Type the Accept header asks for, then the response as
 		// json.Marshal writes it.
-		w.Header().Set("Content-Type", postContentType(r.Header.Get("Accept")))
+		w.Header().Set("Content-Type", gqlhttp.ResponseContentType(r.Header.Get("Accept")))
 		b, err := marshalResponse(resp)
 		if err != nil {
 			panic(err)
@@ -73,45 +75,21 @@ func plainJSON(b []byte) bool {
 	return true
 }
 
-// fastParams decodes a request that gqlgen's POST transport would take (a POST of application/json that is not an
-// event stream; upgrades never get here, see upgradesTo) and whose document the fast path knows, as that transport
-// decodes it (decodeRequest).
-func fastParams(fp *graph.FastPath, r *http.Request) (*graphql.RawParams, bool) {
-	if r.Method != http.MethodPost || mediatype.PrefersEventStream(r.Header) {
+// requestParams decodes a request that gqlgen's POST transport would take (upgrades never get here: the server
+// sends them straight to gqlgen) and whose document the fast path knows, as that transport decodes it. Only a body
+// the server read whole before is looked at, and only one FastBodyParams reads: the rest is gqlgen's.
+func requestParams(fp *graph.FastPath, r *http.Request) (*graphql.RawParams, bool) {
+	if !gqlhttp.IsJSONPost(r) {
 		return nil, false
 	}
-	if !mediatype.IsJSON(r.Header.Get("Content-Type")) {
-		return nil, false
-	}
-	rb, ok := r.Body.(*readBody)
+	body, ok := gqlhttp.WholeBody(r)
 	if !ok {
 		return nil, false
 	}
-	params, ok := decodeRequest(rb.Bytes())
+	params, ok := gqlhttp.FastBodyParams(body)
 	if !ok || !fp.Known(params.Query, params.OperationName) {
 		return nil, false
 	}
 	params.Headers = r.Header
 	return params, true
-}
-
-// postContentType is the Content-Type gqlgen's POST transport answers with for an Accept header (its
-// determineResponseContentType, with no configured headers and application/json by default).
-func postContentType(accept string) string {
-	if accept == "" {
-		return "application/json"
-	}
-	for part := range strings.SplitSeq(accept, ",") {
-		mediaType, _, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		switch mediaType {
-		case "*/*", "application/*", "application/json":
-			return "application/json"
-		case "application/graphql-response+json":
-			return "application/graphql-response+json"
-		}
-	}
-	return "application/graphql-response+json"
 }

@@ -1,55 +1,11 @@
-package server
+package gqlhttp
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
-
-	"github.com/99designs/gqlgen/graphql"
 )
-
-// decodeRequest decodes a POST body into what gqlgen's POST transport decodes it into (json.Decoder with
-// UseNumber, one value read, whatever follows it ignored): the same query, operation name, variables (objects as
-// map[string]any, arrays as []any, numbers as json.Number with their text, strings, booleans, nil) and
-// extensions. It is several times cheaper than encoding/json's reflection. ok is false, and the caller leaves
-// the request to gqlgen, for anything it does not read exactly as encoding/json does: invalid JSON, a top-level
-// key other than query, operationName, variables and extensions (encoding/json matches keys without regard to
-// case), a key given twice (encoding/json merges repeated objects), a value of the wrong type. FuzzDecodeRequest
-// holds it to encoding/json.
-func decodeRequest(body []byte) (*graphql.RawParams, bool) {
-	d := jsonReader{b: body}
-	d.space()
-	p := &graphql.RawParams{}
-	var seen [4]bool
-	ok := d.members(func(key string) bool {
-		k := slices.Index(requestKeys[:], key)
-		if k < 0 || seen[k] {
-			return false
-		}
-		seen[k] = true
-		if d.null() {
-			return true // a null leaves the field as it is (the zero value)
-		}
-		var ok bool
-		switch k {
-		case 0:
-			p.Query, ok = d.str()
-		case 1:
-			p.OperationName, ok = d.str()
-		case 2:
-			p.Variables, ok = d.object()
-		case 3:
-			p.Extensions, ok = d.object()
-		}
-		return ok
-	})
-	return p, ok
-}
-
-// requestKeys are the keys of a request body, spelled as clients send them.
-var requestKeys = [4]string{"query", "operationName", "variables", "extensions"}
 
 // jsonReader reads JSON values from b, as encoding/json decodes them into interface values with UseNumber.
 type jsonReader struct {
@@ -116,7 +72,7 @@ func (d *jsonReader) value() (any, bool) {
 	return nil, false
 }
 
-// object reads an object into a map; a key given twice is refused (see decodeRequest).
+// object reads an object into a map; a key given twice is refused (see FastBodyParams).
 func (d *jsonReader) object() (map[string]any, bool) {
 	m := map[string]any{}
 	ok := d.members(func(k string) bool {
