@@ -5,6 +5,8 @@
 package leaderboard
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -305,4 +307,45 @@ func CheckScoreText(s string) error {
 		return errorf(Invalid, "score magnitude must be at most 2^53")
 	}
 	return nil
+}
+
+// The close event's top (Board.CloseEventTop).
+const (
+	DefaultCloseEventTop = 100  // top ranks a close event carries unless the board says otherwise
+	MaxCloseEventTop     = 1000 // most top ranks a close event may carry
+)
+
+func (b *Board) normalizeCloseEventTop() error {
+	switch {
+	case b.CloseEventTop == 0:
+		b.CloseEventTop = DefaultCloseEventTop
+	case b.CloseEventTop < 0:
+		b.CloseEventTop = 0
+	}
+	if b.CloseEventTop > MaxCloseEventTop {
+		return errorf(Invalid, "closeEventTop must be between 0 and %d", MaxCloseEventTop)
+	}
+	return nil
+}
+
+// storedCloseEventTop is the stored form of a normalized CloseEventTop: nil for the default, so definitions
+// stored before the field existed stay equal to new ones.
+func storedCloseEventTop(n int) *int {
+	if n == DefaultCloseEventTop {
+		return nil
+	}
+	return &n
+}
+
+func loadedCloseEventTop(p *int) int {
+	if p == nil {
+		return DefaultCloseEventTop
+	}
+	return *p
+}
+
+// defSum is the SHA-1 (hex) of a stored definition, as the scripts' check_def computes it.
+func defSum(def string) string {
+	h := sha1.Sum([]byte(def))
+	return hex.EncodeToString(h[:])
 }

@@ -27,8 +27,6 @@ import (
 // event); the fence lives at least as long as the period's keys, and makes recording the event again a no-op,
 // whichever process tries and however often.
 const (
-	DefaultCloseEventTop = 100  // top ranks a close event carries unless the board says otherwise
-	MaxCloseEventTop     = 1000 // most top ranks a close event may carry
 	OutboxMaxLen         = 100  // entries each board's outbox (and dead-letter stream) keeps; the oldest go first
 	// closeCatchUp bounds how many closed periods of one window one check looks at (a process that was down
 	// records the ones it missed while their keys exist, up to this many).
@@ -49,35 +47,6 @@ var (
 	deadLetterLua    string
 	deadLetterScript = newScript("deadletter", deadLetterLua, false)
 )
-
-func (b *Board) normalizeCloseEventTop() error {
-	switch {
-	case b.CloseEventTop == 0:
-		b.CloseEventTop = DefaultCloseEventTop
-	case b.CloseEventTop < 0:
-		b.CloseEventTop = 0
-	}
-	if b.CloseEventTop > MaxCloseEventTop {
-		return errorf(Invalid, "closeEventTop must be between 0 and %d", MaxCloseEventTop)
-	}
-	return nil
-}
-
-// storedCloseEventTop is the stored form of a normalized CloseEventTop: nil for the default, so definitions
-// stored before the field existed stay equal to new ones.
-func storedCloseEventTop(n int) *int {
-	if n == DefaultCloseEventTop {
-		return nil
-	}
-	return &n
-}
-
-func loadedCloseEventTop(p *int) int {
-	if p == nil {
-		return DefaultCloseEventTop
-	}
-	return *p
-}
 
 // CloseEvent is the record of a closed period.
 type CloseEvent struct {

@@ -2,9 +2,7 @@ package leaderboard
 
 import (
 	"context"
-	"crypto/sha1"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -377,8 +375,3 @@ func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// defSum is the SHA-1 (hex) of a stored definition, as the scripts' check_def computes it.
-func defSum(def string) string {
-	h := sha1.Sum([]byte(def))
-	return hex.EncodeToString(h[:])
-}
