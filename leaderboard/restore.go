@@ -24,8 +24,9 @@ const restoreBatch = 5000
 // else meanwhile, so other boards' writes wait behind each call: the calls are kept short (BENCHMARKS.md, "The ledger").
 const applyCallEvents = maxLedgerItems
 
-// DefaultRestoreShare is Config.RestoreShare's default: a restore works half of its time and rests the other half.
-const DefaultRestoreShare = 0.5
+// DefaultRestoreShare is Config.RestoreShare's default: a restore does not rest, since its board answers
+// UNAVAILABLE until it is done; an operator who would rather keep the other boards' writes fast sets less.
+const DefaultRestoreShare = 1.0
 
 // restoreLockTTL is how long a restorer holds a board before another process may take over (refreshed while it
 // works).

@@ -84,6 +84,8 @@ type options struct {
 	// Ledger scenario: events on the board it restores, and writers on other boards meanwhile.
 	LedgerEvents  int
 	LedgerWriters int
+	// LedgerRestoreShare is the ledger server's LEDGER_RESTORE_SHARE; 0: not set (the server's default).
+	LedgerRestoreShare float64
 	// Profile builds the server with net/http/pprof (through go build -overlay; the repository is not changed)
 	// and saves CPU and allocation profiles of the key steps into Workdir.
 	Profile bool
@@ -123,6 +125,7 @@ func main() {
 	flag.StringVar(&subscribers, "subscribers", "", "fan-out scenario: comma-separated subscriber counts (default 1000,10000)")
 	flag.IntVar(&o.SubmitRate, "submit-rate", 0, "fan-out scenario: submissions per second (default 1000)")
 	flag.IntVar(&o.LedgerEvents, "ledger-events", 0, fmt.Sprintf("ledger scenario: events (players) on the board it restores from the ledger (default %d, %d with -quick)", ledgerEventsFull, ledgerEventsQuick))
+	flag.Float64Var(&o.LedgerRestoreShare, "ledger-restore-share", 0, "ledger scenario: the ledger server's LEDGER_RESTORE_SHARE, the share of its time a restore spends applying events (default: the server's)")
 	flag.IntVar(&o.LedgerWriters, "ledger-writers", 0, fmt.Sprintf("ledger scenario: closed-loop submitScore clients writing to %d other boards before and during the restore (default %d)", ledgerWriterBoards, ledgerWritersDefault))
 	flag.BoolVar(&o.SubmitProcess, "submit-process", false, "fan-out steps: submit from a process of their own (this binary re-run), as game servers would, instead of from goroutines that share the load generator's scheduler with the subscribers' readers; response times go through a shared memory file")
 	flag.BoolVar(&o.Floor, "floor", false, "with -baseline: add the HTTP floor to the submit and reads steps, a net/http server (this binary re-run) that answers every request with the new server's answer to one request of the step and does nothing else; its throughput is the ceiling of any server on net/http here, and \"of floor\" the share of it reached")

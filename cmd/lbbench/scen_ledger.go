@@ -203,6 +203,10 @@ func (e *env) startLedgerServer(ctx context.Context, db *ledgerDB) (*service, er
 	sv := &service{name: "ledger", desc: e.newSvc().desc + " with DATABASE_URL", prefix: prefixLedger,
 		bin: e.newSvc().bin, viaAPI: true, loaded: map[string]int{}}
 	extra := append([]string{"KEY_PREFIX=" + prefixLedger, "DATABASE_URL=" + db.srv.URL()}, e.o.ServerEnv...)
+	if e.o.LedgerRestoreShare > 0 {
+		extra = append(extra, fmt.Sprintf("LEDGER_RESTORE_SHARE=%g", e.o.LedgerRestoreShare))
+		sv.desc += fmt.Sprintf(", LEDGER_RESTORE_SHARE=%g", e.o.LedgerRestoreShare)
+	}
 	var err error
 	sv.proc, sv.addr, err = startServer(ctx, sv.bin, e.dir, "server-ledger.log", "REDIS_URL=redis://"+e.redisAddr, extra...)
 	if err != nil {

@@ -26,7 +26,7 @@ type Config struct {
 	// (lost boards restored, lagging ones caught up); default 5s.
 	LedgerCheckInterval time.Duration
 	// LedgerRestoreShare (LEDGER_RESTORE_SHARE): the share of its time a restore from the ledger spends applying
-	// events, above 0 and at most 1; it rests the rest, so other boards' writes keep their turns. Default 0.5.
+	// events, above 0 and at most 1; it rests the rest, so other boards' writes keep their turns. Default 1.
 	LedgerRestoreShare float64
 	KeyPrefix          string      // KEY_PREFIX: default "lb"; starts every Redis key
 	APIKeys            string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)

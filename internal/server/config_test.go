@@ -109,10 +109,10 @@ func TestLedgerConfig(t *testing.T) {
 	}
 }
 
-// README ("Configuration"): a restore works half its time by default; LEDGER_RESTORE_SHARE takes a number above 0
-// and at most 1, and anything else is a configuration error that names it.
+// README ("Configuration"): a restore does not rest by default (a share of 1); LEDGER_RESTORE_SHARE takes a number
+// above 0 and at most 1, and anything else is a configuration error that names it.
 func TestLedgerRestoreShareConfig(t *testing.T) {
-	for v, want := range map[string]float64{"": 0.5, "0.25": 0.25, "1": 1} {
+	for v, want := range map[string]float64{"": 1, "0.25": 0.25, "0.5": 0.5} {
 		c, err := LoadConfig(nil, func(k string) string {
 			if k == "LEDGER_RESTORE_SHARE" {
 				return v
