@@ -89,15 +89,7 @@ func BenchmarkRestore(b *testing.B) {
 		for k := i; k < min(i+1000, n); k++ {
 			subs = append(subs, leaderboard.Submission{Board: id, Player: fmt.Sprintf("p%d", k), Score: float64(k % 997)})
 		}
-		outs, err := s.SubmitMany(ctx, subs)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, o := range outs {
-			if o.Err != nil {
-				b.Fatal(o.Err)
-			}
-		}
+		submitAll(ctx, b, s, subs)
 	}
 	cpu := func() float64 {
 		info, err := rdb.Info(ctx, "cpu").Result()

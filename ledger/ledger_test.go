@@ -741,15 +741,7 @@ func TestRestoreRests(t *testing.T) {
 					subs[k] = leaderboard.Submission{Board: id, Player: fmt.Sprintf("p%04d", (i+k)%2500),
 						Score: float64((i + k) % 97)}
 				}
-				outs, err := s.SubmitMany(ctx, subs)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, o := range outs {
-					if o.Err != nil {
-						t.Fatal(o.Err)
-					}
-				}
+				submitAll(ctx, t, s, subs)
 			}
 			vs := views(ctx, t, s, id)
 			before := snap(ctx, t, s, vs)
@@ -769,5 +761,19 @@ func TestRestoreRests(t *testing.T) {
 				t.Fatalf("rebuilt board differs: %s", d)
 			}
 		})
+	}
+}
+
+// submitAll submits subs in one SubmitMany and fails tb unless every item is applied.
+func submitAll(ctx context.Context, tb testing.TB, s *leaderboard.Store, subs []leaderboard.Submission) {
+	tb.Helper()
+	outs, err := s.SubmitMany(ctx, subs)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, o := range outs {
+		if o.Err != nil {
+			tb.Fatal(o.Err)
+		}
 	}
 }
