@@ -27,7 +27,7 @@ import (
 // event); the fence lives at least as long as the period's keys, and makes recording the event again a no-op,
 // whichever process tries and however often.
 const (
-	OutboxMaxLen         = 100  // entries each board's outbox (and dead-letter stream) keeps; the oldest go first
+	OutboxMaxLen = 100 // entries each board's outbox (and dead-letter stream) keeps; the oldest go first
 	// closeCatchUp bounds how many closed periods of one window one check looks at (a process that was down
 	// records the ones it missed while their keys exist, up to this many).
 	closeCatchUp = 32

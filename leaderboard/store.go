@@ -374,4 +374,3 @@ func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
 	s.listIDs, s.listRead = ids, time.Now()
 	return ids, nil
 }
-
