@@ -104,6 +104,33 @@ const appendSQL = `WITH inp AS (
 SELECT (SELECT base FROM h), f.n, o.seq, o.fingerprint, (SELECT count(*) FROM ins)
 FROM inp i LEFT JOIN fresh f ON f.ord = i.ord LEFT JOIN old o ON o.ord = i.ord ORDER BY i.ord`
 
+// appendPlainSQL is appendSQL for a batch in which no event carries an eventId and none deletes the board (most
+// batches): every event is new, numbered from the board's head in order, so there is nothing to look up, and it
+// answers one row: the head before (NULL: the board is not live) and the rows inserted.
+const appendPlainSQL = `WITH h AS (
+	UPDATE boards SET head = head + cardinality($2::smallint[])
+	WHERE board_key = $1 AND deleted_at IS NULL
+	RETURNING head - cardinality($2::smallint[]) AS base
+), ins AS (
+	INSERT INTO events (board_key, seq, kind, player, score, event_id, fingerprint, achieved_ms, recorded_ms, name,
+		meta, args)
+	SELECT $1, h.base + t.ord, t.kind, t.player, t.score, t.event_id, t.fp, t.achieved, $11, t.name, t.meta, t.args
+	FROM h, unnest($2::smallint[], $3::bytea[], $4::float8[], $5::bytea[], $6::text[], $7::bigint[], $8::bytea[],
+		$9::text[], $10::text[]) WITH ORDINALITY AS t(kind, player, score, event_id, fp, achieved, name, meta, args, ord)
+	RETURNING 1
+)
+SELECT (SELECT base FROM h), (SELECT count(*) FROM ins)`
+
+// plainBatch reports whether appendPlainSQL may record b.
+func plainBatch(b leaderboard.AppendBatch) bool {
+	for _, e := range b.Events {
+		if e.EventID != "" || e.Kind == leaderboard.EventDelete {
+			return false
+		}
+	}
+	return true
+}
+
 // append records the batches in one round trip: creations first (each a transaction of its own), then every
 // other batch's statement in one pipeline, which PostgreSQL runs as one implicit transaction (one commit).
 func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) ([][]leaderboard.Appended, error) {
@@ -144,7 +171,11 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 		b := batches[i]
 		c := appendArgs(b)
 		recorded := b.RecordedAt.UnixMilli()
-		pb.Queue(appendSQL, keys[i], c.kind, c.player, c.score, c.eventID, c.fp, c.achieved, c.name, c.meta, c.args,
+		stmt := appendSQL
+		if plainBatch(b) {
+			stmt = appendPlainSQL
+		}
+		pb.Queue(stmt, keys[i], c.kind, c.player, c.score, c.eventID, c.fp, c.achieved, c.name, c.meta, c.args,
 			recorded)
 		for _, e := range b.Events {
 			if e.Kind == leaderboard.EventVoid {
@@ -162,6 +193,28 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 	for _, i := range order {
 		b := batches[i]
 		res := make([]leaderboard.Appended, len(b.Events))
+		if plainBatch(b) {
+			var base *int64
+			var inserted int64
+			if err := br.QueryRow().Scan(&base, &inserted); err != nil {
+				return nil, err
+			}
+			if base == nil {
+				l.keys.forget(b.Board)
+				return nil, errBoardGone
+			}
+			if inserted != int64(len(b.Events)) {
+				return nil, fmt.Errorf("ledger: %d events recorded of %d", inserted, len(b.Events))
+			}
+			for k, e := range b.Events {
+				res[k] = leaderboard.Appended{Seq: *base + int64(k) + 1, Fingerprint: e.Fingerprint}
+			}
+			if err := readVoids(br, b, res); err != nil {
+				return nil, err
+			}
+			out[i] = res
+			continue
+		}
 		rows, err := br.Query()
 		if err != nil {
 			return nil, err
@@ -207,15 +260,8 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 		if k != len(b.Events) {
 			return nil, fmt.Errorf("ledger: %d answers for %d events", k, len(b.Events))
 		}
-		for j, e := range b.Events {
-			if e.Kind != leaderboard.EventVoid {
-				continue
-			}
-			tag, err := br.Exec()
-			if err != nil {
-				return nil, err
-			}
-			res[j].Voided = int(tag.RowsAffected())
+		if err := readVoids(br, b, res); err != nil {
+			return nil, err
 		}
 		out[i] = res
 	}
@@ -230,6 +276,21 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 		}
 	}
 	return out, nil
+}
+
+// readVoids reads the answers of a batch's void statements (queued after its append) into res.
+func readVoids(br pgx.BatchResults, b leaderboard.AppendBatch, res []leaderboard.Appended) error {
+	for j, e := range b.Events {
+		if e.Kind != leaderboard.EventVoid {
+			continue
+		}
+		tag, err := br.Exec()
+		if err != nil {
+			return err
+		}
+		res[j].Voided = int(tag.RowsAffected())
+	}
+	return nil
 }
 
 func deref(s *string) string {
