@@ -777,3 +777,63 @@ func submitAll(ctx context.Context, tb testing.TB, s *leaderboard.Store, subs []
 		}
 	}
 }
+
+// TestAppendNumbersInOrder: batches with and without eventIds, of several boards in one call, get the seqs that
+// reading the board's events back shows (1, 2, 3, … without gaps, each event where it was sent), a repeated
+// eventId the seq of its first, and the board's head the last seq.
+func TestAppendNumbersInOrder(t *testing.T) {
+	ctx := ctxT(t, time.Minute)
+	l := openLedger(t, pgtest.Shared(t).Database(t))
+	s := newStore(redistest.Standalone(t).Client(t), l, newClock())
+	for _, id := range []string{"num-a", "num-b"} {
+		if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub := func(player, eventID string) leaderboard.LedgerEvent {
+		return leaderboard.LedgerEvent{Kind: leaderboard.EventSubmit, Player: player, Score: 1, EventID: eventID,
+			Fingerprint: "fp-" + player}
+	}
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	calls := [][]leaderboard.AppendBatch{
+		{{Board: "num-a", RecordedAt: now, Events: []leaderboard.LedgerEvent{sub("a1", ""), sub("a2", ""), sub("a3", "")}},
+			{Board: "num-b", RecordedAt: now, Events: []leaderboard.LedgerEvent{sub("b1", "x"), sub("b2", ""), sub("b3", "x")}}},
+		{{Board: "num-b", RecordedAt: now, Events: []leaderboard.LedgerEvent{sub("b4", ""), sub("b5", "")}},
+			{Board: "num-a", RecordedAt: now, Events: []leaderboard.LedgerEvent{sub("a4", "y"), sub("a5", "")}}},
+	}
+	// What each event must get: the seq reading back shows, or for a repeated eventId its first event's.
+	want := map[string]int64{"a1": 2, "a2": 3, "a3": 4, "a4": 5, "a5": 6, "b1": 2, "b2": 3, "b3": 2, "b4": 4, "b5": 5}
+	for _, call := range calls {
+		res, err := l.Append(ctx, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range call {
+			for k, e := range b.Events {
+				got := res[i][k]
+				if got.Seq != want[e.Player] || got.Duplicate != (e.Player == "b3") {
+					t.Fatalf("%s: %+v, want seq %d (duplicate: %v)", e.Player, got, want[e.Player], e.Player == "b3")
+				}
+			}
+		}
+	}
+	for id, players := range map[string][]string{"num-a": {"a1", "a2", "a3", "a4", "a5"}, "num-b": {"b1", "b2", "b4", "b5"}} {
+		lb, ok, err := l.Board(ctx, id)
+		if err != nil || !ok {
+			t.Fatalf("board %s: %v %v", id, ok, err)
+		}
+		evs, err := l.Events(ctx, lb.Key, 1, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != len(players) || lb.Head != int64(len(players)+1) {
+			t.Fatalf("%s: %d events after the create, head %d; want %d, %d", id, len(evs), lb.Head, len(players),
+				len(players)+1)
+		}
+		for k, e := range evs {
+			if e.Seq != int64(k+2) || e.Player != players[k] || e.Fingerprint != "fp-"+players[k] || want[e.Player] != e.Seq {
+				t.Fatalf("%s event %d: seq %d player %q fingerprint %q", id, k, e.Seq, e.Player, e.Fingerprint)
+			}
+		}
+	}
+}
