@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -49,9 +50,11 @@ func stopAllProcs() { procs.StopAll(stopProc) }
 
 var errBind = errors.New("address already in use")
 
-// waitReady polls addr with PING until it answers +PONG, the process exits,
-// or the deadline passes. If the process exited because it could not bind
-// (see logPath from offset logOff), the returned error wraps errBind.
+// waitReady polls addr until the redis-server of process p answers there, the
+// process exits, or the deadline passes. A server of another process on the
+// same port (a test binary beside this one picked it too) does not count: p
+// then exits unable to bind, and the returned error wraps errBind (see logPath
+// from offset logOff), so the caller tries another port.
 func waitReady(p *childproc.Proc, addr, logPath string, logOff int64, deadline time.Time) error {
 	var last error
 	for {
@@ -62,7 +65,7 @@ func waitReady(p *childproc.Proc, addr, logPath string, logOff int64, deadline t
 			}
 			return fmt.Errorf("redis-server on %s exited before becoming ready: %v", addr, p.Err())
 		}
-		if last = ping(addr, 500*time.Millisecond); last == nil {
+		if last = pingOwn(addr, p.Pid(), 500*time.Millisecond); last == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -72,23 +75,34 @@ func waitReady(p *childproc.Proc, addr, logPath string, logOff int64, deadline t
 	}
 }
 
-// ping sends an inline PING over a fresh connection and expects +PONG.
-func ping(addr string, timeout time.Duration) error {
+// pingOwn asks the server on addr for its process id (INFO server) and
+// expects pid.
+func pingOwn(addr string, pid int, timeout time.Duration) error {
 	conn, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := io.WriteString(conn, "PING\r\n"); err != nil {
+	if _, err := io.WriteString(conn, "INFO server\r\n"); err != nil {
 		return err
 	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	r := bufio.NewReader(conn)
+	head, err := r.ReadString('\n')
 	if err != nil {
 		return err
 	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("unexpected PING reply %q", strings.TrimSpace(line))
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil || n < 0 {
+		return fmt.Errorf("unexpected INFO reply %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return err
+	}
+	want := "process_id:" + strconv.Itoa(pid) + "\r\n"
+	if !strings.Contains(string(body), want) {
+		return fmt.Errorf("another redis-server answers on %s", addr)
 	}
 	return nil
 }

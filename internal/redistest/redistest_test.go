@@ -1,9 +1,11 @@
 package redistest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -450,5 +452,45 @@ func TestMakeTestIgnoresNoCluster(t *testing.T) {
 	}
 	if got := strings.TrimSpace(string(out)); got != "[]" {
 		t.Errorf("a recipe of the Makefile sees %s=%s, want it unset", NoClusterEnv, got)
+	}
+}
+
+// ping sends an inline PING over a fresh connection and expects +PONG.
+func ping(addr string, timeout time.Duration) error {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	if _, err := io.WriteString(conn, "PING\r\n"); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if line != "+PONG\r\n" {
+		return fmt.Errorf("unexpected PING reply %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// TestLaunchOnATakenPortIsNotReady: a redis-server launched on a port another redis-server already serves (a test
+// binary beside this one picked the same free port) is not taken for ready because the other one answers: the
+// launch fails with errBind, so newServer tries another port, and the other server is left alone.
+func TestLaunchOnATakenPortIsNotReady(t *testing.T) {
+	other := Standalone(t)
+	dir := t.TempDir()
+	port, _ := strconv.Atoi(other.Addr[strings.LastIndexByte(other.Addr, ':')+1:])
+	s := &Server{Addr: other.Addr, port: port, dir: dir, logPath: filepath.Join(dir, "taken.log")}
+	s.mu.Lock()
+	err := s.launch(time.Now().Add(10 * time.Second))
+	s.mu.Unlock()
+	if !errors.Is(err, errBind) {
+		t.Fatalf("launch on %s, served by pid %v: %v; want errBind", other.Addr, other.pids, err)
+	}
+	if err := ping(other.Addr, time.Second); err != nil {
+		t.Fatalf("the other server after the failed launch: %v", err)
 	}
 }
