@@ -1,11 +1,9 @@
 package redistest
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -73,8 +71,8 @@ func TestStandaloneStopStart(t *testing.T) {
 		if err == nil {
 			t.Fatal("PING succeeded after Stop")
 		}
-		if err := ping(addr, 200*time.Millisecond); err == nil {
-			t.Fatal("raw PING succeeded after Stop")
+		if err := pingOwn(addr, s.pids[len(s.pids)-1], 200*time.Millisecond); err == nil {
+			t.Fatal("the stopped server still answers")
 		}
 
 		if err := s.Start(); err != nil {
@@ -455,27 +453,6 @@ func TestMakeTestIgnoresNoCluster(t *testing.T) {
 	}
 }
 
-// ping sends an inline PING over a fresh connection and expects +PONG.
-func ping(addr string, timeout time.Duration) error {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(timeout))
-	if _, err := io.WriteString(conn, "PING\r\n"); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("unexpected PING reply %q", strings.TrimSpace(line))
-	}
-	return nil
-}
-
 // TestLaunchOnATakenPortIsNotReady: a redis-server launched on a port another redis-server already serves (a test
 // binary beside this one picked the same free port) is not taken for ready because the other one answers: the
 // launch fails with errBind, so newServer tries another port, and the other server is left alone.
@@ -490,7 +467,7 @@ func TestLaunchOnATakenPortIsNotReady(t *testing.T) {
 	if !errors.Is(err, errBind) {
 		t.Fatalf("launch on %s, served by pid %v: %v; want errBind", other.Addr, other.pids, err)
 	}
-	if err := ping(other.Addr, time.Second); err != nil {
+	if err := pingOwn(other.Addr, other.pids[len(other.pids)-1], time.Second); err != nil {
 		t.Fatalf("the other server after the failed launch: %v", err)
 	}
 }
