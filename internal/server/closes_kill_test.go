@@ -31,8 +31,10 @@ func TestWebhookSurvivesKilledProcess(t *testing.T) {
 	rx := newHookReceiver(t, 0, hold)
 	clock := &closeClock{t: time.Now()}
 	cfg := closeTestConfig(t, clock, rx.srv.URL)
-	cfg.Closes.Timeout = 500 * time.Millisecond
-	cfg.Closes.ClaimIdle = time.Second
+	// The takeover's request must reach the receiver before it times out, also on a loaded machine (where 500 ms
+	// once passed before the receiver read it, and the takeover's second attempt came first).
+	cfg.Closes.Timeout = 3 * time.Second
+	cfg.Closes.ClaimIdle = 4 * time.Second
 
 	logf, err := os.Create(filepath.Join(dir, "child.log"))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,6 +111,7 @@ type hookReceiver struct {
 	failFirst int
 	hold      chan struct{}
 	arrived   chan hookRequest // every request, as it arrives
+	arrivals  atomic.Int64     // requests that reached the handler: the first is held, the first failFirst fail
 	mu        sync.Mutex
 	reqs      []hookRequest
 }
@@ -129,9 +131,7 @@ func newHookReceiver(t *testing.T, failFirst int, hold chan struct{}) *hookRecei
 		if err := json.Unmarshal(body, &h.payload); err != nil {
 			t.Errorf("undecodable webhook body %q: %v", body, err)
 		}
-		r.mu.Lock()
-		n := len(r.reqs) + 1
-		r.mu.Unlock()
+		n := int(r.arrivals.Add(1))
 		h.status = http.StatusOK
 		if n <= r.failFirst {
 			h.status = http.StatusInternalServerError
