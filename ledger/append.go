@@ -166,13 +166,13 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 		}
 	}
 	var pb pgx.Batch
-	voids := 0
+	plain := make([]bool, len(batches)) // recorded by appendPlainSQL
 	for _, i := range order {
 		b := batches[i]
 		c := appendArgs(b)
 		recorded := b.RecordedAt.UnixMilli()
 		stmt := appendSQL
-		if plainBatch(b) {
+		if plain[i] = plainBatch(b); plain[i] {
 			stmt = appendPlainSQL
 		}
 		pb.Queue(stmt, keys[i], c.kind, c.player, c.score, c.eventID, c.fp, c.achieved, c.name, c.meta, c.args,
@@ -184,7 +184,6 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 					return nil, err
 				}
 				pb.Queue(q, args...)
-				voids++
 			}
 		}
 	}
@@ -193,7 +192,7 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 	for _, i := range order {
 		b := batches[i]
 		res := make([]leaderboard.Appended, len(b.Events))
-		if plainBatch(b) {
+		if plain[i] {
 			var base *int64
 			var inserted int64
 			if err := br.QueryRow().Scan(&base, &inserted); err != nil {
