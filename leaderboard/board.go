@@ -190,14 +190,8 @@ func (b *Board) normalize() error {
 	if b.MinScore != nil && b.MaxScore != nil && *b.MinScore > *b.MaxScore {
 		return errorf(Invalid, "minScore must not be above maxScore")
 	}
-	switch {
-	case b.Grace == 0:
-		b.Grace = DefaultGrace
-	case b.Grace < 0:
-		b.Grace = 0
-	}
-	if b.Grace > MaxGrace {
-		return errorf(Invalid, "grace must be between 0 and %s", MaxGrace)
+	if err := defaulted(&b.Grace, DefaultGrace, MaxGrace, "grace"); err != nil {
+		return err
 	}
 	b.Grace = b.Grace.Truncate(time.Millisecond) // as stored (graceMs), and as periods close (Board.closedAt)
 	if b.Retention == 0 {
@@ -316,14 +310,20 @@ const (
 )
 
 func (b *Board) normalizeCloseEventTop() error {
+	return defaulted(&b.CloseEventTop, DefaultCloseEventTop, MaxCloseEventTop, "closeEventTop")
+}
+
+// defaulted is the rule of a board's bounded settings: 0 stands for def, a negative value for none (0), and more
+// than most is Invalid.
+func defaulted[T int | time.Duration](v *T, def, most T, name string) error {
 	switch {
-	case b.CloseEventTop == 0:
-		b.CloseEventTop = DefaultCloseEventTop
-	case b.CloseEventTop < 0:
-		b.CloseEventTop = 0
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*v = 0
 	}
-	if b.CloseEventTop > MaxCloseEventTop {
-		return errorf(Invalid, "closeEventTop must be between 0 and %d", MaxCloseEventTop)
+	if *v > most {
+		return errorf(Invalid, "%s must be between 0 and %v", name, most)
 	}
 	return nil
 }
