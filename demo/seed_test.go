@@ -61,9 +61,14 @@ func TestSeedingLeavesTheStoreHalfItsTime(t *testing.T) {
 	cfg.Rate = 100 // a tick carries at most a second's worth: 100 items over three boards
 	start(t, store, cfg)
 	ctx := context.Background()
+	// The hook records a call once its reply is back, which can be after a read sees the board whole: wait for
+	// both.
 	eventually(t, 30*time.Second, "world board seeded", func() (bool, error) {
 		n, err := size(ctx, store, leaderboard.View{Board: demo.WorldBoard})
-		return n == int64(cfg.Players), err
+		calls.mu.Lock()
+		recorded := len(calls.calls)
+		calls.mu.Unlock()
+		return n == int64(cfg.Players) && recorded >= cfg.Players/100, err
 	})
 	calls.mu.Lock()
 	defer calls.mu.Unlock()
