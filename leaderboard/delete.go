@@ -170,7 +170,7 @@ func deletingToken(err error) (string, bool) {
 
 // createFinishingPurge runs the create script; when a deletion of the id is still being purged, it finishes that
 // purge and tries once more.
-// keys: the key base (the board's, or a shard's) and the board list of its slot; as: ” or 'shard' (create.lua).
+// keys: the key base (the board's, or a shard's) and the board list of its slot; as: empty, or "shard" (create.lua).
 func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id, as string) error {
 	create := func() error {
 		release, err := s.writes.acquire(ctx)
