@@ -106,3 +106,57 @@ func TestShardSmoke(t *testing.T) {
 		})
 	}
 }
+
+func TestShardCloseSmoke(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return now }})
+			b, err := s.CreateBoard(ctx, Board{ID: "shc", Shards: 5, Windows: []Window{Daily}, CloseEventTop: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var subs []Submission
+			for i := 0; i < 40; i++ {
+				subs = append(subs, Submission{Board: b.ID, Player: fmt.Sprintf("p%d", i), Score: float64(i % 4)})
+			}
+			if _, err := s.SubmitMany(ctx, subs); err != nil {
+				t.Fatal(err)
+			}
+			period := periodKey(Daily, periodStart(Daily, now, time.UTC))
+			want, err := s.Top(ctx, View{Board: b.ID, Window: Daily, Period: period}, 0, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, rec, err := s.RecordClose(ctx, b.ID, Daily, period, now)
+			if err != nil || !rec || id == "" {
+				t.Fatalf("close: %q %v %v", id, rec, err)
+			}
+			evs, err := s.Closes(ctx, b.ID, "0", 10)
+			if err != nil || len(evs) != 1 {
+				t.Fatalf("closes %v %v", evs, err)
+			}
+			if evs[0].Size != 40 || len(evs[0].Top) != 7 {
+				t.Fatalf("event %+v", evs[0])
+			}
+			for i, e := range evs[0].Top {
+				w := want.Entries[i]
+				if e.PlayerID != w.PlayerID || e.Rank != w.Rank || e.TieRank != w.TieRank || e.Score != w.Score {
+					t.Fatalf("top %d: %+v want %+v", i, e, w)
+				}
+			}
+			// Every shard is fenced: a score for the closed period is refused on each.
+			for i := 0; i < 40; i++ {
+				_, err := s.Submit(ctx, Submission{Board: b.ID, Player: fmt.Sprintf("q%d", i), Score: 9})
+				if ErrorCode(err) != PeriodClosed {
+					t.Fatalf("q%d (shard %d): %v", i, ShardOf(fmt.Sprintf("q%d", i), 5), err)
+				}
+			}
+			id2, rec2, err := s.RecordClose(ctx, b.ID, Daily, period, now)
+			if err != nil || rec2 || id2 != id {
+				t.Fatalf("second close: %q %v %v", id2, rec2, err)
+			}
+		})
+	}
+}
