@@ -94,6 +94,21 @@ func TestShardSmoke(t *testing.T) {
 					}
 				}
 			}
+			for sc := -1.0; sc <= 10; sc++ {
+				var ge, gt int64
+				for _, m := range model {
+					if m.score >= sc {
+						ge++
+					}
+					if m.score > sc {
+						gt++
+					}
+				}
+				e, err := s.RankForScore(ctx, View{Board: b.ID}, sc)
+				if err != nil || e.Rank != ge+1 || e.TieRank != gt+1 || e.Size != int64(len(ids)) {
+					t.Fatalf("rank for %v: %+v %v want %d/%d", sc, e, err, ge+1, gt+1)
+				}
+			}
 			if _, err := s.DeleteBoard(ctx, b.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -151,6 +166,15 @@ func TestShardCloseSmoke(t *testing.T) {
 				_, err := s.Submit(ctx, Submission{Board: b.ID, Player: fmt.Sprintf("q%d", i), Score: 9})
 				if ErrorCode(err) != PeriodClosed {
 					t.Fatalf("q%d (shard %d): %v", i, ShardOf(fmt.Sprintf("q%d", i), 5), err)
+				}
+			}
+			ps, err := s.Periods(ctx, b.ID, Daily)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range ps {
+				if p.Period == period && p.Size != 40 {
+					t.Fatalf("periods: %+v", ps)
 				}
 			}
 			id2, rec2, err := s.RecordClose(ctx, b.ID, Daily, period, now)

@@ -3,7 +3,7 @@
 -- na after it. A merged read adds the counts of every shard (rank = 1 + the players ahead on all of them) and merges
 -- the lists (top: a probe before everybody; aroundMe: the player's own). ARGV: definition SHA-1, window code,
 -- period, fields (F_UPDATED, F_META of common.lua), then per probe: internal score ('-inf': before everybody),
--- token ('' : before every player with that score), player (its own member is not listed; '' : none), nb, na.
+-- token ('' : before every player with that score, '+': after them), player (its own member is not listed; '' : none), nb, na.
 -- Reply: {players in the period on this shard, then per probe {ahead, better, before rows, after rows}}; a row is
 -- {player, internal score, updatedAt (0: not asked), meta, token}.
 local bad = check_def(ARGV[1])
@@ -54,6 +54,8 @@ for i = 5, #ARGV - 4, 5 do
     if player ~= '' and tok ~= '' then r = rcall('ZRANK', z, tok .. player) end
     if r then
       ahead, own = r, true
+    elseif tok == '+' then
+      ahead = better + rcall('ZCOUNT', z, xs, xs)
     elseif tok ~= '' then
       -- The members with this score are ranks better .. better+eq-1, ordered by token: find the first whose
       -- token is not before tok.
