@@ -94,6 +94,41 @@ func TestShardSmoke(t *testing.T) {
 					}
 				}
 			}
+			sn, err := s.Snapshot(ctx, View{Board: b.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A write after the snapshot is not in it.
+			if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: "late", Score: 100}); err != nil {
+				t.Fatal(err)
+			}
+			var got []Entry
+			for off := 0; ; off += 7 {
+				pg, err := sn.Page(ctx, off, 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(pg.Entries) == 0 {
+					break
+				}
+				got = append(got, pg.Entries...)
+			}
+			if len(got) != len(p.Entries) || sn.Size != p.Size {
+				t.Fatalf("export: %d rows size %d want %d", len(got), sn.Size, len(p.Entries))
+			}
+			for i, e := range got {
+				w := p.Entries[i]
+				if e.PlayerID != w.PlayerID || e.Rank != w.Rank || e.TieRank != w.TieRank || e.Score != w.Score ||
+					!e.UpdatedAt.Equal(w.UpdatedAt) || e.TopPercent != w.TopPercent {
+					t.Fatalf("export row %d: %+v want %+v", i, e, w)
+				}
+			}
+			if err := sn.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.RemovePlayer(ctx, b.ID, "late"); err != nil {
+				t.Fatal(err)
+			}
 			for sc := -1.0; sc <= 10; sc++ {
 				var ge, gt int64
 				for _, m := range model {
