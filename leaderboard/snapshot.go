@@ -49,9 +49,9 @@ type Snapshot struct {
 	// merge: a sharded board's snapshot, one part per shard, paged by merging them (shardsnap.go).
 	merge *snapshotMerge
 	id    string
-	once   sync.Once
-	stop   chan struct{} // closed by Close: the renewals end
-	done   chan struct{} // closed when they have
+	once  sync.Once
+	stop  chan struct{} // closed by Close: the renewals end
+	done  chan struct{} // closed when they have
 }
 
 // Snapshot copies the standings of v as they are now (see Snapshot). The copy is one script that holds Redis for
