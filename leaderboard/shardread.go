@@ -85,15 +85,8 @@ type shardRow struct {
 	tok    string
 }
 
-// before reports whether row a ranks before row b: a better (lower internal) score, then an earlier token (tokens
-// order as bytes: see token() in common.lua).
-func (a *shardRow) before(b *shardRow) bool {
-	if a.x != b.x {
-		return a.x < b.x
-	}
-	return a.tok < b.tok
-}
-
+// compareRows orders rows as a board does: a better (lower internal) score first, then an earlier arrival token
+// (tokens order as bytes: see token() in common.lua).
 func compareRows(a, b shardRow) int {
 	if c := cmp.Compare(a.x, b.x); c != 0 {
 		return c

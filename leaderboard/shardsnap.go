@@ -26,8 +26,7 @@ type snapshotMerge struct {
 // mergeRow is a snapshot row with what the merge orders it by.
 type mergeRow struct {
 	e   Entry
-	x   float64
-	tok string
+	row shardRow // x and tok: what the merge orders by
 }
 
 // snapshotSharded copies every shard of a sharded board's window period at once.
@@ -88,8 +87,7 @@ func (sn *Snapshot) pageMerged(ctx context.Context, offset, n int) (*Page, error
 					return nil, err
 				}
 			}
-			if len(m.buf[i]) > 0 && (k < 0 || m.buf[i][0].x < m.buf[k][0].x ||
-				m.buf[i][0].x == m.buf[k][0].x && m.buf[i][0].tok < m.buf[k][0].tok) {
+			if len(m.buf[i]) > 0 && (k < 0 || compareRows(m.buf[i][0].row, m.buf[k][0].row) < 0) {
 				k = i
 			}
 		}
@@ -98,10 +96,10 @@ func (sn *Snapshot) pageMerged(ctx context.Context, offset, n int) (*Page, error
 		}
 		row := m.buf[k][0]
 		m.buf[k] = m.buf[k][1:]
-		if m.next == 0 || row.x != m.lastX {
+		if m.next == 0 || row.row.x != m.lastX {
 			m.tie = m.next + 1
 		}
-		m.lastX = row.x
+		m.lastX = row.row.x
 		m.next++
 		if m.next > int64(offset) {
 			e := row.e
@@ -140,7 +138,7 @@ func (sn *Snapshot) fetch(ctx context.Context, i int) error {
 		if err != nil {
 			return redisError(err)
 		}
-		m.buf[i] = append(m.buf[i], mergeRow{e: e, x: x, tok: toString(row[7])})
+		m.buf[i] = append(m.buf[i], mergeRow{e: e, row: shardRow{x: x, tok: toString(row[7])}})
 	}
 	got := int64(len(reply) - 1)
 	m.pos[i] += got
