@@ -28,7 +28,7 @@ const (
 )
 
 // normalizeShards fills the default (1) and refuses what sharded boards do not keep: exactTop (its tail estimate
-// is per slot) and SEASON windows (a season starts and ends in one script on one slot).
+// is per slot).
 func (b *Board) normalizeShards() error {
 	if b.Shards == 0 {
 		b.Shards = 1
@@ -41,9 +41,6 @@ func (b *Board) normalizeShards() error {
 	}
 	if b.ExactTop > 0 {
 		return errorf(Invalid, "a sharded board keeps every rank exact: exactTop must not be set with shards")
-	}
-	if b.HasWindow(Season) {
-		return errorf(Invalid, "a sharded board has no SEASON window")
 	}
 	return nil
 }

@@ -219,3 +219,44 @@ func TestShardCloseSmoke(t *testing.T) {
 		})
 	}
 }
+
+func TestShardSeasonSmoke(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return now }})
+			b, err := s.CreateBoard(ctx, Board{ID: "shs", Shards: 4, Windows: []Window{Season}, Grace: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.StartSeason(ctx, b.ID, "s1", now.Add(24*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 30; i++ {
+				if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: fmt.Sprintf("p%d", i), Score: float64(i % 3)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := s.Top(ctx, View{Board: b.ID, Window: Season}, 0, 100)
+			if err != nil || p.Size != 30 || len(p.Entries) != 30 || p.Period != "s1" {
+				t.Fatalf("top: %+v %v", p, err)
+			}
+			// Ties by arrival: p2 (score 2) arrived first among the 2s.
+			if p.Entries[0].PlayerID != "p2" || p.Entries[1].PlayerID != "p5" || p.Entries[0].TieRank != 1 ||
+				p.Entries[1].TieRank != 1 || p.Entries[10].TieRank != 11 {
+				t.Fatalf("top order: %+v", p.Entries[:3])
+			}
+			now = now.Add(time.Hour)
+			if _, err := s.EndSeason(ctx, b.ID); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 30; i++ {
+				_, err := s.Submit(ctx, Submission{Board: b.ID, Player: fmt.Sprintf("q%d", i), Score: 5})
+				if ErrorCode(err) != PeriodClosed {
+					t.Fatalf("q%d after the season's end: %v", i, err)
+				}
+			}
+		})
+	}
+}
