@@ -260,3 +260,81 @@ func TestShardSeasonSmoke(t *testing.T) {
 		})
 	}
 }
+
+func TestShardExactTopSmoke(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return now }})
+			const E = 20
+			b, err := s.CreateBoard(ctx, Board{ID: "she", Shards: 3, ExactTop: E})
+			if err != nil {
+				t.Fatal(err)
+			}
+			score := map[string]float64{}
+			arr := map[string]int{}
+			var subs []Submission
+			for i := 0; i < 300; i++ {
+				p := fmt.Sprintf("p%d", i)
+				score[p], arr[p] = float64((i*37)%50), i
+				subs = append(subs, Submission{Board: b.ID, Player: p, Score: score[p]})
+			}
+			if _, err := s.SubmitMany(ctx, subs); err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]string, 0, len(score))
+			for p := range score {
+				ids = append(ids, p)
+			}
+			sort.Slice(ids, func(i, j int) bool {
+				a, b := ids[i], ids[j]
+				if score[a] != score[b] {
+					return score[a] > score[b]
+				}
+				return arr[a] < arr[b]
+			})
+			top, err := s.Top(ctx, View{Board: b.ID}, 0, 100)
+			if err != nil || len(top.Entries) != E || top.Size != 300 {
+				t.Fatalf("top: %d rows, size %d, %v", len(top.Entries), top.Size, err)
+			}
+			for i, e := range top.Entries {
+				if e.PlayerID != ids[i] || e.Rank != int64(i+1) || e.Approximate {
+					t.Fatalf("top %d: %+v want %s", i, e, ids[i])
+				}
+			}
+			for i, p := range ids {
+				e, err := s.Rank(ctx, View{Board: b.ID}, p)
+				if err != nil || e == nil {
+					t.Fatalf("rank %s: %v", p, err)
+				}
+				var better int64
+				for _, q := range ids {
+					if score[q] > score[p] {
+						better++
+					}
+				}
+				if i < E {
+					if e.Rank != int64(i+1) || e.Approximate || e.TieRank != better+1 {
+						t.Fatalf("exact %s: %+v want rank %d tie %d", p, e, i+1, better+1)
+					}
+				} else if !e.Approximate || e.Rank < better+1 || e.Rank > int64(i+1) {
+					t.Fatalf("tail %s: %+v want approximate within %d..%d", p, e, better+1, i+1)
+				}
+				a, err := s.Around(ctx, View{Board: b.ID}, p, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i >= E && (len(a) != 1 || a[0].PlayerID != p) {
+					t.Fatalf("around tail %s: %+v", p, a)
+				}
+				if i < E {
+					start, stop := aroundWindow(int64(i), E, 2)
+					if int64(len(a)) != stop-start+1 || a[int64(i)-start].PlayerID != p {
+						t.Fatalf("around %s: %+v", p, a)
+					}
+				}
+			}
+		})
+	}
+}

@@ -5,7 +5,8 @@
 -- period, fields (F_UPDATED, F_META of common.lua), then per probe: internal score ('-inf': before everybody),
 -- token ('' : before every player with that score, '+': after them), player (its own member is not listed; '' : none), nb, na.
 -- Reply: {players in the period on this shard, then per probe {ahead, better, before rows, after rows}}; a row is
--- {player, internal score, updatedAt (0: not asked), meta, token}.
+-- {player, internal score, updatedAt (0: not asked), meta, token}. On exactTop boards the counts add the shard's
+-- tail estimate (tail_before) and the rows come from its exact tier.
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3], true)
@@ -67,6 +68,11 @@ for i = 5, #ARGV - 4, 5 do
       end
       ahead = lo
     end
+  end
+  if xs ~= '-inf' and st.tn > 0 then
+    -- exactTop: the shard's players beyond its exact tier with a better score, estimated as rank_of does.
+    local t = tail_before(st, tonum(xs))
+    ahead, better = ahead + t, better + t
   end
   local before, after = {}, {}
   if nb > 0 and ahead > 0 then

@@ -231,7 +231,7 @@ func (s *Store) rowsOnShards(ctx context.Context, v *cachedBoard, w Window, p st
 // entryOf is the entry of a row at rank (tie: its tie rank, 0 when not asked) among size players.
 func (b *Board) entryOf(r shardRow, rank, tie, size int64) Entry {
 	e := Entry{PlayerID: r.player, Rank: rank, TieRank: tie, Score: b.userScore(r.x),
-		TopPercent: TopPercent(rank, size)}
+		TopPercent: TopPercent(rank, size), Approximate: b.approxAt(rank)}
 	if r.ts != 0 {
 		e.UpdatedAt = time.Unix(r.ts, 0).UTC()
 	}
@@ -283,6 +283,7 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 	}
 	slices.SortFunc(rows, compareRows)
 	size := sizeOf(near)
+	rows = rows[:r.Board.exactRows(int64(len(rows)))] // on exactTop boards only the exact tier is listed
 	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: size}
 	// The merged rows start at rank 1, so each row's tie rank is the rank of the first row with its score.
 	tie := int64(1)
@@ -370,7 +371,15 @@ func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, p
 		}
 	}
 	size := sizeOf(near)
-	start, stop := aroundWindow(at, size, radius)
+	if r.Board.approxAt(at + 1) {
+		// Beyond exactTop: the player's own estimated entry, as on a board of one shard.
+		tie := int64(0)
+		if arg&int(FieldTieRank) != 0 {
+			tie = min(better+1, at+1)
+		}
+		return []Entry{r.Board.entryOf(me, at+1, tie, size)}, nil
+	}
+	start, stop := aroundWindow(at, r.Board.exactRows(size), radius)
 	slices.SortFunc(before, compareRows)
 	slices.SortFunc(after, compareRows)
 	rows := make([]shardRow, 0, stop-start+1)

@@ -63,6 +63,7 @@ func (s *Store) snapshotSharded(ctx context.Context, r Resolved) (*Snapshot, err
 		p.stop, p.done = make(chan struct{}), make(chan struct{})
 		go p.renew()
 	}
+	sn.Rows = r.Board.exactRows(sn.Rows)
 	sn.once.Do(func() {}) // the parts renew themselves
 	return sn, nil
 }
@@ -79,7 +80,7 @@ func (sn *Snapshot) pageMerged(ctx context.Context, offset, n int) (*Page, error
 		m.done = make([]bool, len(m.parts))
 	}
 	p := &Page{Board: sn.Board.ID, Order: sn.Board.Order, Window: sn.Window, Period: sn.Period, Size: sn.Size}
-	for m.next < int64(offset+n) {
+	for m.next < sn.Board.exactRows(int64(offset+n)) { // on exactTop boards only the exact tier is listed
 		k := -1
 		for i := range m.parts {
 			if len(m.buf[i]) == 0 && !m.done[i] {

@@ -294,6 +294,7 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			}
 			j++
 			r.Entry.Rank = 1 + ahead
+			r.Entry.Approximate = b.approxAt(r.Entry.Rank)
 			if r.Entry.TieRank > 0 {
 				r.Entry.TieRank = 1 + better
 			}
