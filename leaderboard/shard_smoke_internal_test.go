@@ -94,6 +94,45 @@ func TestShardSmoke(t *testing.T) {
 					}
 				}
 			}
+			// A submission's result is its place on the whole board: equal to a read right after it, and its
+			// previous rank to a read right before.
+			for i := 0; i < 30; i++ {
+				pl := ids[rng.IntN(len(ids))]
+				before, err := s.Rank(ctx, View{Board: b.ID}, pl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := s.Submit(ctx, Submission{Board: b.ID, Player: pl, Score: before.Score + 1, EventID: fmt.Sprintf("e%d", i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				after, err := s.Rank(ctx, View{Board: b.ID}, pl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Entry.Rank != after.Rank || res.Entry.TieRank != after.TieRank || res.Size != p.Size ||
+					res.PreviousRank == nil || *res.PreviousRank != before.Rank || !res.Updated {
+					t.Fatalf("submit %s: %+v prev %v; read before %+v after %+v", pl, res.Entry, res.PreviousRank, before, after)
+				}
+				model[pl].score++
+				arr++
+				model[pl].arr = 1<<30 + arr
+			}
+			sort.Slice(ids, func(i, j int) bool {
+				a, b := model[ids[i]], model[ids[j]]
+				if a.score != b.score {
+					return a.score > b.score
+				}
+				return a.arr < b.arr
+			})
+			if p, err = s.Top(ctx, View{Board: b.ID}, 0, 1000); err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range p.Entries {
+				if e.PlayerID != ids[i] || e.Score != model[ids[i]].score {
+					t.Fatalf("row %d after the singles: %+v want %s", i, e, ids[i])
+				}
+			}
 			sn, err := s.Snapshot(ctx, View{Board: b.ID})
 			if err != nil {
 				t.Fatal(err)
