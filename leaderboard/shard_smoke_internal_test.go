@@ -377,3 +377,41 @@ func TestShardExactTopSmoke(t *testing.T) {
 		})
 	}
 }
+
+// An eventId's record lives on its player's shard: a retry is recognised, and an eventId used again for another
+// player is a conflict on that shard only.
+func TestShardEventIDs(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+			b, err := s.CreateBoard(ctx, Board{ID: "shev", Shards: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var same, other string // players on p0's shard and on another one
+			for i := 1; same == "" || other == ""; i++ {
+				p := fmt.Sprintf("p%d", i)
+				if ShardOf(p, 4) == ShardOf("p0", 4) {
+					same = p
+				} else {
+					other = p
+				}
+			}
+			r1, err := s.Submit(ctx, Submission{Board: b.ID, Player: "p0", Score: 5, EventID: "ev"})
+			if err != nil || r1.Duplicate {
+				t.Fatalf("first: %+v %v", r1, err)
+			}
+			r2, err := s.Submit(ctx, Submission{Board: b.ID, Player: "p0", Score: 5, EventID: "ev"})
+			if err != nil || !r2.Duplicate || r2.Entry.Rank != 1 {
+				t.Fatalf("retry: %+v %v", r2, err)
+			}
+			if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: same, Score: 5, EventID: "ev"}); ErrorCode(err) != Conflict {
+				t.Fatalf("another player on the shard: %v", err)
+			}
+			if r, err := s.Submit(ctx, Submission{Board: b.ID, Player: other, Score: 5, EventID: "ev"}); err != nil || r.Duplicate {
+				t.Fatalf("another player on another shard: %+v %v", r, err)
+			}
+		})
+	}
+}
