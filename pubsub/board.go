@@ -35,9 +35,9 @@ type board struct {
 	inMu     sync.Mutex
 	msgs     []inMsg         // raw event payloads
 	live     map[string]bool // the channels whose subscription is confirmed (and not lost since)
-	all      bool     // re-read every view and watch (lost events, overflow, reconnect)
-	snapshot bool     // every subscriber gets a snapshot after the next read (reconnect)
-	lists    bool     // re-read every view's list: this process wrote to the board (Hub.Changed)
+	all      bool            // re-read every view and watch (lost events, overflow, reconnect)
+	snapshot bool            // every subscriber gets a snapshot after the next read (reconnect)
+	lists    bool            // re-read every view's list: this process wrote to the board (Hub.Changed)
 	// listsFor is the newest change event the writes behind lists went out in (Hub.ChangedAt); nil when one of
 	// them did not say (Hub.Changed). Once that event is taken, its changes have had the lists read already.
 	listsFor *eventMark
