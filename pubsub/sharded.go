@@ -15,6 +15,8 @@ import "github.com/leaderboard/leaderboard/leaderboard"
 //   - Lost events: each shard's events are checked against that shard's counter (marks, read with every shard's
 //     counter before the lists, Store.ShardEventVersions), so a gap, a counter that started again or an
 //     undecodable event re-reads everything, as for an unsharded board.
+//   - exactTop: each shard keeps the board's exactTop players exact and the lists show the merged exact tier; a
+//     player beyond their shard's exact tier is beyond the board's too, so touches holds there as well.
 //   - Watched ranks are never derived from the events (their ranks are a shard's): a watched player is read again
 //     (Store.Ranks, merged) whenever a change on any shard may have moved them (shardMoved), and the watch key is
 //     set on every shard (Store.Watch), so that every shard publishes every change while ranks are watched.
@@ -65,6 +67,9 @@ func (b *board) shardMoved(ix changeIndex, w *watch) bool {
 	}
 	if w.last == nil {
 		return false // no score: only their own change gives them one
+	}
+	if w.last.Approximate {
+		return true // beyond exactTop the rank is an estimate from every shard's tail, which any change can move
 	}
 	x := w.last.Score // in the index's order, where lower is better (as the events' scores)
 	if b.def.Order == leaderboard.Desc {

@@ -45,6 +45,7 @@ func TestShardedTopUpdates(t *testing.T) {
 					{ID: "sum", Mode: leaderboard.Sum, Shards: shards},
 					{ID: "latest", Mode: leaderboard.Latest, Order: leaderboard.Asc, Shards: shards,
 						Windows: []leaderboard.Window{leaderboard.AllTime, leaderboard.Daily}},
+					{ID: "exact", Mode: leaderboard.Best, ExactTop: 20, Shards: shards},
 				}
 				ctx := t.Context()
 				var clients []*topClient
@@ -208,6 +209,95 @@ func TestShardedRankUpdates(t *testing.T) {
 				t.Fatalf("watched = %v, %v; want every shard watched", w, err)
 			}
 		})
+	}
+}
+
+// TestShardedRankWatchesFollowTheStore: players watched on every shard of a board (exactTop too, where ranks
+// beyond the exact tier are estimates) end where the store's merged reads put them, after writes on all shards.
+func TestShardedRankWatchesFollowTheStore(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		for _, exact := range []int{0, 15} {
+			t.Run(fmt.Sprintf("%s/exactTop%d", tg.Name, exact), func(t *testing.T) {
+				t.Parallel()
+				const shards = 7
+				st := newStore(t, tg.Client, redistest.Prefix(t))
+				h := startHub(t, st, Config{})
+				createBoard(t, st, leaderboard.Board{ID: "w", Shards: shards, ExactTop: exact})
+				ctx := t.Context()
+				v := leaderboard.View{Board: "w"}
+				type watcher struct {
+					player string
+					mu     sync.Mutex
+					last   *leaderboard.Entry
+				}
+				var ws []*watcher
+				for k := range shards {
+					for _, p := range shardPlayers("p", k, shards, 2) {
+						ch, err := h.SubscribeRank(ctx, v, p)
+						if err != nil {
+							t.Fatal(err)
+						}
+						w := &watcher{player: p}
+						go func() {
+							for e := range ch {
+								w.mu.Lock()
+								w.last = e
+								w.mu.Unlock()
+							}
+						}()
+						ws = append(ws, w)
+					}
+				}
+				var wg sync.WaitGroup
+				for g := range 4 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						r := rand.New(rand.NewPCG(uint64(g), 3))
+						for i := range 400 {
+							p := fmt.Sprintf("p%d", r.IntN(300))
+							if i%40 == 0 {
+								if _, err := st.RemovePlayer(ctx, "w", p); err != nil {
+									t.Error(err)
+								}
+								continue
+							}
+							submit(t, st, "w", p, float64(r.IntN(60)))
+						}
+					}()
+				}
+				wg.Wait()
+				row := func(e *leaderboard.Entry) string {
+					if e == nil || e.Rank == 0 {
+						return "none"
+					}
+					return fmt.Sprintf("rank=%d tie=%d score=%v approx=%v", e.Rank, e.TieRank, e.Score, e.Approximate)
+				}
+				for _, w := range ws {
+					var got, want string
+					ok := false
+					for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+						p, err := st.Ranks(ctx, v, []string{w.player})
+						if err != nil {
+							t.Fatal(err)
+						}
+						want = "none"
+						if len(p.Entries) == 1 {
+							want = row(&p.Entries[0])
+						}
+						w.mu.Lock()
+						got = row(w.last)
+						w.mu.Unlock()
+						if ok = got == want; ok {
+							break
+						}
+					}
+					if !ok {
+						t.Fatalf("%s (shard %d): watched %s, store %s", w.player, leaderboard.ShardOf(w.player, shards), got, want)
+					}
+				}
+			})
+		}
 	}
 }
 
