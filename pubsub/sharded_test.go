@@ -603,3 +603,54 @@ func TestShardedNoGoroutineLeak(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedRedisRestart: a sharded board's subscriptions survive a Redis restart: the board serves nothing from
+// memory until every shard's channel is subscribed again, and every subscriber gets a fresh snapshot.
+func TestShardedRedisRestart(t *testing.T) {
+	srv := redistest.Standalone(t)
+	st := newStore(t, srv.Client(t), redistest.Prefix(t))
+	h := startHub(t, st, Config{})
+	def := leaderboard.Board{ID: "rs", Shards: 3}
+	createBoard(t, st, def)
+	v := leaderboard.View{Board: "rs"}
+	for i := range 15 {
+		submit(t, st, "rs", fmt.Sprintf("p%d", i), float64(i))
+	}
+	var clients []*topClient
+	for range 20 {
+		clients = append(clients, follow(must(h.SubscribeTop(t.Context(), v, 10))))
+	}
+	for _, c := range clients {
+		waitTop(t, c, st, v, 2*time.Second)
+	}
+	srv.Stop()
+	time.Sleep(300 * time.Millisecond)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	createBoard(t, st, def) // the restarted Redis is empty
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := st.Submit(t.Context(), leaderboard.Submission{Board: "rs", Player: "after", Score: 7})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for k := range 3 {
+		submit(t, st, "rs", shardPlayers("q", k, 3, 1)[0], float64(20+k))
+	}
+	for _, c := range clients {
+		waitTop(t, c, st, v, 5*time.Second)
+		if _, _, snaps, _ := c.state(); snaps < 2 {
+			t.Fatalf("a subscriber got %d snapshots, want a fresh one after the restart", snaps)
+		}
+	}
+	waitFor(t, 3*time.Second, "hub Top equals the store's", func() bool {
+		ok, _ := topMatchesStore(t, h, st, v, 100)
+		return ok
+	})
+}
