@@ -241,6 +241,9 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 				out[i].Err = err
 				continue
 			}
+			// The event version is the shard's own counter's, and its event carries the shard's ranks: a listener
+			// cannot tell by it whether the merged lists it reads reflect the write (Hub.ChangedAt: 0 is "unknown").
+			res.EventEpoch, res.EventVersion = "", 0
 			row, _ := rows[m].([]any)
 			if len(row) < 17 {
 				out[i].Err = redisError(fmt.Errorf("sharded submit reply without tokens (%d fields)", len(row)))
