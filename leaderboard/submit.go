@@ -216,7 +216,7 @@ func (s *Store) publishArg() string {
 }
 
 // submitItemArgs is the number of a submission's script arguments before its windows' (two per window);
-// submitArrivalItemArg is the place of its arrival number among them ('': the period's own counter gives it; a
+// submitArrivalItemArg is the place of its arrival number among them (”: the period's own counter gives it; a
 // sharded board's submissions carry the board's, shardwrite.go).
 const (
 	submitItemArgs       = 10
