@@ -239,9 +239,9 @@ func (b *shardEnv) step(ctx context.Context, st Step, op Op, r *routed) (Sample,
 		return Sample{}, err
 	}
 	r0 := r.counts()
-	s0, g0, t0 := b.sv.usage(), selfUsage(), time.Now()
+	s0, g0, m0, t0 := b.sv.usage(), selfUsage(), machineBusy(), time.Now()
 	s := drive(ctx, st, op)
-	s1, g1, el := b.sv.usage(), selfUsage(), time.Since(t0).Seconds()
+	s1, g1, m1, el := b.sv.usage(), selfUsage(), machineBusy(), time.Since(t0).Seconds()
 	r1 := r.counts()
 	n1, err := b.snap(ctx)
 	if err != nil {
@@ -249,7 +249,7 @@ func (b *shardEnv) step(ctx context.Context, st Step, op Op, r *routed) (Sample,
 	}
 	s.CPU = (s1.CPU - s0.CPU).Seconds() / el
 	s.RSS = s1.RSS
-	s.Extra = map[string]float64{"gen_cpu": (g1.CPU - g0.CPU).Seconds() / el}
+	s.Extra = map[string]float64{"gen_cpu": (g1.CPU - g0.CPU).Seconds() / el, "machine": (m1 - m0).Seconds() / el}
 	addNodeStats(&s, n0, n1, el)
 	if r != nil {
 		var all float64
@@ -299,6 +299,13 @@ func (r *routed) submitOp(sv *service, board string) Op {
 		_, err := sv.hot.post(ctx, w, submitKey, submitBody(board, p, s))
 		return err
 	}
+}
+
+// busy formats the cores the whole machine used over a phase, and in brackets those of processes other than the
+// primaries, the server and the load generator (others' test runs share this machine).
+func busy(m Sample) string {
+	others := max(m.Extra["machine"]-m.Extra["redis_cpu"]-m.CPU-m.Extra["gen_cpu"], 0)
+	return fmt.Sprintf("%.2f (%.2f)", m.Extra["machine"], others)
 }
 
 // Figures per operation of a shards sample (0 when nothing was done).
@@ -551,13 +558,13 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 		"(submitScore, %d clients)", shardCount, shardClients),
 		head: []string{"board", "submissions/s", "p50", "p99", "script calls/submission", "script µs/call",
 			"script µs/submission", "Redis CPU µs/submission (all primaries)", "server CPU µs/submission",
-			"loadgen CPU µs", "errors"}}
+			"loadgen CPU µs", "machine busy, cores (others)", "errors"}}
 	row := func(sd *shardSide) {
 		m := medianSample(sd.runs)
 		t.add(sd.label, fmtRate(m.Rate), fmtDur(m.P50), fmtDur(m.P99), fmt.Sprintf("%.2f", shScriptsPerOp(m)),
 			fmt.Sprintf("%.1f", shScriptUsecCall(m)), fmt.Sprintf("%.1f", shScriptUsPerOp(m)),
 			fmt.Sprintf("%.1f", shRedisUsPerOp(m)),
-			fmt.Sprintf("%.1f", shServerUsPerOp(m)), fmt.Sprintf("%.1f", shGenUsPerOp(m)), fmtErrs(m))
+			fmt.Sprintf("%.1f", shServerUsPerOp(m)), fmt.Sprintf("%.1f", shGenUsPerOp(m)), busy(m), fmtErrs(m))
 	}
 	row(sharded)
 	row(plain)
@@ -566,7 +573,7 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 	t.add("sharded/unsharded", fmtTimes(ratio(reqRate)), fmtTimes(ratio(func(s Sample) float64 { return float64(s.P50) })),
 		fmtTimes(ratio(func(s Sample) float64 { return float64(s.P99) })), fmtTimes(ratio(shScriptsPerOp)),
 		fmtTimes(ratio(shScriptUsecCall)), fmtTimes(script), fmtTimes(redisCPU),
-		fmtTimes(ratio(shServerUsPerOp)), fmtTimes(ratio(shGenUsPerOp)), "")
+		fmtTimes(ratio(shServerUsPerOp)), fmtTimes(ratio(shGenUsPerOp)), "", "")
 	row(wide)
 	t.notes = append(t.notes, "Each run writes a fresh board of each kind, the two back to back (which goes first "+
 		"alternates); figures are medians over the runs, the ratio row the median of the per-run ratios. Script "+
@@ -580,6 +587,8 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 		"compare. Redis CPU: used_cpu_user + used_cpu_sys of every primary over the phase, summed, per "+
 		"submission: everything Redis did for it (requests, scripts, replies; the cluster bus, cron and the "+
 		"server's background commands too). The server's CPU from /proc; all of them share the machine's 2 cores. "+
+		"Machine busy: the cores the whole machine used over the phase (/proc/stat), and in brackets those "+
+		"of other processes than the primaries, the server and the load generator. "+
 		fmt.Sprintf("The %s row: a board of %d shards, two on each primary, written in the same runs (no target; "+
 			"for the capacity model: how the time per submission grows with S).", wide.label, wide.shards))
 	sm, pm := medianSample(sharded.runs), medianSample(plain.runs)
@@ -680,7 +689,7 @@ func (b *shardEnv) readsTables(ctx context.Context, probes *table) (*table, *tab
 		"%d clients", n, shardCount, shardClients),
 		head: []string{"read", "board", "req/s", "p50", "p99", "Redis commands/read (all primaries)",
 			"by command (calls/read)", "background commands/read (not counted)", "Redis CPU µs/read (all primaries)",
-			"server CPU µs/read", "errors"}}
+			"server CPU µs/read", "machine busy, cores (others)", "errors"}}
 	cmds := commandTable(fmt.Sprintf("8e. Sharded boards: Redis's time per read by command (%d players), summed "+
 		"over the primaries", n), "read", "req")
 	for _, rd := range shardReads() {
@@ -711,7 +720,7 @@ func (b *shardEnv) readsTables(ctx context.Context, probes *table) (*table, *tab
 			t.add(rd.name, sd.label, fmtRate(m.Rate), fmtDur(m.P50), fmtDur(m.P99),
 				fmt.Sprintf("%.2f", shCommandsPerOp(m)), commandsByCalls(m, false), commandsByCalls(m, true),
 				fmt.Sprintf("%.1f", shRedisUsPerOp(m)),
-				fmt.Sprintf("%.1f", shServerUsPerOp(m)), fmtErrs(m))
+				fmt.Sprintf("%.1f", shServerUsPerOp(m)), busy(m), fmtErrs(m))
 			addCommandRow(cmds, rd.name, sd.label, sd.runs, 1)
 		}
 		h := newRawHTTP(b.sv.addr, "/graphql")
@@ -737,7 +746,7 @@ func (b *shardEnv) readsTables(ctx context.Context, probes *table) (*table, *tab
 		t.add(rd.name, "sharded/unsharded", fmtTimes(medianRatio(sh.runs, pl.runs, reqRate)),
 			fmtTimes(medianRatio(sh.runs, pl.runs, func(s Sample) float64 { return float64(s.P50) })),
 			fmtTimes(medianRatio(sh.runs, pl.runs, func(s Sample) float64 { return float64(s.P99) })),
-			rc.text, "", "", cc.text, sc.text, "")
+			rc.text, "", "", cc.text, sc.text, "", "")
 		sh.checkErrs(e, fmt.Sprintf("%s on %d players, sharded vs unsharded", rd.name, n),
 			fmt.Sprintf("≤ %.0f× per read: commands sent (MONITOR) and run (commandstats), server CPU, Redis CPU",
 				shardReadCost),
@@ -764,7 +773,8 @@ func (b *shardEnv) readsTables(ctx context.Context, probes *table) (*table, *tab
 		"command a script runs counts on its own line too), without the background commands no read sends: "+
 		"SMEMBERS (the server's close checker lists every board every 5 s with one SMEMBERS per hash slot, "+
 		"16,384 a pass, whichever step it falls in), CLUSTER … and PING; they are shown apart. Redis CPU: INFO "+
-		"cpu of every primary, summed (the background included); server CPU: its /proc; each pair back to "+
+		"cpu of every primary, summed (the background included); server CPU: its /proc; machine busy as in "+
+		"table 8b; each pair back to "+
 		"back in every run (the first alternating), ratios per run, then the median. A ratio whose unsharded "+
 		"figure is about 0 (below 0.01 commands or 0.1 µs a read) is not taken: \"≈0\" when the sharded figure is "+
 		"too.")
