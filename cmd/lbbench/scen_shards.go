@@ -575,8 +575,9 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 		fmtTimes(ratio(shScriptUsecCall)), fmtTimes(script), fmtTimes(redisCPU),
 		fmtTimes(ratio(shServerUsPerOp)), fmtTimes(ratio(shGenUsPerOp)), "", "")
 	row(wide)
-	t.notes = append(t.notes, "Each run writes a fresh board of each kind, the two back to back (which goes first "+
-		"alternates); figures are medians over the runs, the ratio row the median of the per-run ratios. Script "+
+	t.notes = append(t.notes, "Each run writes a fresh board of each kind, back to back (the first rotating; the "+
+		"sharded and the unsharded board alternate which goes first); figures are medians over the runs, the ratio "+
+		"row the median of the per-run ratios. Script "+
 		"calls and µs: INFO commandstats' FCALL, EVALSHA (and read-only forms), summed over the primaries: Redis's "+
 		"time inside the scripts, their commands included, per call and per submission. On the unsharded board "+
 		"the server's batcher merges the concurrent submissions into one submit call of their items (up to 128), "+
@@ -1047,8 +1048,8 @@ func (b *shardEnv) capacityTable(sharded, plain, wide *shardSide) *table {
 	var spread []string
 	for d := len(b.nodes); d >= 1; d-- {
 		if counts[d] > 0 {
-			spread = append(spread, fmt.Sprintf("for %.1f %% of them on %d primaries",
-				100*float64(counts[d])/shardPlacementIDs, d))
+			spread = append(spread, fmt.Sprintf("%.1f %% have their %d shards on %d primaries",
+				100*float64(counts[d])/shardPlacementIDs, shardCount, d))
 		}
 	}
 	t.notes = append(t.notes, fmt.Sprintf("The model: a primary is one Redis process, one core; a submission costs "+
@@ -1065,10 +1066,9 @@ func (b *shardEnv) capacityTable(sharded, plain, wide *shardSide) *table {
 		"the server and the load generator, so the throughput measured here cannot grow with S (sharding spreads "+
 		"the same CPU over more processes on the same 2 cores); the column \"measured here\" is what they did "+
 		"together. The ceiling is a model of a cluster whose primaries each have a core of their own.", len(b.nodes)))
-	note := fmt.Sprintf("Placement: the %d shards of %d board ids (board-0 … board-%d) are %s of this cluster "+
-		"(redis-cli --cluster create: equal slot ranges; ShardKeyBase puts shard i in the i-th of S equal slot "+
-		"ranges counted from shard 0's).", shardCount, shardPlacementIDs, shardPlacementIDs-1,
-		strings.Join(spread, ", "))
+	note := fmt.Sprintf("Placement: of %d board ids (board-0 … board-%d), %s of this cluster (redis-cli "+
+		"--cluster create: equal slot ranges; ShardKeyBase puts shard i in the i-th of S equal slot ranges counted "+
+		"from shard 0's).", shardPlacementIDs, shardPlacementIDs-1, strings.Join(spread, ", "))
 	if counts[min(shardCount, len(b.nodes))] < shardPlacementIDs {
 		note += " A board whose shards share a primary gets less: with two of three shards on one primary, that " +
 			"primary takes ⅔ of the writes and the ceiling is 1.5 × per primary, not 3 ×. The steps above " +
