@@ -446,8 +446,9 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 		"its scripts ran there (MONITOR's lua lines). Round trips, from the code (leaderboard/shardwrite.go, "+
 		"shardread.go): a submission to a sharded board makes three in a row (a block of arrival numbers from "+
 		"shard 0, unless a block being taken covers it; the submit script on the player's shard; its placement "+
-		"on every shard, in parallel), rank and aroundMe two (the player's row from its shard, then every shard "+
-		"in parallel), top one (every shard in parallel) when the server's top cache does not answer it.")
+		"on the other shards, in parallel), rank and aroundMe two (the player found and placed on its shard, then "+
+		"placed on the other shards in parallel), top one (every shard in parallel) when the server's top cache "+
+		"does not answer it.")
 	cmds := commandTable("8c. Sharded boards: Redis's time per submission by command, summed over the primaries",
 		"board", "submission")
 	for _, sd := range []*shardSide{sharded, plain, wide} {
@@ -525,7 +526,8 @@ func (b *shardEnv) perPrimaryTable(sharded, plain *shardSide) *table {
 		"(leaderboard.ShardOf) is on that primary; on a sharded board each is one call of the submit script on "+
 		"its shard (submitSharded: no merging with other requests). Script calls, all: INFO commandstats' FCALL, "+
 		"FCALL_RO, EVALSHA and EVAL calls on the primary: besides the submit calls, the placement of every "+
-		"submission on every shard (shardnear.lua, one call per shard) and the board-wide arrival counter "+
+		"submission on the shards its player is not on (shardnear.lua, one call on each) and the board-wide "+
+		"arrival counter "+
 		"(arrivals.lua, shard 0, one call per block of waiting submissions); \"not submit\" is all of them "+
 		"less the submissions. Script µs: those calls' time (commandstats). Redis CPU: used_cpu_user + "+
 		"used_cpu_sys of the redis-server, everything it did (the cluster bus and cron included). Shards: the "+
@@ -582,8 +584,8 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 		"time inside the scripts, their commands included, per call and per submission. On the unsharded board "+
 		"the server's batcher merges the concurrent submissions into one submit call of their items (up to 128), "+
 		"so a call carries several; on the sharded board every submission makes its own calls: the submit "+
-		"script on its shard, the placement of the new (and previous) score on every shard (shardnear.lua, one "+
-		"call per shard, in one pipeline) and its share of a call of the arrival counter on shard 0 (arrivals.lua, "+
+		"script on its shard, the placement of the new (and previous) score on the other shards (shardnear.lua, "+
+		"one call on each, in one pipeline) and its share of a call of the arrival counter on shard 0 (arrivals.lua, "+
 		"one per block of the submissions waiting meanwhile). The per-submission figures are the ones that "+
 		"compare. Redis CPU: used_cpu_user + used_cpu_sys of every primary over the phase, summed, per "+
 		"submission: everything Redis did for it (requests, scripts, replies; the cluster bus, cron and the "+
