@@ -1,0 +1,834 @@
+package leaderboard_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// shardStore returns a store with a fresh prefix over rdb whose clock is a test clock.
+func shardStore(t *testing.T, rdb redis.UniversalClient) (*lb.Store, *testClock) {
+	clock := &testClock{t: time.Date(2031, 5, 6, 12, 0, 0, 0, time.UTC)}
+	return lb.New(rdb, lb.Config{Prefix: redistest.Prefix(t), Clock: clock.Now}), clock
+}
+
+// onShards returns, for each shard of a board of the given shards, n player ids that ShardOf puts there.
+func onShards(t *testing.T, tag string, shards, n int) [][]string {
+	t.Helper()
+	out := make([][]string, shards)
+	left := shards * n
+	for i := 0; left > 0; i++ {
+		if i > 1_000_000 {
+			t.Fatalf("ShardOf(_, %d): no %d players on every shard among a million ids: %v", shards, n, out)
+		}
+		id := fmt.Sprintf("%s%d", tag, i)
+		sh := lb.ShardOf(id, shards)
+		if sh < 0 || sh >= shards {
+			t.Fatalf("ShardOf(%q, %d) = %d", id, shards, sh)
+		}
+		if len(out[sh]) < n {
+			out[sh] = append(out[sh], id)
+			left--
+		}
+	}
+	return out
+}
+
+func wantTop(t *testing.T, s *lb.Store, v lb.View, want []string) {
+	t.Helper()
+	if got := topIDs(t, s, v, len(want)+5); !slices.Equal(got, want) {
+		t.Fatalf("top %v, want %v", got, want)
+	}
+}
+
+// TestShardedFairTiesAcrossShards: equal scores rank by first arrival board-wide, whichever shards the players
+// live on, although one shard has taken hundreds of arrivals before (per-shard counters would put a later arrival
+// on a quiet shard first). Single submits arrive in call order, the items of one SubmitMany call in input order;
+// resubmitting the same score keeps the position; leaving the score and coming back, and removal and re-entry,
+// are new arrivals; Rank, TieRank, Around and Friends agree.
+func TestShardedFairTiesAcrossShards(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	for _, shards := range []int{3, 7, 16} {
+		for _, order := range []lb.Order{lb.Desc, lb.Asc} {
+			t.Run(fmt.Sprintf("S=%d/%s", shards, order), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				s, _ := shardStore(t, rdb)
+				b := mustBoard(t, s, lb.Board{ID: "ties", Order: order, Mode: lb.Latest, Shards: shards})
+				v := lb.View{Board: b.ID}
+				tie, low, high := 100.0, 50.0, 200.0
+				if order == lb.Asc {
+					tie, low, high = 100, 150, 10
+				}
+				sub := func(p string, score float64) *lb.Result {
+					t.Helper()
+					return mustSubmit(t, s, lb.Submission{Board: b.ID, Player: p, Score: score})
+				}
+				ps := onShards(t, "t", shards, 4)
+				// Shard 0 takes 300 arrivals, the last shard 40, the others none, all below the tie.
+				warm := ps[0][3]
+				for i := range 300 {
+					sub(warm, low-float64(i%7))
+				}
+				sub(warm, low)
+				for i := range 40 {
+					sub(ps[shards-1][3], low-float64(i%5))
+				}
+				sub(ps[shards-1][3], low)
+				// The busy shard first, then quiet ones, then the busy one again.
+				b0, a1, c2, d0 := ps[0][0], ps[1][0], ps[2][0], ps[0][1]
+				for i, p := range []string{b0, a1, c2, d0} {
+					if r := sub(p, tie); r.Entry.Rank != int64(i+1) || r.Entry.TieRank != 1 {
+						t.Fatalf("%s (shard %d) is arrival %d at %v: rank %d tieRank %d", p, lb.ShardOf(p, shards),
+							i+1, tie, r.Entry.Rank, r.Entry.TieRank)
+					}
+				}
+				wantTop(t, s, v, []string{b0, a1, c2, d0, warm, ps[shards-1][3]})
+				for i, p := range []string{b0, a1, c2, d0} {
+					e, err := s.Rank(ctx, v, p)
+					if err != nil || e == nil || e.Rank != int64(i+1) || e.TieRank != 1 || e.Score != tie {
+						t.Fatalf("Rank(%s) = %+v, %v; want rank %d tieRank 1", p, e, err, i+1)
+					}
+				}
+				// The items of one SubmitMany call arrive in input order, across shards.
+				x, y, z := ps[2][1], ps[1][1], ps[0][2]
+				outs, err := s.SubmitMany(ctx, []lb.Submission{{Board: b.ID, Player: x, Score: high},
+					{Board: b.ID, Player: y, Score: high}, {Board: b.ID, Player: z, Score: high}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, o := range outs {
+					if o.Err != nil {
+						t.Fatal(o.Err)
+					}
+				}
+				wantTop(t, s, v, []string{x, y, z, b0, a1, c2, d0, warm, ps[shards-1][3]})
+				// Same score again: the position is kept.
+				if r := sub(b0, tie); r.Updated || r.Entry.Rank != 4 {
+					t.Fatalf("%s resubmits its score: updated %v rank %d; want false 4", b0, r.Updated, r.Entry.Rank)
+				}
+				// Leaving the score and coming back is a new arrival.
+				sub(b0, low)
+				if r := sub(b0, tie); r.Entry.Rank != 7 || r.Entry.TieRank != 4 {
+					t.Fatalf("%s back at the tie: rank %d tieRank %d; want 7 4", b0, r.Entry.Rank, r.Entry.TieRank)
+				}
+				wantTop(t, s, v, []string{x, y, z, a1, c2, d0, b0, warm, ps[shards-1][3]})
+				// Removal and re-entry is a new arrival.
+				if ok, err := s.RemovePlayer(ctx, b.ID, a1); err != nil || !ok {
+					t.Fatalf("RemovePlayer(%s) = %v, %v", a1, ok, err)
+				}
+				wantTop(t, s, v, []string{x, y, z, c2, d0, b0, warm, ps[shards-1][3]})
+				sub(a1, tie)
+				want := []string{x, y, z, c2, d0, b0, a1, warm, ps[shards-1][3]}
+				wantTop(t, s, v, want)
+				if n, err := s.Size(ctx, v); err != nil || n != int64(len(want)) {
+					t.Fatalf("Size = %d, %v; want %d", n, err, len(want))
+				}
+				// Around and Friends follow the same order.
+				got, err := s.Around(ctx, v, d0, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ids := entryIDs(got); !slices.Equal(ids, []string{z + "@3", c2 + "@4", d0 + "@5", b0 + "@6", a1 + "@7"}) {
+					t.Fatalf("Around(%s, 2) = %v", d0, ids)
+				}
+				fr, err := s.Friends(ctx, v, a1, []string{b0, x, c2, "nobody", warm})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ids := entryIDs(fr); !slices.Equal(ids, []string{x + "@1", c2 + "@4", b0 + "@6", a1 + "@7", warm + "@8"}) {
+					t.Fatalf("Friends = %v", ids)
+				}
+				for _, e := range fr {
+					wantTie := map[string]int64{x: 1, c2: 4, b0: 4, a1: 4, warm: 8}[e.PlayerID]
+					if e.TieRank != wantTie {
+						t.Fatalf("Friends: %s tieRank %d, want %d", e.PlayerID, e.TieRank, wantTie)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestShardedTiesAcrossStores: one goroutine alternating between two stores (two processes, each with its own
+// client) submits equal scores on a sharded board: they arrive in call order, whichever store made the call
+// (a counter that each store took in batches of its own would put one store's later calls first).
+func TestShardedTiesAcrossStores(t *testing.T) {
+	t.Parallel()
+	cl := shardClient(t)
+	s1, clock := shardStore(t, cl)
+	var cl2 redis.UniversalClient
+	if v, ok := cl.(*redis.ClusterClient); ok {
+		cl2 = redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{v.Options().Addrs[0]}})
+	} else {
+		cl2 = redis.NewClient(&redis.Options{Addr: cl.(*redis.Client).Options().Addr})
+	}
+	t.Cleanup(func() { cl2.Close() })
+	s2 := lb.New(cl2, lb.Config{Prefix: s1.Prefix(), Clock: clock.Now})
+	ctx := context.Background()
+	const shards = 7
+	b := mustBoard(t, s1, lb.Board{ID: "two stores", Shards: shards})
+	ps := onShards(t, "x", shards, 6)
+	var want []string
+	for round := range 6 {
+		for sh := range shards {
+			p := ps[(sh*5+round)%shards][round]
+			st := []*lb.Store{s1, s2}[(round+sh)%2]
+			if (round+sh)%3 == 0 { // some through SubmitMany
+				outs, err := st.SubmitMany(ctx, []lb.Submission{{Board: b.ID, Player: p, Score: 10}})
+				if err != nil || outs[0].Err != nil {
+					t.Fatal(err, outs[0].Err)
+				}
+			} else {
+				mustSubmit(t, st, lb.Submission{Board: b.ID, Player: p, Score: 10})
+			}
+			want = append(want, p)
+		}
+	}
+	for _, st := range []*lb.Store{s1, s2} {
+		p, err := st.Top(ctx, lb.View{Board: b.ID}, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]string, len(p.Entries))
+		for i, e := range p.Entries {
+			got[i] = e.PlayerID
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("equal scores from two stores, one call after another:\n got %v\nwant %v", got, want)
+		}
+	}
+}
+
+// TestShardedSubmitManyResults: the result of every item of a SubmitMany call on a quiet sharded board is the one
+// an unsharded board gives: its rank, tie rank, previous rank and size right after the items before it (in input
+// order, across shards) were applied. S=1 runs the same calls as a control of the model.
+func TestShardedSubmitManyResults(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	for _, shards := range []int{1, 7} {
+		t.Run(fmt.Sprintf("S=%d", shards), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, clock := shardStore(t, rdb)
+			def := lb.Board{ID: "many", Mode: lb.Best, Shards: shards}
+			mustBoard(t, s, def)
+			m := newShardModel(def)
+			rng := rand.New(rand.NewPCG(4, 6))
+			for call := range 8 {
+				clock.Set(clock.Now().Add(time.Second))
+				batch := make([]lb.Submission, 150)
+				for i := range batch {
+					batch[i] = lb.Submission{Board: def.ID, Player: fmt.Sprintf("m%d", rng.IntN(120)),
+						Score: float64(rng.IntN(8))}
+				}
+				outs, err := s.SubmitMany(ctx, batch)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i, sub := range batch {
+					k := mKey{lb.AllTime, "all"}
+					var prev *int64
+					if _, ok := m.periods[k][sub.Player]; ok {
+						r, _, _ := m.rankOf(k, sub.Player)
+						prev = &r
+					}
+					m.submit(sub, clock.Now())
+					rank, tie, size := m.rankOf(k, sub.Player)
+					o := outs[i]
+					if o.Err != nil {
+						t.Fatal(o.Err)
+					}
+					r := o.Result
+					if r.Entry.Rank != rank || r.Entry.TieRank != tie || r.Size != size ||
+						(r.PreviousRank == nil) != (prev == nil) || (prev != nil && *r.PreviousRank != *prev) {
+						pr := "nil"
+						if r.PreviousRank != nil {
+							pr = fmt.Sprint(*r.PreviousRank)
+						}
+						wp := "nil"
+						if prev != nil {
+							wp = fmt.Sprint(*prev)
+						}
+						t.Fatalf("call %d item %d (%s -> %v, shard %d): rank %d tieRank %d size %d previousRank %s; "+
+							"want %d %d %d %s (as after the items before it)", call, i, sub.Player, sub.Score,
+							lb.ShardOf(sub.Player, max(shards, 1)), r.Entry.Rank, r.Entry.TieRank, r.Size, pr,
+							rank, tie, size, wp)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestShardedEventIDs: eventIds on a sharded board behave as on an unsharded one (S=1 runs the same as a
+// control): a retry gets the first result back (Duplicate); the same eventId for another player (on another
+// shard) or another score is a CONFLICT and changes nothing; two items of one call with one eventId apply once;
+// 500 events sent 4 times each concurrently over players of every shard are applied once each.
+func TestShardedEventIDs(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	for _, shards := range []int{1, 7} {
+		t.Run(fmt.Sprintf("S=%d", shards), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, _ := shardStore(t, rdb)
+			b := mustBoard(t, s, lb.Board{ID: "events", Mode: lb.Sum, Shards: shards})
+			v := lb.View{Board: b.ID}
+			ps := onShards(t, "e", 7, 2) // seven shards' worth of players, whatever this board's S
+			p, q := ps[0][0], ps[3][0]
+			first := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: p, Score: 5, EventID: "ev-1"})
+			mustSubmit(t, s, lb.Submission{Board: b.ID, Player: ps[1][0], Score: 9})
+			again := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: p, Score: 5, EventID: "ev-1"})
+			if !again.Duplicate || first.Duplicate || again.Entry.Rank != first.Entry.Rank ||
+				again.Entry.Score != first.Entry.Score {
+				t.Fatalf("retry of ev-1: %+v; first %+v", again, first)
+			}
+			for _, sub := range []lb.Submission{
+				{Board: b.ID, Player: q, Score: 5, EventID: "ev-1"}, // another player, another shard
+				{Board: b.ID, Player: p, Score: 6, EventID: "ev-1"}, // another score
+			} {
+				if _, err := s.Submit(ctx, sub); lb.ErrorCode(err) != lb.Conflict {
+					t.Fatalf("ev-1 reused for %s %v: %v, want CONFLICT", sub.Player, sub.Score, err)
+				}
+			}
+			if e, err := s.Rank(ctx, v, q); err != nil || e != nil {
+				t.Fatalf("the refused reuse of ev-1 wrote %s: %+v, %v", q, e, err)
+			}
+			if e, err := s.Rank(ctx, v, p); err != nil || e == nil || e.Score != 5 {
+				t.Fatalf("%s after the refused reuse: %+v, %v; want score 5", p, e, err)
+			}
+			outs, err := s.SubmitMany(ctx, []lb.Submission{{Board: b.ID, Player: q, Score: 2, EventID: "ev-2"},
+				{Board: b.ID, Player: ps[5][0], Score: 1}, {Board: b.ID, Player: q, Score: 2, EventID: "ev-2"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if outs[0].Err != nil || outs[2].Err != nil || outs[0].Result.Duplicate || !outs[2].Result.Duplicate {
+				t.Fatalf("ev-2 twice in one call: %+v %v, %+v %v", outs[0].Result, outs[0].Err, outs[2].Result, outs[2].Err)
+			}
+			if e, err := s.Rank(ctx, v, q); err != nil || e == nil || e.Score != 2 {
+				t.Fatalf("%s after ev-2 twice: %+v, %v; want 2", q, e, err)
+			}
+
+			const events, tries = 500, 4
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			applied := map[string]int{}
+			sem := make(chan struct{}, 32)
+			for i := range events {
+				for range tries {
+					wg.Add(1)
+					sem <- struct{}{}
+					go func() {
+						defer func() { <-sem; wg.Done() }()
+						player := ps[i%7][1]
+						r, err := s.Submit(ctx, lb.Submission{Board: b.ID, Player: player, Score: 1,
+							EventID: fmt.Sprintf("c-%d", i)})
+						if err != nil {
+							t.Errorf("event c-%d: %v", i, err)
+							return
+						}
+						if !r.Duplicate {
+							mu.Lock()
+							applied[fmt.Sprintf("c-%d", i)]++
+							mu.Unlock()
+						}
+					}()
+				}
+			}
+			wg.Wait()
+			if t.Failed() {
+				return
+			}
+			if len(applied) != events {
+				t.Fatalf("%d events applied, want %d", len(applied), events)
+			}
+			for id, n := range applied {
+				if n != 1 {
+					t.Fatalf("event %s applied %d times", id, n)
+				}
+			}
+			for sh := range 7 {
+				want := float64(events / 7)
+				if sh < events%7 {
+					want++
+				}
+				if e, err := s.Rank(ctx, v, ps[sh][1]); err != nil || e == nil || e.Score != want {
+					t.Fatalf("%s after its retried events: %+v, %v; want %v", ps[sh][1], e, err, want)
+				}
+			}
+		})
+	}
+}
+
+// writersScale is how many calls each writer of TestShardedConcurrentWriters makes.
+func writersScale() int {
+	if testing.Short() || raceEnabled {
+		return 80
+	}
+	return 250
+}
+
+// TestShardedConcurrentWriters: 16 goroutines over two stores (two clients) write BEST and SUM boards of 3 and 16
+// shards at once, through Submit and SubmitMany, on overlapping players. Afterwards, quiet, nobody is counted twice
+// or missed: Size and the whole Top are the set of players submitted, every BEST score is the best submitted (order
+// independent) and every SUM the total; ranks are 1..n in score order, tie ranks count the better scores, and
+// Ranks, Around and Friends agree with Top.
+func TestShardedConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	for _, shards := range []int{3, 16} {
+		for _, mode := range []lb.Mode{lb.Best, lb.Sum} {
+			t.Run(fmt.Sprintf("S=%d/%s", shards, mode), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				s1, clock := shardStore(t, rdb)
+				s2 := lb.New(rdb, lb.Config{Prefix: s1.Prefix(), Clock: clock.Now})
+				b := mustBoard(t, s1, lb.Board{ID: "writers", Mode: mode, Shards: shards})
+				const writers, pool = 16, 1500
+				calls := writersScale()
+				var mu sync.Mutex
+				want := map[string]float64{}
+				var wg sync.WaitGroup
+				for w := range writers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						st := []*lb.Store{s1, s2}[w%2]
+						rng := rand.New(rand.NewPCG(uint64(w), uint64(shards)))
+						mine := map[string]float64{}
+						apply := func(sub lb.Submission) {
+							if old, ok := mine[sub.Player]; ok {
+								if mode == lb.Sum {
+									sub.Score += old
+								} else {
+									sub.Score = max(sub.Score, old)
+								}
+							}
+							mine[sub.Player] = sub.Score
+						}
+						for range calls {
+							n := 1
+							if rng.IntN(3) > 0 {
+								n = 1 + rng.IntN(40)
+							}
+							batch := make([]lb.Submission, n)
+							for i := range batch {
+								batch[i] = lb.Submission{Board: b.ID, Player: fmt.Sprintf("w%d", rng.IntN(pool)),
+									Score: float64(rng.IntN(30))}
+							}
+							outs, err := st.SubmitMany(ctx, batch)
+							if err != nil {
+								t.Errorf("SubmitMany: %v", err)
+								return
+							}
+							for i, o := range outs {
+								if o.Err != nil {
+									t.Errorf("item %+v: %v", batch[i], o.Err)
+									return
+								}
+								apply(batch[i])
+							}
+						}
+						mu.Lock()
+						defer mu.Unlock()
+						for p, sc := range mine {
+							if old, ok := want[p]; ok {
+								if mode == lb.Sum {
+									sc += old
+								} else {
+									sc = max(sc, old)
+								}
+							}
+							want[p] = sc
+						}
+					}()
+				}
+				wg.Wait()
+				if t.Failed() {
+					return
+				}
+				checkSettled(t, s1, lb.View{Board: b.ID}, want)
+			})
+		}
+	}
+}
+
+// checkSettled holds a quiet DESC board to the players and scores it must have (order of arrival unknown).
+func checkSettled(t *testing.T, s *lb.Store, v lb.View, want map[string]float64) {
+	t.Helper()
+	ctx := context.Background()
+	n := len(want)
+	if got, err := s.Size(ctx, v); err != nil || got != int64(n) {
+		t.Fatalf("Size = %d, %v; want %d players", got, err, n)
+	}
+	var all []lb.Entry
+	for off := 0; off < n; off += lb.MaxFirst {
+		p, err := s.Top(ctx, v, off, lb.MaxFirst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Size != int64(n) {
+			t.Fatalf("Top(%d): size %d, want %d", off, p.Size, n)
+		}
+		all = append(all, p.Entries...)
+	}
+	if len(all) != n {
+		t.Fatalf("Top lists %d entries, want %d", len(all), n)
+	}
+	seen := map[string]bool{}
+	var tie int64
+	for i, e := range all {
+		if seen[e.PlayerID] {
+			t.Fatalf("%s listed twice (rank %d)", e.PlayerID, e.Rank)
+		}
+		seen[e.PlayerID] = true
+		sc, ok := want[e.PlayerID]
+		if !ok {
+			t.Fatalf("%s listed (rank %d) but never submitted", e.PlayerID, e.Rank)
+		}
+		if e.Score != sc {
+			t.Fatalf("%s has %v, want %v", e.PlayerID, e.Score, sc)
+		}
+		if e.Rank != int64(i+1) {
+			t.Fatalf("entry %d has rank %d", i, e.Rank)
+		}
+		if i > 0 && e.Score > all[i-1].Score {
+			t.Fatalf("rank %d (%v) above rank %d (%v)", i+1, e.Score, i, all[i-1].Score)
+		}
+		if i == 0 || e.Score != all[i-1].Score {
+			tie = int64(i + 1)
+		}
+		if e.TieRank != tie {
+			t.Fatalf("%s at rank %d: tieRank %d, want %d", e.PlayerID, e.Rank, e.TieRank, tie)
+		}
+	}
+	ids := make([]string, 0, n)
+	for _, e := range all {
+		ids = append(ids, e.PlayerID)
+	}
+	for i := 0; i < n; i += lb.MaxFriends {
+		p, err := s.Ranks(ctx, v, ids[i:min(i+lb.MaxFriends, n)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := entriesDiff(p.Entries, all[i:min(i+lb.MaxFriends, n)]); d != "" {
+			t.Fatalf("Ranks disagree with Top: %s", d)
+		}
+	}
+	for _, j := range []int{0, n / 3, n - 1} {
+		got, err := s.Around(ctx, v, all[j].PlayerID, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo := max(0, j-2)
+		hi := min(n-1, lo+4)
+		lo = max(0, hi-4)
+		if d := entriesDiff(got, all[lo:hi+1]); d != "" {
+			t.Fatalf("Around(rank %d) disagrees with Top: %s", j+1, d)
+		}
+	}
+	fr, err := s.Friends(ctx, v, all[n-1].PlayerID, []string{all[0].PlayerID, all[n/2].PlayerID, "none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := entriesDiff(fr, []lb.Entry{all[0], all[n/2], all[n-1]}); d != "" {
+		t.Fatalf("Friends disagree with Top: %s", d)
+	}
+}
+
+// TestShardedDeleteAndRecreate: a sharded board with names, eventIds and two windows, deleted, has no key left
+// under the key base of any of its shards (nor under the board's pattern) when DeleteBoard returns; reads and writes
+// are NOT_FOUND; created again with another number of shards (3, 16, unsharded) it starts empty: no old player,
+// name or eventId, and only its own shards get keys.
+func TestShardedDeleteAndRecreate(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	ctx := context.Background()
+	s, _ := shardStore(t, rdb)
+	const id = "deleted {later}"
+	keysOf := func(shards int) map[string][]string {
+		out := map[string][]string{}
+		for i := range max(shards, 1) {
+			base := lb.ShardKeyBase(s.Prefix(), id, i, max(shards, 1))
+			out[base] = shardKeys(t, rdb, base)
+		}
+		return out
+	}
+	allBases := func() map[string]bool {
+		m := map[string]bool{}
+		for _, sh := range []int{1, 3, 7, 16} {
+			for base := range keysOf(sh) {
+				m[base] = true
+			}
+		}
+		return m
+	}()
+	leftover := func() []string {
+		var left []string
+		for base := range allBases {
+			left = append(left, shardKeys(t, rdb, base)...)
+		}
+		return append(left, shardKeys(t, rdb, lb.KeyBase(s.Prefix(), id))...)
+	}
+	var prev int
+	for round, shards := range []int{7, 3, 16, 1} {
+		def := lb.Board{ID: id, Windows: []lb.Window{lb.AllTime, lb.Daily}, Shards: shards}
+		mustBoard(t, s, def)
+		// Nothing of the board before shows.
+		for _, w := range def.Windows {
+			v := lb.View{Board: id, Window: w}
+			if n, err := s.Size(ctx, v); err != nil || n != 0 {
+				t.Fatalf("round %d (S=%d, before: S=%d): %s size %d, %v; want 0", round, shards, prev, w, n, err)
+			}
+			if p, err := s.Top(ctx, v, 0, 10); err != nil || len(p.Entries) != 0 || p.Size != 0 {
+				t.Fatalf("round %d (S=%d): %s top %+v, %v; want empty", round, shards, w, p, err)
+			}
+			if e, err := s.Rank(ctx, v, "d1"); err != nil || e != nil {
+				t.Fatalf("round %d (S=%d): an old player shows: %+v, %v", round, shards, e, err)
+			}
+		}
+		var subs []lb.Submission
+		for i := range 600 {
+			subs = append(subs, lb.Submission{Board: id, Player: fmt.Sprintf("d%d", i), Score: float64(i % 13),
+				EventID: fmt.Sprintf("ev%d", i), DisplayName: ptr(fmt.Sprintf("n%d-%d", round, i))})
+		}
+		outs, err := s.SubmitMany(ctx, subs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, o := range outs {
+			if o.Err != nil || o.Result.Duplicate || o.Result.PreviousScore != nil {
+				t.Fatalf("round %d (S=%d): item %d of the new board: %+v, %v; want a new player, no duplicate",
+					round, shards, i, o.Result, o.Err)
+			}
+		}
+		if e, err := s.Rank(ctx, lb.View{Board: id}, "d1"); err != nil || e == nil || e.DisplayName == nil ||
+			*e.DisplayName != fmt.Sprintf("n%d-1", round) {
+			t.Fatalf("round %d: d1 = %+v, %v", round, e, err)
+		}
+		own := keysOf(shards)
+		for base, keys := range own {
+			if len(keys) == 0 {
+				t.Fatalf("round %d (S=%d): no key under shard base %q", round, shards, base)
+			}
+		}
+		for base := range allBases {
+			if _, mine := own[base]; !mine {
+				if k := shardKeys(t, rdb, base); len(k) > 0 {
+					t.Fatalf("round %d (S=%d): keys under %q, no shard of this board: %v", round, shards, base, k[:min(5, len(k))])
+				}
+			}
+		}
+		list, err := s.Boards(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := 0
+		for _, lbd := range list {
+			if lbd.ID == id {
+				listed++
+				if !sameShards(lbd.Shards, shards) {
+					t.Fatalf("Boards lists it with Shards %d, want %d", lbd.Shards, shards)
+				}
+			}
+		}
+		if listed != 1 {
+			t.Fatalf("round %d (S=%d): Boards lists the board %d times", round, shards, listed)
+		}
+
+		ok, err := s.DeleteBoard(ctx, id)
+		if err != nil || !ok {
+			t.Fatalf("round %d (S=%d): DeleteBoard = %v, %v", round, shards, ok, err)
+		}
+		if left := leftover(); len(left) > 0 {
+			// Tell a purge that is late from one that never comes.
+			deadline := time.Now().Add(15 * time.Second)
+			for len(leftover()) > 0 && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			t.Fatalf("round %d (S=%d): %d keys left when DeleteBoard returned (%d after 15 s more), e.g. %v",
+				round, shards, len(left), len(leftover()), left[:min(5, len(left))])
+		}
+		if _, err := s.Top(ctx, lb.View{Board: id}, 0, 5); lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("Top after delete: %v, want NOT_FOUND", err)
+		}
+		if _, err := s.Rank(ctx, lb.View{Board: id}, "d1"); lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("Rank after delete: %v, want NOT_FOUND", err)
+		}
+		if _, err := s.Submit(ctx, lb.Submission{Board: id, Player: "d1", Score: 1}); lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("Submit after delete: %v, want NOT_FOUND", err)
+		}
+		if left := leftover(); len(left) > 0 {
+			t.Fatalf("round %d: the refused calls after the delete made keys: %v", round, left)
+		}
+		if ok, err := s.DeleteBoard(ctx, id); ok || err != nil {
+			t.Fatalf("second DeleteBoard = %v, %v; want false, nil", ok, err)
+		}
+		prev = shards
+	}
+}
+
+// TestShardedCreateRules: the number of shards is checked (2..MaxShards, 0 and 1 unsharded), kept in the
+// definition (the same one again returns the board, another S is a CONFLICT), and CreateBoard refuses with
+// BAD_USER_INPUT what sharded boards do not have: exactTop and a SEASON window.
+func TestShardedCreateRules(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	ctx := context.Background()
+	s, _ := shardStore(t, rdb)
+	if lb.MaxShards != 64 || lb.MaxShardedDepth != 10_000 {
+		t.Fatalf("MaxShards %d, MaxShardedDepth %d; the contract says 64 and 10000", lb.MaxShards, lb.MaxShardedDepth)
+	}
+	for i, c := range []lb.Board{
+		{Shards: -1},
+		{Shards: lb.MaxShards + 1},
+		{Shards: 1000},
+		{Shards: 2, ExactTop: 100},
+		{Shards: lb.MaxShards, ExactTop: 1},
+		{Shards: 3, Windows: []lb.Window{lb.Season}},
+		{Shards: 3, Windows: []lb.Window{lb.AllTime, lb.Season}},
+	} {
+		c.ID = fmt.Sprintf("refused-%d", i)
+		if _, err := s.CreateBoard(ctx, c); lb.ErrorCode(err) != lb.Invalid {
+			t.Fatalf("CreateBoard(Shards %d, ExactTop %d, Windows %v) = %v, want BAD_USER_INPUT", c.Shards,
+				c.ExactTop, c.Windows, err)
+		}
+		if _, err := s.Board(ctx, c.ID); lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("the refused board %s exists: %v", c.ID, err)
+		}
+	}
+	// What unsharded boards may have stays allowed with 0 and 1.
+	for _, sh := range []int{0, 1} {
+		mustBoard(t, s, lb.Board{ID: fmt.Sprintf("plain-%d", sh), Shards: sh, ExactTop: 10})
+		mustBoard(t, s, lb.Board{ID: fmt.Sprintf("season-%d", sh), Shards: sh, Windows: []lb.Window{lb.Season}})
+	}
+	for _, sh := range []int{2, lb.MaxShards} {
+		b := mustBoard(t, s, lb.Board{ID: fmt.Sprintf("ok-%d", sh), Shards: sh, Windows: []lb.Window{lb.Daily, lb.Monthly}})
+		if b.Shards != sh {
+			t.Fatalf("created with Shards %d: %d", sh, b.Shards)
+		}
+		// The same definition again is the board; another S (or unsharded) is a conflict.
+		if again := mustBoard(t, s, lb.Board{ID: b.ID, Shards: sh, Windows: []lb.Window{lb.Daily, lb.Monthly}}); again.Shards != sh {
+			t.Fatalf("created again: Shards %d", again.Shards)
+		}
+		for _, other := range []int{0, 1, 3} {
+			if _, err := s.CreateBoard(ctx, lb.Board{ID: b.ID, Shards: other, Windows: []lb.Window{lb.Daily, lb.Monthly}}); lb.ErrorCode(err) != lb.Conflict {
+				t.Fatalf("board of %d shards created again with %d: %v, want CONFLICT", sh, other, err)
+			}
+		}
+		got, err := lb.New(rdb, lb.Config{Prefix: s.Prefix()}).Board(ctx, b.ID)
+		if err != nil || got.Shards != sh {
+			t.Fatalf("Board read by another store: %+v, %v; want Shards %d", got, err, sh)
+		}
+	}
+	// 0 and 1 are the same definition.
+	if _, err := s.CreateBoard(ctx, lb.Board{ID: "plain-0", Shards: 1, ExactTop: 10}); err != nil {
+		t.Fatalf("an unsharded board (Shards 0) created again with Shards 1: %v, want the board", err)
+	}
+}
+
+// TestShardedTopDepth: Top on a sharded board lists ranks down to MaxShardedDepth and refuses deeper pages with
+// BAD_USER_INPUT, while Rank, Ranks and Around still reach the players below it (10,050 players); an unsharded
+// board lists them all.
+func TestShardedTopDepth(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	ctx := context.Background()
+	for _, shards := range []int{1, 7} {
+		t.Run(fmt.Sprintf("S=%d", shards), func(t *testing.T) {
+			t.Parallel()
+			s, clock := shardStore(t, rdb)
+			def := lb.Board{ID: "deep", Shards: shards}
+			mustBoard(t, s, def)
+			m := newShardModel(def)
+			const players = lb.MaxShardedDepth + 50
+			var batch []lb.Submission
+			for i := range players {
+				sub := lb.Submission{Board: def.ID, Player: fmt.Sprintf("d%05d", (i*7919)%players), Score: float64(i % 500)}
+				batch = append(batch, sub)
+				m.submit(sub, clock.Now())
+				if len(batch) == lb.MaxBulk || i == players-1 {
+					outs, err := s.SubmitMany(ctx, batch)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, o := range outs {
+						if o.Err != nil {
+							t.Fatal(o.Err)
+						}
+					}
+					batch = batch[:0]
+				}
+			}
+			k := mKey{lb.AllTime, "all"}
+			rows, _ := m.ranking(k)
+			v := lb.View{Board: def.ID}
+			page := func(off, first int) error {
+				p, err := s.Top(ctx, v, off, first)
+				if err != nil {
+					return err
+				}
+				var exp []lb.Entry
+				for i := off; i < min(off+first, players); i++ {
+					exp = append(exp, m.entry(rows[i], players, lb.AllFields))
+				}
+				if d := entriesDiff(p.Entries, exp); d != "" {
+					t.Fatalf("Top(%d, %d): %s", off, first, d)
+				}
+				return nil
+			}
+			for _, pg := range [][2]int{{lb.MaxShardedDepth - lb.MaxFirst, lb.MaxFirst}, {lb.MaxShardedDepth - 1, 1},
+				{lb.MaxShardedDepth, 0}, {4321, 999}} {
+				if err := page(pg[0], pg[1]); err != nil {
+					t.Fatalf("Top(%d, %d): %v", pg[0], pg[1], err)
+				}
+			}
+			for _, pg := range [][2]int{{lb.MaxShardedDepth, 1}, {lb.MaxShardedDepth - 5, 10}, {lb.MaxShardedDepth + 10, 40},
+				{9500, lb.MaxFirst}} {
+				err := page(pg[0], pg[1])
+				if shards > 1 && lb.ErrorCode(err) != lb.Invalid {
+					t.Fatalf("Top(%d, %d) on %d shards: %v, want BAD_USER_INPUT", pg[0], pg[1], shards, err)
+				}
+				if shards <= 1 && err != nil {
+					t.Fatalf("Top(%d, %d) unsharded: %v", pg[0], pg[1], err)
+				}
+			}
+			// Below the depth: Ranks, Rank and Around.
+			var ids []string
+			var exp []lb.Entry
+			for i := lb.MaxShardedDepth - 10; i < players; i++ {
+				ids = append(ids, rows[i].id)
+				exp = append(exp, m.entry(rows[i], players, lb.AllFields))
+			}
+			p, err := s.Ranks(ctx, v, ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := entriesDiff(p.Entries, exp); d != "" {
+				t.Fatalf("Ranks below the depth: %s", d)
+			}
+			last := rows[players-1]
+			if e, err := s.Rank(ctx, v, last.id); err != nil || e == nil || entryDiff(*e, exp[len(exp)-1]) != "" {
+				t.Fatalf("Rank of the last player: %+v, %v; want %+v", e, err, exp[len(exp)-1])
+			}
+			got, err := s.Around(ctx, v, last.id, 5)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := entriesDiff(got, exp[len(exp)-11:]); d != "" {
+				t.Fatalf("Around the last player: %s", d)
+			}
+		})
+	}
+}
