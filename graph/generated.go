@@ -77,6 +77,7 @@ type ComplexityRoot struct {
 		Retention           func(childComplexity int) int
 		Season              func(childComplexity int) int
 		Seasons             func(childComplexity int) int
+		Shards              func(childComplexity int) int
 		Size                func(childComplexity int, window *model.Window, period *string) int
 		TimeZone            func(childComplexity int) int
 		Title               func(childComplexity int) int
@@ -199,6 +200,7 @@ type LeaderboardResolver interface {
 	Retention(ctx context.Context, obj *leaderboard.Board) (int, error)
 	MaxSubmitsPerMinute(ctx context.Context, obj *leaderboard.Board) (*int, error)
 	CloseEventTop(ctx context.Context, obj *leaderboard.Board) (int, error)
+
 	CurrentPeriod(ctx context.Context, obj *leaderboard.Board, window *model.Window) (string, error)
 	NextReset(ctx context.Context, obj *leaderboard.Board, window *model.Window) (*time.Time, error)
 	Size(ctx context.Context, obj *leaderboard.Board, window *model.Window, period *string) (int, error)
@@ -437,6 +439,12 @@ func (e *executableSchema) Complexity(ctx context.Context, typeName, field strin
 		}
 
 		return e.ComplexityRoot.Leaderboard.Seasons(childComplexity), true
+	case "Leaderboard.shards":
+		if e.ComplexityRoot.Leaderboard.Shards == nil {
+			break
+		}
+
+		return e.ComplexityRoot.Leaderboard.Shards(childComplexity), true
 	case "Leaderboard.size":
 		if e.ComplexityRoot.Leaderboard.Size == nil {
 			break
@@ -1158,6 +1166,8 @@ type Leaderboard {
   maxSubmitsPerMinute: Int
   "How many top ranks the close event of a period carries (see periodClosed)."
   closeEventTop: Int!
+  "How many shards keep the board's players (1: one hash slot)."
+  shards: Int!
   "The current period key of a window: 'all' for ALL_TIME, '2026-11-29' DAILY, '2026-W48' WEEKLY, '2026-11' MONTHLY; for SEASON the running season's id, else the last season's ('' before the first season). Default window: the board's first."
   currentPeriod(window: Window): String!
   "When the current period of a window ends (null for ALL_TIME, and for SEASON while no season runs). Default window: the board's first."
@@ -1296,6 +1306,8 @@ input LeaderboardInput {
   maxSubmitsPerMinute: Int
   "How many top ranks the close event of a period carries (0 to 1000). Default 100."
   closeEventTop: Int
+  "How many shards keep the board's players (1 to 64): a sharded board spreads one board's writes over that many Redis Cluster hash slots, every rank still exact. Not with exactTop, a SEASON window or the ledger. Default 1."
+  shards: Int = 1
 }
 
 """
@@ -1463,6 +1475,8 @@ func (ec *executionContext) childFields_Leaderboard(ctx context.Context, field g
 		return ec.fieldContext_Leaderboard_maxSubmitsPerMinute(ctx, field)
 	case "closeEventTop":
 		return ec.fieldContext_Leaderboard_closeEventTop(ctx, field)
+	case "shards":
+		return ec.fieldContext_Leaderboard_shards(ctx, field)
 	case "currentPeriod":
 		return ec.fieldContext_Leaderboard_currentPeriod(ctx, field)
 	case "nextReset":
@@ -2934,6 +2948,29 @@ func (ec *executionContext) _Leaderboard_closeEventTop(ctx context.Context, fiel
 }
 func (ec *executionContext) fieldContext_Leaderboard_closeEventTop(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
 	return graphql.NewScalarFieldContext("Leaderboard", field, true, true, "Int")
+}
+
+func (ec *executionContext) _Leaderboard_shards(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
+	return graphql.ResolveField(
+		ctx,
+		ec.OperationContext,
+		field,
+		func(ctx context.Context, field graphql.CollectedField) (*graphql.FieldContext, error) {
+			return ec.fieldContext_Leaderboard_shards(ctx, field)
+		},
+		func(ctx context.Context) (any, error) {
+			return obj.Shards, nil
+		},
+		nil,
+		func(ctx context.Context, selections ast.SelectionSet, v int) graphql.Marshaler {
+			return ec.marshalNInt2int(ctx, selections, v)
+		},
+		true,
+		true,
+	)
+}
+func (ec *executionContext) fieldContext_Leaderboard_shards(_ context.Context, field graphql.CollectedField) (fc *graphql.FieldContext, err error) {
+	return graphql.NewScalarFieldContext("Leaderboard", field, false, false, "Int")
 }
 
 func (ec *executionContext) _Leaderboard_currentPeriod(ctx context.Context, field graphql.CollectedField, obj *leaderboard.Board) (ret graphql.Marshaler) {
@@ -6397,8 +6434,11 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 	if _, present := asMap["timezone"]; !present {
 		asMap["timezone"] = "UTC"
 	}
+	if _, present := asMap["shards"]; !present {
+		asMap["shards"] = 1
+	}
 
-	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore", "graceSeconds", "retention", "maxSubmitsPerMinute", "closeEventTop"}
+	fieldsInOrder := [...]string{"id", "title", "order", "mode", "windows", "timezone", "exactTop", "minScore", "maxScore", "graceSeconds", "retention", "maxSubmitsPerMinute", "closeEventTop", "shards"}
 	for _, k := range fieldsInOrder {
 		v, ok := asMap[k]
 		if !ok {
@@ -6496,6 +6536,13 @@ func (ec *executionContext) unmarshalInputLeaderboardInput(ctx context.Context, 
 				return it, err
 			}
 			it.CloseEventTop = data
+		case "shards":
+			ctx := graphql.WithPathContext(ctx, graphql.NewPathWithField("shards"))
+			data, err := ec.unmarshalOInt2ᚖint(ctx, v)
+			if err != nil {
+				return it, err
+			}
+			it.Shards = data
 		}
 	}
 	return it, nil
@@ -6796,6 +6843,11 @@ func (ec *executionContext) _Leaderboard(ctx context.Context, sel ast.SelectionS
 				func(ctx context.Context) graphql.Marshaler {
 					return ec._Leaderboard_closeEventTop(ctx, field, obj)
 				})
+		case "shards":
+			out.Values[i] = ec._Leaderboard_shards(ctx, field, obj)
+			if out.Values[i] == graphql.Null {
+				atomic.AddUint32(&out.Invalids, 1)
+			}
 		case "currentPeriod":
 			out.ResolveConcurrently(ec.OperationContext, &deferred, i,
 				true, true,

@@ -260,6 +260,12 @@ func (r *mutationResolver) CreateLeaderboard(ctx context.Context, input model.Le
 			b.CloseEventTop = -1 // the store's "none" (0 there means the default)
 		}
 	}
+	if n := input.Shards; n != nil {
+		if *n < 1 || *n > leaderboard.MaxShards {
+			return nil, newError(leaderboard.Invalid, fmt.Sprintf("shards must be between 1 and %d", leaderboard.MaxShards))
+		}
+		b.Shards = *n
+	}
 	created, err := r.Store.CreateBoard(ctx, b)
 	return created, internal(err)
 }

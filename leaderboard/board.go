@@ -106,6 +106,9 @@ type Board struct {
 	// CloseEventTop is how many top ranks a period's close event carries (see close.go): 0 means
 	// DefaultCloseEventTop, a negative value none; at most MaxCloseEventTop.
 	CloseEventTop int
+	// Shards is how many shards keep the board's players (shard.go): 1 (0 means 1) keeps them in one hash slot;
+	// 2 to MaxShards spread them over that many slots, and so over the primaries of a Redis Cluster.
+	Shards int
 
 	loc *time.Location
 	sum string // SHA-1 of the stored definition: the scripts check it (check_def in common.lua)
@@ -203,6 +206,9 @@ func (b *Board) normalize() error {
 	if b.MaxSubmitsPerMinute < 0 || b.MaxSubmitsPerMinute > MaxSubmitsPerMinute {
 		return errorf(Invalid, "maxSubmitsPerMinute must be between 1 and %d", MaxSubmitsPerMinute)
 	}
+	if err := b.normalizeShards(); err != nil {
+		return err
+	}
 	return b.normalizeCloseEventTop()
 }
 
@@ -222,12 +228,13 @@ type boardJSON struct {
 	// Omitted when 0, so definitions without a limit keep their stored form (and SHA-1).
 	MaxSubmitsPerMinute int  `json:"maxPerMin,omitempty"`
 	CloseTop            *int `json:"closeTop,omitempty"` // nil: DefaultCloseEventTop (definitions from before it match)
+	Shards              int  `json:"shards,omitempty"`   // 0: one (definitions from before it match)
 }
 
 func (b *Board) encode() string {
 	data, _ := json.Marshal(boardJSON{b.ID, b.Title, b.Order, b.Mode, b.Windows, b.TimeZone, b.ExactTop,
 		b.MinScore, b.MaxScore, b.Grace.Milliseconds(), b.Retention, b.MaxSubmitsPerMinute,
-		storedCloseEventTop(b.CloseEventTop)})
+		storedCloseEventTop(b.CloseEventTop), storedShards(b.Shards)})
 	return string(data)
 }
 
@@ -239,7 +246,8 @@ func decodeBoard(s string) (*Board, error) {
 	b := &Board{ID: j.ID, Title: j.Title, Order: j.Order, Mode: j.Mode, Windows: j.Windows, TimeZone: j.TimeZone,
 		ExactTop: j.ExactTop, MinScore: j.MinScore, MaxScore: j.MaxScore,
 		Grace: time.Duration(j.GraceMS) * time.Millisecond, Retention: j.Retention,
-		MaxSubmitsPerMinute: j.MaxSubmitsPerMinute, CloseEventTop: loadedCloseEventTop(j.CloseTop)}
+		MaxSubmitsPerMinute: j.MaxSubmitsPerMinute, CloseEventTop: loadedCloseEventTop(j.CloseTop),
+		Shards: max(j.Shards, 1)}
 	loc, err := time.LoadLocation(b.TimeZone)
 	if err != nil || len(b.Windows) == 0 {
 		return nil, fmt.Errorf("decode board %q: bad stored definition", j.ID)

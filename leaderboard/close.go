@@ -235,6 +235,9 @@ func (s *Store) recordCloses(ctx context.Context, b *Board, periods []closedPeri
 	if s.seq != nil {
 		return s.recordClosesLedgered(ctx, b, periods, force)
 	}
+	if b.Sharded() {
+		return s.recordClosesSharded(ctx, b, periods, force)
+	}
 	forced := "0"
 	if force {
 		forced = "1"

@@ -1,5 +1,6 @@
 -- create stores a board definition unless the id exists, and registers the id in the board list of its slot,
--- in one step. KEYS[2]: the board list of the board's slot (see Store.registryKey). ARGV: definition JSON, id.
+-- in one step. KEYS[2]: the board list of the board's slot (see Store.registryKey). ARGV: definition JSON, id, and
+-- 'shard' for shards 1.. of a sharded board (shard.go), which store the definition but are no board of the list.
 -- Reply: 'created', 'same' (the same definition exists) or an LB_CONFLICT error; LB_DELETING <token> while a
 -- deletion of the id is still being purged (see delete.lua).
 -- Ledgered (the board's first event): a restore keeps the definition in rdef, off the board list, until
@@ -17,7 +18,7 @@ if LG then
   if bad then return bad end
   if ledger_event(1) then ledger_save() end
 end
-if not restore then rcall('SADD', KEYS[2], ARGV[2]) end
+if not restore and ARGV[3] ~= 'shard' then rcall('SADD', KEYS[2], ARGV[2]) end
 if cur then return 'same' end
 rcall('SET', def, ARGV[1])
 return 'created'

@@ -52,6 +52,10 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 			}
 		}
 	}
+	var sharded *Board // shards 1.. go after shard 0 (shardwrite.go)
+	if b, err := s.BoardNow(ctx, id); err == nil && b.Sharded() {
+		sharded = b
+	}
 	release, err := s.writes.acquire(ctx)
 	if err != nil {
 		return false, err
@@ -73,6 +77,11 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 	if err := s.purge(context.WithoutCancel(ctx), id, token); err != nil {
 		return false, err
 	}
+	if sharded != nil {
+		if err := s.deleteShards(context.WithoutCancel(ctx), sharded); err != nil {
+			return false, err
+		}
+	}
 	return state == "deleted", nil
 }
 
@@ -91,8 +100,12 @@ func (s *Store) forget(id string) {
 // nothing left (nothing can write to the board meanwhile: there is no definition). Another purge of the same
 // deletion may run at once; whichever ends first removes the tombstone and the other stops at its next batch.
 func (s *Store) purge(ctx context.Context, id, token string) error {
-	base := s.keyBase(id)
-	pattern := s.BoardKeys(id)
+	return s.purgeBase(ctx, s.keyBase(id), token)
+}
+
+// purgeBase is purge of the keys under one key base: a board's, or a shard's of a sharded board (shard.go).
+func (s *Store) purgeBase(ctx context.Context, base, token string) error {
+	pattern := globEscape(base) + "*"
 	for {
 		node, err := s.slotNode(ctx, base)
 		if err != nil {
@@ -157,18 +170,19 @@ func deletingToken(err error) (string, bool) {
 
 // createFinishingPurge runs the create script; when a deletion of the id is still being purged, it finishes that
 // purge and tries once more.
-func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id string) error {
+// keys: the key base (the board's, or a shard's) and the board list of its slot; as: empty, or "shard" (create.lua).
+func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id, as string) error {
 	create := func() error {
 		release, err := s.writes.acquire(ctx)
 		if err != nil {
 			return err
 		}
 		defer release()
-		return s.fns.run(ctx, createScript, keys, def, id).Err()
+		return s.fns.run(ctx, createScript, keys, def, id, as).Err()
 	}
 	err := create()
 	if token, ok := deletingToken(err); ok {
-		if err := s.purge(ctx, id, token); err != nil {
+		if err := s.purgeBase(ctx, keys[0], token); err != nil {
 			return err
 		}
 		err = create()

@@ -70,19 +70,28 @@ func (s *Store) Periods(ctx context.Context, board string, w Window) ([]ClosedPe
 	}
 	defer release()
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(keys))
+	bases := s.ShardKeyBases(b) // a sharded board's period has players on every shard
+	cmds := make([][]*redis.StringCmd, len(keys))
 	for i, p := range keys {
-		cmds[i] = pipe.HGet(ctx, s.stateKey(b.ID, w, p), "cnt")
+		for _, base := range bases {
+			cmds[i] = append(cmds[i], pipe.HGet(ctx, keyState.at(base, w, p), "cnt"))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, redisError(err)
 	}
 	for i, p := range keys {
-		n, err := cmds[i].Int64()
-		if err != nil {
-			continue // no state: nobody scored in the period
+		var size int64
+		played := false
+		for _, cmd := range cmds[i] {
+			if n, err := cmd.Int64(); err == nil { // no state: nobody scored in the period (on that shard)
+				size += n
+				played = true
+			}
 		}
-		out = append(out, ClosedPeriod{Period: p, Size: n, EndedAt: ends[i]})
+		if played {
+			out = append(out, ClosedPeriod{Period: p, Size: size, EndedAt: ends[i]})
+		}
 	}
 	return s.frozenPeriods(ctx, b, w, out)
 }

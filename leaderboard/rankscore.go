@@ -49,6 +49,10 @@ func (s *Store) RankForScore(ctx context.Context, v View, score float64) (*RankE
 			return err
 		}
 		defer release()
+		if b.Sharded() {
+			out, err = s.rankForScoreSharded(ctx, r, score, x)
+			return err
+		}
 		reply, err := s.run(ctx, rankAtScript, []string{s.keyBase(b.ID)}, b.sum, windowCodes[r.Window], r.Period,
 			strconv.FormatFloat(x, 'g', -1, 64), b.ExactTop).Slice()
 		if err != nil {
@@ -65,4 +69,30 @@ func (s *Store) RankForScore(ctx context.Context, v View, score float64) (*RankE
 		return nil
 	})
 	return out, err
+}
+
+// rankForScoreSharded is RankForScore on a sharded board: after every player with an equal or better score on
+// every shard.
+func (s *Store) rankForScoreSharded(ctx context.Context, r Resolved, score, x float64) (*RankEstimate, error) {
+	v, err := s.loadBoard(ctx, r.Board.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !v.b.Sharded() {
+		return nil, errStaleDef
+	}
+	near, err := s.nearOnShards(ctx, v, r.Window, r.Period, 0,
+		[]shardProbe{{x: strconv.FormatFloat(x, 'g', -1, 64), tok: "+"}})
+	if err != nil {
+		return nil, err
+	}
+	e := &RankEstimate{Board: r.Board.ID, Window: r.Window, Period: r.Period, Score: score, Size: sizeOf(near)}
+	for _, sh := range near {
+		e.Rank += sh.probes[0].ahead
+		e.TieRank += sh.probes[0].better
+	}
+	e.Rank++
+	e.TieRank++
+	e.TopPercent = TopPercent(e.Rank, e.Size+1)
+	return e, nil
 }

@@ -72,6 +72,13 @@ func plainRanksFit(b *Board, arg int) bool {
 
 // ranks answers Ranks: with the plain read when it fits and can, else with ranks.lua.
 func (s *Store) ranks(ctx context.Context, v View, players []string, arg int) (*Page, error) {
+	var sp *Page
+	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+		sp, err = s.ranksSharded(ctx, r, cb, players, arg)
+		return err
+	}); ok {
+		return sp, err
+	}
 	var p *Page
 	fits := func(b *Board) bool { return plainRanksFit(b, arg) }
 	err := s.plainRead(ctx, v, fits, func(r Resolved) error {

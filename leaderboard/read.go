@@ -63,6 +63,13 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 		}
 		return s.frozenTop(ctx, f, offset, first)
 	}
+	var p *Page
+	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+		p, err = s.topSharded(ctx, r, cb, offset, first)
+		return err
+	}); ok {
+		return p, err
+	}
 	return s.read(ctx, v, topScript, offset, first)
 }
 
@@ -185,6 +192,13 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 	if err != nil {
 		return nil, err
 	}
+	if b.Sharded() {
+		p, err := s.ranks(ctx, v, []string{player}, arg)
+		if err != nil || len(p.Entries) == 0 {
+			return nil, err
+		}
+		return &p.Entries[0], nil
+	}
 	if plainRanksFit(b, arg) {
 		return s.rankGrouped(ctx, v, player, arg)
 	}
@@ -287,6 +301,13 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 		}
 		return s.frozenAround(ctx, f, player, radius, arg)
 	}
+	var out []Entry
+	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+		out, err = s.aroundSharded(ctx, r, cb, player, radius, arg)
+		return err
+	}); ok {
+		return out, err
+	}
 	b, err := s.Board(ctx, v.Board)
 	if err != nil {
 		return nil, err
@@ -309,6 +330,13 @@ func (s *Store) Size(ctx context.Context, v View) (int64, error) {
 		}
 		return f.fp.Size, nil
 	}
+	var n int64
+	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+		n, err = s.sizeSharded(ctx, r, cb)
+		return err
+	}); ok {
+		return n, err
+	}
 	r, err := s.Resolve(ctx, v)
 	if err != nil {
 		return 0, err
@@ -318,7 +346,7 @@ func (s *Store) Size(ctx context.Context, v View) (int64, error) {
 		return 0, err
 	}
 	defer release()
-	n, err := s.rdb.HGet(ctx, s.stateKey(r.Board.ID, r.Window, r.Period), "cnt").Int64()
+	n, err = s.rdb.HGet(ctx, s.stateKey(r.Board.ID, r.Window, r.Period), "cnt").Int64()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, redisError(err)
 	}

@@ -39,7 +39,12 @@ func (s *Store) RemovePlayer(ctx context.Context, board, player string) (bool, e
 			return err
 		}
 		defer release()
-		reply, err := s.run(ctx, removeScript, []string{s.keyBase(board)}, args...).Int64Slice()
+		var reply []int64
+		if v, _ := s.loadBoard(ctx, board); v != nil && v.b.Sharded() {
+			reply, err = s.removeSharded(ctx, v, args, player)
+		} else {
+			reply, err = s.run(ctx, removeScript, []string{s.keyBase(board)}, args...).Int64Slice()
+		}
 		if err != nil {
 			return redisError(err)
 		}

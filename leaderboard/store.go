@@ -65,7 +65,7 @@ var (
 		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
 		purgeScript, watchScript, fenceScript, snapshotScript, snapPageScript, snapKeysScript,
 		submitLedgerScript, removeLedgerScript, createLedgerScript, seasonLedgerScript, restoreDoneScript,
-		markLedgerScript, closeLedgerScript)
+		markLedgerScript, closeLedgerScript, arrivalsScript, shardRowsScript, shardNearScript)
 )
 
 // Publish commands for Config.PublishCommand.
@@ -214,6 +214,10 @@ type cachedBoard struct {
 	// submitHead is the submit script's header (submitHeaderArgs) for this board and store, with 0 where a call
 	// puts its own values (submitNowArg, submitCountArg, submitFieldsArg). Shared: never written.
 	submitHead []any
+	// shards: the key bases of a sharded board's shards (shard.go), shards[0] = keys; nil for one shard.
+	shards []string
+	// arrivals hands out a sharded board's arrival numbers (shardwrite.go); nil for one shard.
+	arrivals *arrivalQueue
 	// scratch: a replay into scratch keys (scratch.go), whose keys live by each event's own clock, so that
 	// periods whose keys have expired by today's are written too.
 	scratch bool
@@ -235,8 +239,13 @@ func (s *Store) newCachedBoard(id string, b *Board) *cachedBoard {
 	}
 	head := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
-		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0}
-	return &cachedBoard{b: b, keys: keys, submitHead: head}
+		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0, ""}
+	v := &cachedBoard{b: b, keys: keys, submitHead: head}
+	if b.Sharded() {
+		v.shards = s.shardBases(id, b.Shards)
+		v.arrivals = &arrivalQueue{}
+	}
+	return v
 }
 
 // Channel returns the pub/sub channel on which a board's changes are published. It carries the board's hash
@@ -254,12 +263,19 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 	if err := b.normalize(); err != nil {
 		return nil, err
 	}
+	if b.Sharded() && s.seq != nil {
+		return nil, errorf(Invalid, "the ledger does not record sharded boards yet: shards must be 1 with DATABASE_URL set")
+	}
 	def := b.encode()
 	if s.seq != nil {
 		if err := s.createLedgered(ctx, b.ID, def); err != nil {
 			return nil, err
 		}
-	} else if err := s.createFinishingPurge(ctx, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID); err != nil {
+	} else if b.Sharded() {
+		if err := s.createSharded(ctx, &b, def); err != nil {
+			return nil, err
+		}
+	} else if err := s.createFinishingPurge(ctx, []string{s.keyBase(b.ID), s.registryKey(b.ID)}, def, b.ID, ""); err != nil {
 		return nil, err
 	}
 	nb := b
@@ -302,6 +318,10 @@ func (s *Store) loadBoard(ctx context.Context, id string) (*cachedBoard, error) 
 	b, err := decodeBoard(def)
 	if err != nil {
 		return nil, &Error{Code: Internal, Message: "internal error", Err: err}
+	}
+	if b.Sharded() && s.seq != nil {
+		// Created without the ledger: its writes would bypass it, and its restore would lose it.
+		return nil, errorf(Invalid, "board %q is sharded, and the ledger does not record sharded boards yet", id)
 	}
 	return s.cacheBoard(id, b), nil
 }

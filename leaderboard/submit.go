@@ -55,15 +55,17 @@ type Outcome struct {
 	Err    error
 }
 
-// The submit script's header: 15 arguments (submit.lua), of which the 10th is the board's channel, the 12th the
-// caller's clock (unix s), the 13th the number of items and the 15th the parts of the entries to fill (Fields).
+// The submit script's header: 16 arguments (submit.lua), of which the 10th is the board's channel, the 12th the
+// caller's clock (unix s), the 13th the number of items, the 15th the parts of the entries to fill (Fields) and the
+// 16th the arrival numbers a sharded board gives its items.
 const (
-	submitHeaderArgs = 15
+	submitHeaderArgs = 16
 	submitPublishArg = 8
 	submitChannelArg = 9
 	submitNowArg     = 11
 	submitCountArg   = 12
 	submitFieldsArg  = 14
+	submitArrivalArg = 15 // sharded boards: the items' arrival numbers (shardwrite.go)
 )
 
 // submitFields are the parts of a result that cost a submission Redis work of their own: the others come with
@@ -160,6 +162,9 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	v, err := s.loadBoard(ctx, board)
 	if err != nil {
 		return err
+	}
+	if v.b.Sharded() {
+		return s.submitSharded(ctx, v, subs, idx, fields, out)
 	}
 	b := v.b
 	now := s.cfg.Clock()

@@ -1,0 +1,114 @@
+package leaderboard
+
+import (
+	"encoding/base64"
+	"hash/fnv"
+	"strconv"
+)
+
+// Sharded boards. A board of S shards (Board.Shards, 2..MaxShards) keeps each player on one shard (ShardOf: a hash
+// of the player id) and each shard in a hash slot of its own, so that one hot board's writes spread over the
+// primaries of a Redis Cluster. A shard is laid out as a board of its own under its key base (ShardKeyBase): the
+// same keys, the same scripts, the same definition (so check_def holds every shard to it). Shard 0's key base is
+// the board's own: a board of one shard is today's layout, and shard 0 holds what the board has once (its
+// definition in the board list, its counters, its outbox).
+//
+// Fair ties across shards: the scripts order equal scores by arrival token, and a shard's own counter would make
+// tokens of different shards incomparable. A sharded board's arrival numbers come from one board-wide counter on
+// shard 0 instead (arrivals.lua), taken in blocks: the submissions waiting in a process share one INCRBY
+// (shardwrite.go), so the order of equal scores is the order in which submissions reached that counter. The ledger's
+// sequence would serve too, but sharded boards do not run on the ledger yet (CreateBoard refuses them).
+//
+// Reads merge the shards (shardread.go): rank = 1 + the players ahead (score, then token) on every shard; top K =
+// the merge of every shard's top K; aroundMe = the merge of every shard's neighbours of the player's (score, token).
+const (
+	MaxShards = 64 // most shards of a board
+	// MaxShardedDepth bounds offset+first of Top on a sharded board: every shard sends that many rows to merge.
+	MaxShardedDepth = 10_000
+)
+
+// normalizeShards fills the default (1) and refuses what sharded boards do not keep: exactTop (its tail estimate
+// is per slot) and SEASON windows (a season starts and ends in one script on one slot).
+func (b *Board) normalizeShards() error {
+	if b.Shards == 0 {
+		b.Shards = 1
+	}
+	if b.Shards < 1 || b.Shards > MaxShards {
+		return errorf(Invalid, "shards must be between 1 and %d", MaxShards)
+	}
+	if b.Shards == 1 {
+		return nil
+	}
+	if b.ExactTop > 0 {
+		return errorf(Invalid, "a sharded board keeps every rank exact: exactTop must not be set with shards")
+	}
+	if b.HasWindow(Season) {
+		return errorf(Invalid, "a sharded board has no SEASON window")
+	}
+	return nil
+}
+
+// Sharded reports whether the board keeps its players in more than one shard.
+func (b *Board) Sharded() bool { return b.Shards > 1 }
+
+// storedShards is the stored form of a normalized Shards: 0 for one shard, so definitions stored before the field
+// existed stay equal to new ones.
+func storedShards(n int) int {
+	if n == 1 {
+		return 0
+	}
+	return n
+}
+
+// ShardOf returns the shard (0..shards-1) that keeps a player: FNV-1a of the id, modulo shards.
+func ShardOf(player string, shards int) int {
+	if shards <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(player))
+	return int(h.Sum32() % uint32(shards))
+}
+
+// ShardKeyBase returns the key base of shard i of a board of shards shards in a store whose keys start with prefix.
+// Shard 0's is the board's own (KeyBase). Shard i's tag is the board's tag, '.' (never in base64url, so no board's
+// tag) and the smallest number that puts it in the i-th of shards equal ranges of slots counted from shard 0's:
+// the shards' slots spread evenly over the slot space, and so over the primaries of a cluster whose primaries hold
+// ranges of it (as CLUSTER ADDSLOTSRANGE and redis-cli --cluster create give them).
+func ShardKeyBase(prefix, board string, i, shards int) string {
+	tag := base64.RawURLEncoding.EncodeToString([]byte(board))
+	return prefix + ":{" + shardTag(tag, i, shards) + "}:"
+}
+
+// shardTag is the hash tag of shard i (see ShardKeyBase).
+func shardTag(tag string, i, shards int) string {
+	if i == 0 {
+		return tag
+	}
+	home := HashSlot("{" + tag + "}")
+	const slots = 16384
+	r := (home*shards/slots + i) % shards
+	lo, hi := r*slots/shards, (r+1)*slots/shards
+	buf := make([]byte, 0, len(tag)+12)
+	for n := 0; ; n++ {
+		buf = append(append(buf[:0], tag...), '.')
+		buf = strconv.AppendInt(buf, int64(n), 10)
+		// HashSlot of the bare tag: the key has no braces, so its whole text is hashed.
+		if slot := HashSlot(string(buf)); slot >= lo && slot < hi {
+			return string(buf)
+		}
+	}
+}
+
+// shardBases returns the key bases of a board's shards (one: the board's own).
+func (s *Store) shardBases(board string, shards int) []string {
+	out := make([]string, shards)
+	for i := range out {
+		out[i] = ShardKeyBase(s.cfg.Prefix, board, i, shards)
+	}
+	return out
+}
+
+// ShardKeyBases returns the key bases of every shard of a board (one for an unsharded board), for tools and tests
+// that look at its keys.
+func (s *Store) ShardKeyBases(b *Board) []string { return s.shardBases(b.ID, max(b.Shards, 1)) }

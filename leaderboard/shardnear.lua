@@ -1,0 +1,82 @@
+-- shardnear places probes on one shard of a sharded board (shard.go): for each (internal score, token) it counts
+-- the shard's players ahead of it and those with a strictly better score, and lists up to nb players before it and
+-- na after it. A merged read adds the counts of every shard (rank = 1 + the players ahead on all of them) and merges
+-- the lists (top: a probe before everybody; aroundMe: the player's own). ARGV: definition SHA-1, window code,
+-- period, fields (F_UPDATED, F_META of common.lua), then per probe: internal score ('-inf': before everybody),
+-- token ('' : before every player with that score, '+': after them), player (its own member is not listed; '' : none), nb, na.
+-- Reply: {players in the period on this shard, then per probe {ahead, better, before rows, after rows}}; a row is
+-- {player, internal score, updatedAt (0: not asked), meta, token}.
+local bad = check_def(ARGV[1])
+if bad then return bad end
+local st = load_state(ARGV[2], ARGV[3], true)
+local z = st.z
+local fields = tonum(ARGV[4])
+local wantTs, wantMeta = has(fields, F_UPDATED), has(fields, F_META)
+
+-- tok_less compares two tokens as the sorted set orders members: by bytes (Lua's < on strings is strcoll's, which
+-- a locale may change). A token's first byte gives its length, so a shorter token is a smaller number.
+local function tok_less(a, b)
+  if #a ~= #b then return #a < #b end
+  for i = 1, #a do
+    local x, y = sbyte(a, i), sbyte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+
+local function member_token(m) return ssub(m, 1, token_len(m) or 0) end
+
+local function rows_of(r)
+  local out, players = {}, {}
+  for i = 1, #r, 2 do
+    local m = r[i]
+    local p = member_player(m)
+    local ts = 0
+    if wantTs then ts = rec_ts(rcall('HGET', record_key(st, phash(st, p)), p)) or 0 end
+    out[#out + 1] = { p, r[i + 1], ts, '', member_token(m) }
+    players[#players + 1] = p
+  end
+  if wantMeta and #players > 0 then
+    local m = metas(players)
+    for k = 1, #out do out[k][4] = m[k] end
+  end
+  return out
+end
+
+local out = { st.cnt }
+for i = 5, #ARGV - 4, 5 do
+  local xs, tok, player, nb, na = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonum(ARGV[i + 3]), tonum(ARGV[i + 4])
+  local ahead, better, own = 0, 0, false
+  if xs ~= '-inf' then
+    better = rcall('ZCOUNT', z, '-inf', '(' .. xs)
+    ahead = better
+    local r
+    if player ~= '' and tok ~= '' then r = rcall('ZRANK', z, tok .. player) end
+    if r then
+      ahead, own = r, true
+    elseif tok == '+' then
+      ahead = better + rcall('ZCOUNT', z, xs, xs)
+    elseif tok ~= '' then
+      -- The members with this score are ranks better .. better+eq-1, ordered by token: find the first whose
+      -- token is not before tok.
+      local lo, hi = better, better + rcall('ZCOUNT', z, xs, xs)
+      while lo < hi do
+        local mid = floor((lo + hi) / 2)
+        local m = rcall('ZRANGE', z, mid, mid)[1]
+        if tok_less(member_token(m), tok) then lo = mid + 1 else hi = mid end
+      end
+      ahead = lo
+    end
+  end
+  local before, after = {}, {}
+  if nb > 0 and ahead > 0 then
+    before = rows_of(rcall('ZRANGE', z, max(0, ahead - nb), ahead - 1, 'WITHSCORES'))
+  end
+  if na > 0 then
+    local from = ahead
+    if own then from = ahead + 1 end
+    after = rows_of(rcall('ZRANGE', z, from, from + na - 1, 'WITHSCORES'))
+  end
+  out[#out + 1] = { ahead, better, before, after }
+end
+return out

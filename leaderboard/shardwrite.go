@@ -1,0 +1,331 @@
+package leaderboard
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The writes of a sharded board (shard.go): creation and deletion on every shard, submissions on the player's shard
+// with arrival numbers from the board-wide counter, removal.
+
+var (
+	//go:embed arrivals.lua
+	arrivalsLua    string
+	arrivalsScript = newScript("arrivals", arrivalsLua, false)
+)
+
+// createSharded stores a sharded board's definition on every shard, shard 0 (and the board list) last: nobody
+// finds the board before all its shards hold the definition. A shard that holds a definition while shard 0 holds
+// none is what a deletion interrupted between its shards left; it is deleted first, so that a new board never
+// inherits its players.
+func (s *Store) createSharded(ctx context.Context, b *Board, def string) error {
+	bases := s.shardBases(b.ID, b.Shards)
+	cur, err := s.rdb.Get(ctx, keyDef.of(bases[0])).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		for _, base := range bases[1:] {
+			if err := s.deleteShard(ctx, b.ID, base); err != nil {
+				return err
+			}
+		}
+	case err != nil:
+		return redisError(err)
+	case cur != def:
+		return errorf(Conflict, "a board with this id exists with a different definition")
+	}
+	for i := len(bases) - 1; i >= 0; i-- {
+		as := "shard"
+		if i == 0 {
+			as = ""
+		}
+		registry := s.registryOf(slotTag(HashSlot(bases[i])))
+		if err := s.createFinishingPurge(ctx, []string{bases[i], registry}, def, b.ID, as); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteShard deletes the keys under one shard's key base (shards 1..: shard 0 is the board's, DeleteBoard).
+func (s *Store) deleteShard(ctx context.Context, id, base string) error {
+	reply, err := s.fns.run(ctx, deleteScript, []string{base, s.registryOf(slotTag(HashSlot(base)))}, id,
+		rand.Text(), s.publishArg(), channelOf(base), DeletedNotice).Result()
+	if err != nil {
+		return redisError(err)
+	}
+	parts, _ := reply.([]any)
+	if len(parts) != 2 {
+		return nil // "none"
+	}
+	token, _ := parts[1].(string)
+	return s.purgeBase(context.WithoutCancel(ctx), base, token)
+}
+
+// deleteShards deletes shards 1.. of a sharded board whose shard 0 is deleted already (nobody reads or writes the
+// board then: every merged read and every submission goes through shard 0's definition).
+func (s *Store) deleteShards(ctx context.Context, b *Board) error {
+	for _, base := range s.shardBases(b.ID, b.Shards)[1:] {
+		if err := s.deleteShard(ctx, b.ID, base); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// arrivalQueue hands out a sharded board's arrival numbers: the submissions that wait while a block is being taken
+// share the next one (one arrivals.lua call, one round trip, for all of them), in the order they asked.
+type arrivalQueue struct {
+	mu      sync.Mutex
+	busy    bool
+	waiting []*arrivalWait
+}
+
+type arrivalWait struct {
+	n     int
+	first int64
+	err   error
+	done  chan struct{}
+}
+
+// take returns the first of n consecutive arrival numbers of board v.
+func (q *arrivalQueue) take(ctx context.Context, s *Store, v *cachedBoard, n int) (int64, error) {
+	w := &arrivalWait{n: n, done: make(chan struct{})}
+	q.mu.Lock()
+	q.waiting = append(q.waiting, w)
+	if !q.busy {
+		q.busy = true
+		go q.serve(s, v)
+	}
+	q.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.first, w.err
+	case <-ctx.Done():
+		return 0, &Error{Code: Unavailable, Message: "the data store is unavailable", Err: ctx.Err()}
+	}
+}
+
+// serve takes blocks for the waiting submissions until none waits. A caller that gave up still gets its numbers
+// (unused: a gap, which orders nothing wrongly).
+func (q *arrivalQueue) serve(s *Store, v *cachedBoard) {
+	for {
+		q.mu.Lock()
+		batch := q.waiting
+		q.waiting = nil
+		if len(batch) == 0 {
+			q.busy = false
+			q.mu.Unlock()
+			return
+		}
+		q.mu.Unlock()
+		total := 0
+		for _, w := range batch {
+			total += w.n
+		}
+		last, err := s.fns.run(context.Background(), arrivalsScript, []string{v.keys}, v.b.sum, total).Int64()
+		err = redisError(err)
+		next := last - int64(total) + 1
+		for _, w := range batch {
+			w.first, w.err = next, err
+			next += int64(w.n)
+			close(w.done)
+		}
+	}
+}
+
+// submitSharded is submitBoardOnce on a sharded board: items are checked, take arrival numbers in input order,
+// go to their players' shards (one script call per shard, all in one parallel round trip), and their entries are
+// placed on the whole board by a second one (rank = the shard's rank + the players ahead on the other shards).
+func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submission, idx []int, fields int,
+	out []Outcome) error {
+	b := v.b
+	now := s.cfg.Clock()
+	type shardItems struct {
+		args     []any
+		sent     []int
+		periods  []string
+		arrivals []int
+	}
+	byShard := make([]*shardItems, b.Shards)
+	var order []int // shards with items, in the order first used
+	n := 0
+	for _, i := range idx {
+		item, period, err := s.appendItem(nil, b, subs[i], now, "")
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		k := ShardOf(subs[i].Player, b.Shards)
+		c := byShard[k]
+		if c == nil {
+			c = &shardItems{args: make([]any, submitHeaderArgs)}
+			copy(c.args, v.submitHead)
+			c.args[submitChannelArg] = channelOf(v.shards[k])
+			byShard[k] = c
+			order = append(order, k)
+		}
+		c.args = append(c.args, item...)
+		c.sent = append(c.sent, i)
+		c.periods = append(c.periods, period)
+		c.arrivals = append(c.arrivals, n)
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	first, err := v.arrivals.take(ctx, s, v, n)
+	if err != nil {
+		return err
+	}
+	calls := make([]shardCall, len(order))
+	for j, k := range order {
+		c := byShard[k]
+		var a strings.Builder
+		for m, off := range c.arrivals {
+			if m > 0 {
+				a.WriteByte(',')
+			}
+			a.WriteString(strconv.FormatInt(first+int64(off), 10))
+		}
+		c.args[submitNowArg], c.args[submitFieldsArg], c.args[submitCountArg] = now.Unix(), fields, len(c.sent)
+		c.args[submitArrivalArg] = a.String()
+		calls[j] = shardCall{submitScript, v.shards[k], c.args}
+	}
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	replies, errs := s.onShards(ctx, calls)
+	release()
+	// Each written item's entry on its shard, and the probes that place it on the other shards.
+	type placed struct {
+		i     int
+		shard int
+		res   *Result
+		tok   string
+		otok  string
+	}
+	var done []placed
+	for j, k := range order {
+		c := byShard[k]
+		if errs[j] != nil {
+			for _, i := range c.sent {
+				out[i].Err = errs[j]
+			}
+			continue
+		}
+		rows, _ := replies[j].([]any)
+		if len(rows) != len(c.sent) {
+			err := redisError(fmt.Errorf("submit script returned %d replies for %d items", len(rows), len(c.sent)))
+			for _, i := range c.sent {
+				out[i].Err = err
+			}
+			continue
+		}
+		for m, i := range c.sent {
+			res, err := parseSubmitReply(b, rows[m], c.periods[m], subs[i].Player)
+			if err != nil || res == nil {
+				if err == nil {
+					err = &Error{Code: Internal, Message: "internal error"}
+				}
+				out[i].Err = err
+				continue
+			}
+			row, _ := rows[m].([]any)
+			if len(row) < 17 {
+				out[i].Err = redisError(fmt.Errorf("sharded submit reply without tokens (%d fields)", len(row)))
+				continue
+			}
+			done = append(done, placed{i: i, shard: k, res: res, tok: toString(row[15]), otok: toString(row[16])})
+		}
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	// Place them: one shardnear call per shard and window period, every probe of that period in it.
+	type periodKey struct {
+		w Window
+		p string
+	}
+	var periods []periodKey
+	probes := map[periodKey][]shardProbe{}
+	for _, d := range done {
+		pk := periodKey{d.res.Window, d.res.Period}
+		if _, ok := probes[pk]; !ok {
+			periods = append(periods, pk)
+		}
+		e := d.res.Entry
+		probes[pk] = append(probes[pk], shardProbe{x: b.internal(e.Score), tok: d.tok, player: e.PlayerID})
+		if d.res.PreviousRank != nil && d.res.PreviousScore != nil && d.otok != "" {
+			probes[pk] = append(probes[pk], shardProbe{x: b.internal(*d.res.PreviousScore), tok: d.otok,
+				player: e.PlayerID})
+		}
+	}
+	for _, pk := range periods {
+		near, err := s.nearOnShards(ctx, v, pk.w, pk.p, 0, probes[pk])
+		if err != nil {
+			for _, d := range done {
+				if d.res.Window == pk.w && d.res.Period == pk.p {
+					out[d.i].Err = err
+				}
+			}
+			continue
+		}
+		j := 0
+		for _, d := range done {
+			if d.res.Window != pk.w || d.res.Period != pk.p {
+				continue
+			}
+			r := d.res
+			// The new place counts every shard as it is now, the player's own included (its ZRANK); the old one
+			// the player's shard before the write (its reply) and the others now.
+			var ahead, better int64
+			for _, sh := range near {
+				ahead += sh.probes[j].ahead
+				better += sh.probes[j].better
+			}
+			j++
+			r.Entry.Rank = 1 + ahead
+			if r.Entry.TieRank > 0 {
+				r.Entry.TieRank = 1 + better
+			}
+			if r.PreviousRank != nil && r.PreviousScore != nil && d.otok != "" {
+				pr := *r.PreviousRank
+				for k, sh := range near {
+					if k != d.shard {
+						pr += sh.probes[j].ahead
+					}
+				}
+				j++
+				r.PreviousRank = &pr
+			}
+			r.Size = sizeOf(near)
+			r.Entry.TopPercent = TopPercent(r.Entry.Rank, r.Size)
+			out[d.i].Result = r
+		}
+	}
+	return nil
+}
+
+// internal is a user score as the sorted sets order it (negated on DESC boards), printed for a script.
+func (b *Board) internal(score float64) string {
+	if b.Order == Desc {
+		score = -score
+	}
+	return strconv.FormatFloat(score, 'g', -1, 64)
+}
+
+// removeSharded is RemovePlayer's script call on the player's shard of a sharded board.
+func (s *Store) removeSharded(ctx context.Context, v *cachedBoard, args []any, player string) ([]int64, error) {
+	base := v.shards[ShardOf(player, v.b.Shards)]
+	args[3] = channelOf(base)
+	return s.fns.run(ctx, removeScript, []string{base}, args...).Int64Slice()
+}
