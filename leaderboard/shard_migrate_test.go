@@ -17,8 +17,8 @@ import (
 )
 
 // TestShardedSlotMigration: while six writers submit SUM deltas with eventIds (Submit and SubmitMany) to a board of
-// 3 shards on a private 3-primary cluster, the slots of two of its shards move to other primaries and one moves
-// back (a reshard: SETSLOT IMPORTING/MIGRATING, MIGRATE of the keys in batches of 100, SETSLOT NODE everywhere;
+// 3 shards on a private 3-primary cluster, the slots of its three shards (shard 0 with the definition and the
+// arrival counter among them) move to other primaries and two of them back (a reshard: SETSLOT IMPORTING/MIGRATING, MIGRATE of the keys in batches of 100, SETSLOT NODE everywhere;
 // redistest.Cluster.MoveSlot). A submission that fails is sent again with its eventId until it is acknowledged, as
 // a client would (go-redis itself follows MOVED and ASK and retries TRYAGAIN). Afterwards nothing acknowledged is
 // lost or doubled: every player's total in both windows is the number of its acknowledged events, and Size and
@@ -147,7 +147,9 @@ func runSlotMigration(t *testing.T, shards int) {
 	progress.Wait() // every writer is under way
 	var moveErr error
 	var moves []string
-	move := func(shard int) {
+	home := map[int]string{} // shard -> the primary that served its slot before it moved
+	// move sends a shard's slot to another primary, or back home.
+	move := func(shard int, back bool) {
 		if moveErr != nil {
 			return
 		}
@@ -157,11 +159,14 @@ func runSlotMigration(t *testing.T, shards int) {
 			moveErr = err
 			return
 		}
-		to := cl.Addrs[0]
-		for _, a := range cl.Addrs {
-			if a != from {
-				to = a
-				break
+		to := home[shard]
+		if !back {
+			home[shard] = from
+			for _, a := range cl.Addrs {
+				if a != from {
+					to = a
+					break
+				}
 			}
 		}
 		start := time.Now()
@@ -174,12 +179,14 @@ func runSlotMigration(t *testing.T, shards int) {
 			time.Since(start).Round(time.Millisecond)))
 	}
 	if shards > 1 {
-		move(1)
-		move(2)
-		move(1)
+		move(1, false)
+		move(0, false) // the definition and the board-wide arrival counter
+		move(2, false)
+		move(1, true)
+		move(0, true)
 	} else {
-		move(0)
-		move(0)
+		move(0, false)
+		move(0, true)
 	}
 	time.Sleep(200 * time.Millisecond) // writes after the last move
 	close(stop)

@@ -2,6 +2,7 @@ package leaderboard_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -156,6 +157,37 @@ func TestShardedFairTiesAcrossShards(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestShardedTiesAtTokenBoundaries: ties across shards keep their order of arrival where the board-wide arrival
+// numbers change their encoded length (62^3: four base-62 digits) and where the records change format (10^15).
+func TestShardedTiesAtTokenBoundaries(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	ctx := context.Background()
+	for _, start := range []int64{62*62*62 - 3, 1_000_000_000_000_000 - 3} {
+		s, _ := shardStore(t, rdb)
+		const shards = 7
+		b := mustBoard(t, s, lb.Board{ID: "boundary", Shards: shards, Mode: lb.Latest})
+		if err := lb.SetBoardArrivals(ctx, s, b.ID, start); err != nil {
+			t.Fatal(err)
+		}
+		ps := onShards(t, "z", shards, 2)
+		order := []string{ps[3][0], ps[1][0], ps[5][0], ps[0][0], ps[6][0], ps[3][1]}
+		for i, p := range order {
+			if r := mustSubmit(t, s, lb.Submission{Board: b.ID, Player: p, Score: 5}); r.Entry.Rank != int64(i+1) {
+				t.Fatalf("arrivals from %d: %s is %d-th at the tie, rank %d", start+1, p, i+1, r.Entry.Rank)
+			}
+		}
+		if got := topIDs(t, s, lb.View{Board: b.ID}, 10); !slices.Equal(got, order) {
+			t.Fatalf("arrivals from %d: top %v, want %v", start+1, got, order)
+		}
+		for i, p := range order {
+			if e, err := s.Rank(ctx, lb.View{Board: b.ID}, p); err != nil || e == nil || e.Rank != int64(i+1) {
+				t.Fatalf("arrivals from %d: Rank(%s) = %+v, %v; want %d", start+1, p, e, err, i+1)
+			}
 		}
 	}
 }
@@ -374,9 +406,9 @@ func TestShardedEventIDs(t *testing.T) {
 // writersScale is how many calls each writer of TestShardedConcurrentWriters makes.
 func writersScale() int {
 	if testing.Short() || raceEnabled {
-		return 80
+		return 25
 	}
-	return 250
+	return 60
 }
 
 // TestShardedConcurrentWriters: 16 goroutines over two stores (two clients) write BEST and SUM boards of 3 and 16
@@ -538,6 +570,64 @@ func checkSettled(t *testing.T, s *lb.Store, v lb.View, want map[string]float64)
 			t.Fatalf("Around(rank %d) disagrees with Top: %s", j+1, d)
 		}
 	}
+	// Concurrent Rank and Around calls (which the store may group into shared reads) agree with Top too.
+	var wg sync.WaitGroup
+	errs := make(chan string, 64)
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			j := (g * 7919) % n
+			f := lb.AllFields
+			var opts []lb.ReadOption
+			if g%2 == 1 {
+				f = lb.FieldUpdatedAt
+				opts = []lb.ReadOption{lb.Only(f)}
+			}
+			want := all[j]
+			if f&lb.FieldTieRank == 0 {
+				want.TieRank = 0
+			}
+			if f&lb.FieldMeta == 0 {
+				want.DisplayName, want.Metadata = nil, nil
+			}
+			e, err := s.Rank(ctx, v, all[j].PlayerID, opts...)
+			if err != nil || e == nil {
+				errs <- fmt.Sprintf("concurrent Rank(%s) = %+v, %v", all[j].PlayerID, e, err)
+				return
+			}
+			if d := entryDiff(*e, want); d != "" {
+				errs <- fmt.Sprintf("concurrent Rank(%s) fields %b: %s", all[j].PlayerID, f, d)
+				return
+			}
+			got, err := s.Around(ctx, v, all[j].PlayerID, 1, opts...)
+			lo := max(0, min(j-1, n-3))
+			var exp []lb.Entry
+			for i := lo; i < min(lo+3, n); i++ {
+				w := all[i]
+				if f&lb.FieldTieRank == 0 {
+					w.TieRank = 0
+				}
+				if f&lb.FieldMeta == 0 {
+					w.DisplayName, w.Metadata = nil, nil
+				}
+				exp = append(exp, w)
+			}
+			if err != nil {
+				errs <- fmt.Sprintf("concurrent Around(%s): %v", all[j].PlayerID, err)
+			} else if d := entriesDiff(got, exp); d != "" {
+				errs <- fmt.Sprintf("concurrent Around(%s) fields %b: %s", all[j].PlayerID, f, d)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
 	fr, err := s.Friends(ctx, v, all[n-1].PlayerID, []string{all[0].PlayerID, all[n/2].PlayerID, "none"})
 	if err != nil {
 		t.Fatal(err)
@@ -676,6 +766,97 @@ func TestShardedDeleteAndRecreate(t *testing.T) {
 			t.Fatalf("second DeleteBoard = %v, %v; want false, nil", ok, err)
 		}
 		prev = shards
+	}
+}
+
+// TestShardedDeleteRacesSubmits: submissions (with eventIds) and reads run on a sharded board while it is deleted;
+// each either succeeds or is NOT_FOUND, and when DeleteBoard returns no key is left under any shard's key base, nor
+// made by the writes that keep coming after it.
+func TestShardedDeleteRacesSubmits(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	ctx := context.Background()
+	s, clock := shardStore(t, rdb)
+	const shards = 7
+	def := lb.Board{ID: "racy", Windows: []lb.Window{lb.AllTime, lb.Daily}, Shards: shards}
+	mustBoard(t, s, def)
+	for i := range 100 {
+		mustSubmit(t, s, lb.Submission{Board: def.ID, Player: fmt.Sprintf("seed%d", i), Score: float64(i)})
+	}
+	leftover := func() []string {
+		var keys []string
+		for i := range shards {
+			keys = append(keys, shardKeys(t, rdb, lb.ShardKeyBase(s.Prefix(), def.ID, i, shards))...)
+		}
+		return keys
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	var ok [4]int
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			other := lb.New(rdb, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				var errs3 []error
+				if i%2 == 0 {
+					_, err := other.Submit(ctx, lb.Submission{Board: def.ID, Player: fmt.Sprintf("w%d-%d", w, i%40),
+						Score: float64(i), EventID: fmt.Sprintf("e%d-%d", w, i)})
+					errs3 = append(errs3, err)
+				} else {
+					outs, err := other.SubmitMany(ctx, []lb.Submission{
+						{Board: def.ID, Player: fmt.Sprintf("m%d-%d", w, i%40), Score: 1},
+						{Board: def.ID, Player: fmt.Sprintf("n%d-%d", w, i%40), Score: 2}})
+					errs3 = append(errs3, err)
+					if err == nil {
+						errs3 = append(errs3, outs[0].Err, outs[1].Err)
+					}
+				}
+				_, err := other.Top(ctx, lb.View{Board: def.ID}, 0, 5)
+				errs3 = append(errs3, err)
+				if errors.Join(errs3...) == nil {
+					ok[w]++
+				}
+				for _, err := range errs3 {
+					if err != nil && lb.ErrorCode(err) != lb.NotFound {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	time.Sleep(150 * time.Millisecond) // the writers get going
+	deleted, err := s.DeleteBoard(ctx, def.ID)
+	if err != nil || !deleted {
+		close(stop)
+		wg.Wait()
+		t.Fatalf("DeleteBoard = %v, %v", deleted, err)
+	}
+	left := leftover()
+	time.Sleep(300 * time.Millisecond) // the writers keep trying on the deleted board
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatalf("a concurrent call failed with something else than NOT_FOUND: %v", err)
+	default:
+	}
+	if ok[0]+ok[1]+ok[2]+ok[3] == 0 {
+		t.Fatal("no write succeeded before the deletion: the race was not run")
+	}
+	if len(left) > 0 {
+		t.Fatalf("%d keys left when DeleteBoard returned, e.g. %v", len(left), left[:min(5, len(left))])
+	}
+	if left := leftover(); len(left) > 0 {
+		t.Fatalf("%d keys made by writes after the deletion, e.g. %v", len(left), left[:min(5, len(left))])
 	}
 }
 
