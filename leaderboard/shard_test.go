@@ -860,6 +860,30 @@ func TestShardedDeleteRacesSubmits(t *testing.T) {
 	}
 }
 
+// TestShardedSnapshot: Snapshot (what the export streams) of a sharded board covers every shard, or refuses the
+// board with BAD_USER_INPUT; it never answers for shard 0 alone.
+func TestShardedSnapshot(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	ctx := context.Background()
+	s, _ := shardStore(t, rdb)
+	b := mustBoard(t, s, lb.Board{ID: "exported", Shards: 7})
+	for i := range 100 {
+		mustSubmit(t, s, lb.Submission{Board: b.ID, Player: fmt.Sprintf("p%d", i), Score: float64(i % 10)})
+	}
+	sn, err := s.Snapshot(ctx, lb.View{Board: b.ID})
+	if lb.ErrorCode(err) == lb.Invalid {
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Close(ctx)
+	if sn.Size != 100 || sn.Rows != 100 {
+		t.Fatalf("Snapshot of a 7-shard board of 100 players: size %d, rows %d", sn.Size, sn.Rows)
+	}
+}
+
 // TestShardedCreateRules: the number of shards is checked (2..MaxShards, 0 and 1 unsharded), kept in the
 // definition (the same one again returns the board, another S is a CONFLICT), and CreateBoard refuses with
 // BAD_USER_INPUT what sharded boards do not have: exactTop and a SEASON window.

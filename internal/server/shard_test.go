@@ -1,8 +1,12 @@
 package server
 
 import (
+	"encoding/json"
+	"io"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,5 +83,26 @@ func TestShardedBoardGraphQL(t *testing.T) {
 	b, err := s.Store.Board(ctxT(t, 10*time.Second), "spread")
 	if err != nil || b.Shards != 5 {
 		t.Fatalf("the board read by another store: %+v, %v", b, err)
+	}
+
+	// The export has every player in rank order, or refuses the sharded board; never a part of it.
+	resp := s.exportGet(t, "", "spread", map[string]string{"format": "ndjson"})
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 400 && resp.StatusCode < 500 {
+		t.Logf("the export refuses the sharded board: %d %s", resp.StatusCode, body)
+		return
+	}
+	var exported []string
+	for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		var row struct{ PlayerID string }
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("export: status %d, line %q: %v", resp.StatusCode, line, err)
+		}
+		exported = append(exported, row.PlayerID)
+	}
+	if !slices.Equal(exported, want) {
+		t.Fatalf("export of the 5-shard board (status %d): %d rows %v, want the %d players %v", resp.StatusCode,
+			len(exported), exported, len(want), want)
 	}
 }
