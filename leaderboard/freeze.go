@@ -288,21 +288,9 @@ func sameRows(a, b []Entry) bool {
 // changes nothing).
 func (s *Store) recordClosesLedgered(ctx context.Context, b *Board, periods []closedPeriod, force bool) (
 	[]closeResult, error) {
-	out := make([]closeResult, len(periods))
-	var todo, pending []int
-	for i, p := range periods {
-		f, err := s.Fence(ctx, b.ID, p.w, p.period)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case f != nil && f.OutboxID == fencePending:
-			pending = append(pending, i)
-		case f != nil && !(force && f.OutboxID == ""):
-			out[i] = closeResult{id: f.OutboxID}
-		default:
-			todo = append(todo, i)
-		}
+	out, todo, pending, err := s.closesDue(ctx, b, periods, force)
+	if err != nil {
+		return nil, err
 	}
 	if len(todo) > 0 {
 		a := CloseArgs{Force: force}
@@ -355,6 +343,29 @@ func (s *Store) recordClosesLedgered(ctx context.Context, b *Board, periods []cl
 		out[i] = res[k]
 	}
 	return out, nil
+}
+
+// closesDue sorts periods of b by their close fences, for a close in two steps (the fence, then the event): out
+// holds the event of each period closed already; todo lists the periods to fence (not fenced, or fenced without an
+// event when force), pending those fenced whose event waits (fencePending).
+func (s *Store) closesDue(ctx context.Context, b *Board, periods []closedPeriod, force bool) (
+	out []closeResult, todo, pending []int, err error) {
+	out = make([]closeResult, len(periods))
+	for i, p := range periods {
+		f, err := s.Fence(ctx, b.ID, p.w, p.period)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		switch {
+		case f != nil && f.OutboxID == fencePending:
+			pending = append(pending, i)
+		case f != nil && !(force && f.OutboxID == ""):
+			out[i] = closeResult{id: f.OutboxID}
+		default:
+			todo = append(todo, i)
+		}
+	}
+	return out, todo, pending, nil
 }
 
 // closeArgs are the close script's arguments for an EventClose applied with clock now.

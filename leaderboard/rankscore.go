@@ -93,6 +93,7 @@ func (s *Store) rankForScoreSharded(ctx context.Context, r Resolved, score, x fl
 	}
 	e.Rank++
 	e.TieRank++
+	e.Approximate = r.Board.approxAt(e.Rank)
 	e.TopPercent = TopPercent(e.Rank, e.Size+1)
 	return e, nil
 }

@@ -147,8 +147,17 @@ func (s *Store) seasonCall(ctx context.Context, b *Board, op string, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	reply, err := s.run(ctx, seasonScript, []string{s.keyBase(b.ID)},
-		append([]any{b.sum, op, now.Unix()}, args...)...).Slice()
+	argv := append([]any{b.sum, op, now.Unix()}, args...)
+	// A sharded board's shards each keep the season state their submissions read: shards 1.. first, with the
+	// same clock, and shard 0 last, whose state the reads (CurrentPeriod, Seasons) and the reply come from.
+	bases := s.ShardKeyBases(b)
+	for _, base := range bases[1:] {
+		if err := s.fns.run(ctx, seasonScript, []string{base}, argv...).Err(); err != nil {
+			release()
+			return nil, redisError(err)
+		}
+	}
+	reply, err := s.run(ctx, seasonScript, []string{bases[0]}, argv...).Slice()
 	release()
 	if err != nil {
 		return nil, redisError(err)

@@ -21,29 +21,24 @@ import (
 //
 // Reads merge the shards (shardread.go): rank = 1 + the players ahead (score, then token) on every shard; top K =
 // the merge of every shard's top K; aroundMe = the merge of every shard's neighbours of the player's (score, token).
+//
+// exactTop: every shard keeps the board's exactTop players exact. The board's best exactTop players are then in
+// the union of the shards' exact tiers (a player beyond its shard's exact tier has exactTop players ahead on that
+// shard alone), so ranks 1..exactTop of the merge are exact; beyond, a rank adds every shard's tail estimate
+// (tail_before of its histogram) and is Approximate, as on a board of one shard.
 const (
 	MaxShards = 64 // most shards of a board
 	// MaxShardedDepth bounds offset+first of Top on a sharded board: every shard sends that many rows to merge.
 	MaxShardedDepth = 10_000
 )
 
-// normalizeShards fills the default (1) and refuses what sharded boards do not keep: exactTop (its tail estimate
-// is per slot) and SEASON windows (a season starts and ends in one script on one slot).
+// normalizeShards fills the default (1) and checks the range.
 func (b *Board) normalizeShards() error {
 	if b.Shards == 0 {
 		b.Shards = 1
 	}
 	if b.Shards < 1 || b.Shards > MaxShards {
 		return errorf(Invalid, "shards must be between 1 and %d", MaxShards)
-	}
-	if b.Shards == 1 {
-		return nil
-	}
-	if b.ExactTop > 0 {
-		return errorf(Invalid, "a sharded board keeps every rank exact: exactTop must not be set with shards")
-	}
-	if b.HasWindow(Season) {
-		return errorf(Invalid, "a sharded board has no SEASON window")
 	}
 	return nil
 }
@@ -112,3 +107,14 @@ func (s *Store) shardBases(board string, shards int) []string {
 // ShardKeyBases returns the key bases of every shard of a board (one for an unsharded board), for tools and tests
 // that look at its keys.
 func (s *Store) ShardKeyBases(b *Board) []string { return s.shardBases(b.ID, max(b.Shards, 1)) }
+
+// approxAt reports whether rank is estimated on a sharded board: beyond exactTop (see above).
+func (b *Board) approxAt(rank int64) bool { return b.ExactTop > 0 && rank > int64(b.ExactTop) }
+
+// exactRows bounds a count of listed rows by the board's exact tier (exactTop; none: n).
+func (b *Board) exactRows(n int64) int64 {
+	if b.ExactTop > 0 {
+		return min(n, int64(b.ExactTop))
+	}
+	return n
+}

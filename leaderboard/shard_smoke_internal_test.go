@@ -94,6 +94,80 @@ func TestShardSmoke(t *testing.T) {
 					}
 				}
 			}
+			// A submission's result is its place on the whole board: equal to a read right after it, and its
+			// previous rank to a read right before.
+			for i := 0; i < 30; i++ {
+				pl := ids[rng.IntN(len(ids))]
+				before, err := s.Rank(ctx, View{Board: b.ID}, pl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				res, err := s.Submit(ctx, Submission{Board: b.ID, Player: pl, Score: before.Score + 1, EventID: fmt.Sprintf("e%d", i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				after, err := s.Rank(ctx, View{Board: b.ID}, pl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Entry.Rank != after.Rank || res.Entry.TieRank != after.TieRank || res.Size != p.Size ||
+					res.PreviousRank == nil || *res.PreviousRank != before.Rank || !res.Updated {
+					t.Fatalf("submit %s: %+v prev %v; read before %+v after %+v", pl, res.Entry, res.PreviousRank, before, after)
+				}
+				model[pl].score++
+				arr++
+				model[pl].arr = 1<<30 + arr
+			}
+			sort.Slice(ids, func(i, j int) bool {
+				a, b := model[ids[i]], model[ids[j]]
+				if a.score != b.score {
+					return a.score > b.score
+				}
+				return a.arr < b.arr
+			})
+			if p, err = s.Top(ctx, View{Board: b.ID}, 0, 1000); err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range p.Entries {
+				if e.PlayerID != ids[i] || e.Score != model[ids[i]].score {
+					t.Fatalf("row %d after the singles: %+v want %s", i, e, ids[i])
+				}
+			}
+			sn, err := s.Snapshot(ctx, View{Board: b.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A write after the snapshot is not in it.
+			if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: "late", Score: 100}); err != nil {
+				t.Fatal(err)
+			}
+			var got []Entry
+			for off := 0; ; off += 7 {
+				pg, err := sn.Page(ctx, off, 7)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(pg.Entries) == 0 {
+					break
+				}
+				got = append(got, pg.Entries...)
+			}
+			if len(got) != len(p.Entries) || sn.Size != p.Size {
+				t.Fatalf("export: %d rows size %d want %d", len(got), sn.Size, len(p.Entries))
+			}
+			for i, e := range got {
+				w := p.Entries[i]
+				if e.PlayerID != w.PlayerID || e.Rank != w.Rank || e.TieRank != w.TieRank || e.Score != w.Score ||
+					!e.UpdatedAt.Equal(w.UpdatedAt) || e.TopPercent != w.TopPercent {
+					t.Fatalf("export row %d: %+v want %+v", i, e, w)
+				}
+			}
+			if err := sn.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.RemovePlayer(ctx, b.ID, "late"); err != nil {
+				t.Fatal(err)
+			}
 			for sc := -1.0; sc <= 10; sc++ {
 				var ge, gt int64
 				for _, m := range model {
@@ -180,6 +254,163 @@ func TestShardCloseSmoke(t *testing.T) {
 			id2, rec2, err := s.RecordClose(ctx, b.ID, Daily, period, now)
 			if err != nil || rec2 || id2 != id {
 				t.Fatalf("second close: %q %v %v", id2, rec2, err)
+			}
+		})
+	}
+}
+
+func TestShardSeasonSmoke(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return now }})
+			b, err := s.CreateBoard(ctx, Board{ID: "shs", Shards: 4, Windows: []Window{Season}, Grace: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.StartSeason(ctx, b.ID, "s1", now.Add(24*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 30; i++ {
+				if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: fmt.Sprintf("p%d", i), Score: float64(i % 3)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := s.Top(ctx, View{Board: b.ID, Window: Season}, 0, 100)
+			if err != nil || p.Size != 30 || len(p.Entries) != 30 || p.Period != "s1" {
+				t.Fatalf("top: %+v %v", p, err)
+			}
+			// Ties by arrival: p2 (score 2) arrived first among the 2s.
+			if p.Entries[0].PlayerID != "p2" || p.Entries[1].PlayerID != "p5" || p.Entries[0].TieRank != 1 ||
+				p.Entries[1].TieRank != 1 || p.Entries[10].TieRank != 11 {
+				t.Fatalf("top order: %+v", p.Entries[:3])
+			}
+			now = now.Add(time.Hour)
+			if _, err := s.EndSeason(ctx, b.ID); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 30; i++ {
+				_, err := s.Submit(ctx, Submission{Board: b.ID, Player: fmt.Sprintf("q%d", i), Score: 5})
+				if ErrorCode(err) != PeriodClosed {
+					t.Fatalf("q%d after the season's end: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+func TestShardExactTopSmoke(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return now }})
+			const E = 20
+			b, err := s.CreateBoard(ctx, Board{ID: "she", Shards: 3, ExactTop: E})
+			if err != nil {
+				t.Fatal(err)
+			}
+			score := map[string]float64{}
+			arr := map[string]int{}
+			var subs []Submission
+			for i := 0; i < 300; i++ {
+				p := fmt.Sprintf("p%d", i)
+				score[p], arr[p] = float64((i*37)%50), i
+				subs = append(subs, Submission{Board: b.ID, Player: p, Score: score[p]})
+			}
+			if _, err := s.SubmitMany(ctx, subs); err != nil {
+				t.Fatal(err)
+			}
+			ids := make([]string, 0, len(score))
+			for p := range score {
+				ids = append(ids, p)
+			}
+			sort.Slice(ids, func(i, j int) bool {
+				a, b := ids[i], ids[j]
+				if score[a] != score[b] {
+					return score[a] > score[b]
+				}
+				return arr[a] < arr[b]
+			})
+			top, err := s.Top(ctx, View{Board: b.ID}, 0, 100)
+			if err != nil || len(top.Entries) != E || top.Size != 300 {
+				t.Fatalf("top: %d rows, size %d, %v", len(top.Entries), top.Size, err)
+			}
+			for i, e := range top.Entries {
+				if e.PlayerID != ids[i] || e.Rank != int64(i+1) || e.Approximate {
+					t.Fatalf("top %d: %+v want %s", i, e, ids[i])
+				}
+			}
+			for i, p := range ids {
+				e, err := s.Rank(ctx, View{Board: b.ID}, p)
+				if err != nil || e == nil {
+					t.Fatalf("rank %s: %v", p, err)
+				}
+				var better int64
+				for _, q := range ids {
+					if score[q] > score[p] {
+						better++
+					}
+				}
+				if i < E {
+					if e.Rank != int64(i+1) || e.Approximate || e.TieRank != better+1 {
+						t.Fatalf("exact %s: %+v want rank %d tie %d", p, e, i+1, better+1)
+					}
+				} else if !e.Approximate || e.Rank < better+1 || e.Rank > int64(i+1) {
+					t.Fatalf("tail %s: %+v want approximate within %d..%d", p, e, better+1, i+1)
+				}
+				a, err := s.Around(ctx, View{Board: b.ID}, p, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i >= E && (len(a) != 1 || a[0].PlayerID != p) {
+					t.Fatalf("around tail %s: %+v", p, a)
+				}
+				if i < E {
+					start, stop := aroundWindow(int64(i), E, 2)
+					if int64(len(a)) != stop-start+1 || a[int64(i)-start].PlayerID != p {
+						t.Fatalf("around %s: %+v", p, a)
+					}
+				}
+			}
+		})
+	}
+}
+
+// An eventId's record lives on its player's shard: a retry is recognised, and an eventId used again for another
+// player is a conflict on that shard only.
+func TestShardEventIDs(t *testing.T) {
+	for _, tg := range redistest.Targets(t) {
+		t.Run(tg.Name, func(t *testing.T) {
+			ctx := context.Background()
+			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+			b, err := s.CreateBoard(ctx, Board{ID: "shev", Shards: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var same, other string // players on p0's shard and on another one
+			for i := 1; same == "" || other == ""; i++ {
+				p := fmt.Sprintf("p%d", i)
+				if ShardOf(p, 4) == ShardOf("p0", 4) {
+					same = p
+				} else {
+					other = p
+				}
+			}
+			r1, err := s.Submit(ctx, Submission{Board: b.ID, Player: "p0", Score: 5, EventID: "ev"})
+			if err != nil || r1.Duplicate {
+				t.Fatalf("first: %+v %v", r1, err)
+			}
+			r2, err := s.Submit(ctx, Submission{Board: b.ID, Player: "p0", Score: 5, EventID: "ev"})
+			if err != nil || !r2.Duplicate || r2.Entry.Rank != 1 {
+				t.Fatalf("retry: %+v %v", r2, err)
+			}
+			if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: same, Score: 5, EventID: "ev"}); ErrorCode(err) != Conflict {
+				t.Fatalf("another player on the shard: %v", err)
+			}
+			if r, err := s.Submit(ctx, Submission{Board: b.ID, Player: other, Score: 5, EventID: "ev"}); err != nil || r.Duplicate {
+				t.Fatalf("another player on another shard: %+v %v", r, err)
 			}
 		})
 	}

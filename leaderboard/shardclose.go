@@ -17,21 +17,9 @@ func (s *Store) recordClosesSharded(ctx context.Context, b *Board, periods []clo
 	if err != nil {
 		return nil, err
 	}
-	out := make([]closeResult, len(periods))
-	var todo, pending []int
-	for i, p := range periods {
-		f, err := s.Fence(ctx, b.ID, p.w, p.period)
-		if err != nil {
-			return nil, err
-		}
-		switch {
-		case f != nil && f.OutboxID == fencePending:
-			pending = append(pending, i)
-		case f != nil && !(force && f.OutboxID == ""):
-			out[i] = closeResult{id: f.OutboxID}
-		default:
-			todo = append(todo, i)
-		}
+	out, todo, pending, err := s.closesDue(ctx, b, periods, force)
+	if err != nil {
+		return nil, err
 	}
 	if len(todo) > 0 {
 		fence := func(base string, idx []int, forced bool) ([]string, error) {

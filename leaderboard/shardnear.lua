@@ -2,10 +2,13 @@
 -- the shard's players ahead of it and those with a strictly better score, and lists up to nb players before it and
 -- na after it. A merged read adds the counts of every shard (rank = 1 + the players ahead on all of them) and merges
 -- the lists (top: a probe before everybody; aroundMe: the player's own). ARGV: definition SHA-1, window code,
--- period, fields (F_UPDATED, F_META of common.lua), then per probe: internal score ('-inf': before everybody),
--- token ('' : before every player with that score, '+': after them), player (its own member is not listed; '' : none), nb, na.
--- Reply: {players in the period on this shard, then per probe {ahead, better, before rows, after rows}}; a row is
--- {player, internal score, updatedAt (0: not asked), meta, token}.
+-- period, fields (F_UPDATED, F_META of common.lua), then per probe: internal score ('-inf': before everybody; '?':
+-- the place of the probe's player on this shard, see below), token ('' : before every player with that score,
+-- '+': after them), player (its own member is not listed; '' : none), nb, na.
+-- Reply: {players in the period on this shard, then per probe {ahead, better, before rows, after rows, the
+-- player's row ('?' probes only)}}; a row is {player, internal score, updatedAt (0: not asked), meta, token}. A '?'
+-- probe whose player has no score here answers ahead -1 and no rows. On exactTop boards the counts add the shard's
+-- tail estimate (tail_before) and the rows come from its exact tier.
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3], true)
@@ -46,8 +49,20 @@ end
 local out = { st.cnt }
 for i = 5, #ARGV - 4, 5 do
   local xs, tok, player, nb, na = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonum(ARGV[i + 3]), tonum(ARGV[i + 4])
-  local ahead, better, own = 0, 0, false
-  if xs ~= '-inf' then
+  local ahead, better, own, me = 0, 0, false, nil
+  if xs == '?' then
+    -- Find the player here first: the probe is its own place (a read that starts from a player asks its shard so).
+    local _, rec, ts, t, x = locate(st, player)
+    if rec then
+      xs, tok = fmt(x), t
+      if not wantTs then ts = 0 end
+      me = { player, xs, ts, '', tok }
+      if wantMeta then me[4] = meta_of(player) end
+    end
+  end
+  if xs == '?' then
+    ahead = -1 -- not here
+  elseif xs ~= '-inf' then
     better = rcall('ZCOUNT', z, '-inf', '(' .. xs)
     ahead = better
     local r
@@ -68,7 +83,13 @@ for i = 5, #ARGV - 4, 5 do
       ahead = lo
     end
   end
+  if xs ~= '-inf' and xs ~= '?' and st.tn > 0 then
+    -- exactTop: the shard's players beyond its exact tier with a better score, estimated as rank_of does.
+    local t = tail_before(st, tonum(xs))
+    ahead, better = ahead + t, better + t
+  end
   local before, after = {}, {}
+  if xs == '?' then nb, na = 0, 0 end
   if nb > 0 and ahead > 0 then
     before = rows_of(rcall('ZRANGE', z, max(0, ahead - nb), ahead - 1, 'WITHSCORES'))
   end
@@ -77,6 +98,6 @@ for i = 5, #ARGV - 4, 5 do
     if own then from = ahead + 1 end
     after = rows_of(rcall('ZRANGE', z, from, from + na - 1, 'WITHSCORES'))
   end
-  out[#out + 1] = { ahead, better, before, after }
+  out[#out + 1] = { ahead, better, before, after, me }
 end
 return out

@@ -13,14 +13,11 @@ import (
 )
 
 // The reads of a sharded board (shard.go): each asks every shard in one parallel round trip and merges. A read that
-// starts from a player (rank, aroundMe, friends) first finds the player on its shard (shardrows.lua), then places
-// it on every shard (shardnear.lua): two round trips. Each shard answers for one moment, and the shards for moments
+// starts from a player (rank, aroundMe, friends) first finds and places the player on its shard, then places it on
+// the other shards (shardnear.lua, both): two round trips. Each shard answers for one moment, and the shards for moments
 // within the read's span: a write on one shard during the read may show while another shard's does not.
 
 var (
-	//go:embed shardrows.lua
-	shardRowsLua    string
-	shardRowsScript = newScript("shardrows", shardRowsLua, true)
 	//go:embed shardnear.lua
 	shardNearLua    string
 	shardNearScript = newScript("shardnear", shardNearLua, true)
@@ -85,15 +82,8 @@ type shardRow struct {
 	tok    string
 }
 
-// before reports whether row a ranks before row b: a better (lower internal) score, then an earlier token (tokens
-// order as bytes: see token() in common.lua).
-func (a *shardRow) before(b *shardRow) bool {
-	if a.x != b.x {
-		return a.x < b.x
-	}
-	return a.tok < b.tok
-}
-
+// compareRows orders rows as a board does: a better (lower internal) score first, then an earlier arrival token
+// (tokens order as bytes: see token() in common.lua).
 func compareRows(a, b shardRow) int {
 	if c := cmp.Compare(a.x, b.x); c != 0 {
 		return c
@@ -102,15 +92,19 @@ func compareRows(a, b shardRow) int {
 }
 
 // nearShard is one shard's answer to shardnear.lua: the players in the period on it, and per probe the players
-// ahead, those with a better score, and the neighbours asked for.
+// ahead, those with a better score, and the neighbours asked for. asked is false for a shard not called.
 type nearShard struct {
+	asked  bool
 	size   int64
 	probes []nearProbe
 }
 
+// nearProbe is a probe's answer; me is the row of a '?' probe's player (nil when the shard does not have it,
+// ahead then -1).
 type nearProbe struct {
 	ahead, better int64
 	before, after []shardRow
+	me            *shardRow
 }
 
 // sizeOf is the players on every shard.
@@ -122,32 +116,56 @@ func sizeOf(near []nearShard) int64 {
 	return n
 }
 
-// nearOnShards places probes on every shard of window period (w, p) of a sharded board, in one parallel round trip.
+// nearOnShards places the same probes on every shard of window period (w, p) of a sharded board, in one parallel
+// round trip.
 func (s *Store) nearOnShards(ctx context.Context, v *cachedBoard, w Window, p string, fields int,
 	probes []shardProbe) ([]nearShard, error) {
-	args := make([]any, 0, 4+5*len(probes))
-	args = append(args, v.b.sum, windowCodes[w], p, fields)
-	for _, pr := range probes {
-		args = append(args, pr.x, pr.tok, pr.player, pr.nb, pr.na)
+	each := make([][]shardProbe, len(v.shards))
+	for i := range each {
+		each[i] = probes
+		if each[i] == nil {
+			each[i] = []shardProbe{}
+		}
 	}
-	calls := make([]shardCall, len(v.shards))
-	for i, base := range v.shards {
-		calls[i] = shardCall{shardNearScript, base, args}
+	return s.nearOn(ctx, v, w, p, fields, each)
+}
+
+// nearOn places probes[k] on shard k, for every shard whose list is not nil, in one parallel round trip.
+func (s *Store) nearOn(ctx context.Context, v *cachedBoard, w Window, p string, fields int,
+	probes [][]shardProbe) ([]nearShard, error) {
+	var calls []shardCall
+	var shards []int
+	for k, list := range probes {
+		if list == nil {
+			continue
+		}
+		args := make([]any, 0, 4+5*len(list))
+		args = append(args, v.b.sum, windowCodes[w], p, fields)
+		for _, pr := range list {
+			args = append(args, pr.x, pr.tok, pr.player, pr.nb, pr.na)
+		}
+		calls = append(calls, shardCall{shardNearScript, v.shards[k], args})
+		shards = append(shards, k)
+	}
+	out := make([]nearShard, len(v.shards))
+	if len(calls) == 0 {
+		return out, nil
 	}
 	replies, errs := s.onShards(ctx, calls)
 	if err := firstError(errs); err != nil {
 		return nil, err
 	}
-	out := make([]nearShard, len(replies))
-	for i, r := range replies {
+	for c, r := range replies {
+		k := shards[c]
+		n := len(probes[k])
 		rows, _ := r.([]any)
-		if len(rows) != 1+len(probes) {
-			return nil, redisError(fmt.Errorf("shardnear returned %d values for %d probes", len(rows), len(probes)))
+		if len(rows) != 1+n {
+			return nil, redisError(fmt.Errorf("shardnear returned %d values for %d probes", len(rows), n))
 		}
-		sh := nearShard{size: toInt(rows[0]), probes: make([]nearProbe, len(probes))}
+		sh := nearShard{asked: true, size: toInt(rows[0]), probes: make([]nearProbe, n)}
 		for j, pv := range rows[1:] {
 			parts, _ := pv.([]any)
-			if len(parts) != 4 {
+			if len(parts) != 4 && len(parts) != 5 {
 				return nil, redisError(fmt.Errorf("shardnear: bad probe reply %T", pv))
 			}
 			pr := nearProbe{ahead: toInt(parts[0]), better: toInt(parts[1])}
@@ -155,12 +173,18 @@ func (s *Store) nearOnShards(ctx context.Context, v *cachedBoard, w Window, p st
 			if pr.before, err = parseShardRows(parts[2]); err == nil {
 				pr.after, err = parseShardRows(parts[3])
 			}
+			if err == nil && len(parts) == 5 {
+				var me []shardRow
+				if me, err = parseShardRows([]any{parts[4]}); err == nil {
+					pr.me = &me[0]
+				}
+			}
 			if err != nil {
 				return nil, redisError(err)
 			}
 			sh.probes[j] = pr
 		}
-		out[i] = sh
+		out[k] = sh
 	}
 	return out, nil
 }
@@ -186,59 +210,10 @@ func parseShardRows(v any) ([]shardRow, error) {
 	return out, nil
 }
 
-// rowsOnShards finds players on their shards (shardrows.lua), in one parallel round trip: by player id, those
-// that have a score in window period (w, p).
-func (s *Store) rowsOnShards(ctx context.Context, v *cachedBoard, w Window, p string, fields int,
-	players []string) (map[string]shardRow, error) {
-	byShard := make([][]any, v.b.Shards)
-	for _, pl := range players {
-		k := ShardOf(pl, v.b.Shards)
-		if byShard[k] == nil {
-			byShard[k] = []any{v.b.sum, windowCodes[w], p, fields}
-		}
-		byShard[k] = append(byShard[k], pl)
-	}
-	var calls []shardCall
-	for k, args := range byShard {
-		if args != nil {
-			calls = append(calls, shardCall{shardRowsScript, v.shards[k], args})
-		}
-	}
-	found := make(map[string]shardRow, len(players))
-	if len(calls) == 0 {
-		return found, nil
-	}
-	replies, errs := s.onShards(ctx, calls)
-	if err := firstError(errs); err != nil {
-		return nil, err
-	}
-	for _, r := range replies {
-		rows, _ := r.([]any)
-		if len(rows) == 0 {
-			return nil, redisError(fmt.Errorf("shardrows: empty reply"))
-		}
-		for _, rv := range rows[1:] {
-			row, _ := rv.([]any)
-			if len(row) != 5 {
-				return nil, redisError(fmt.Errorf("shardrows: bad row %v", rv))
-			}
-			sr := shardRow{player: toString(row[0]), tok: toString(row[1]), xs: toString(row[2]), ts: toInt(row[3]),
-				meta: toString(row[4])}
-			x, err := strconv.ParseFloat(sr.xs, 64)
-			if err != nil {
-				return nil, redisError(fmt.Errorf("shardrows: bad score %q", sr.xs))
-			}
-			sr.x = x
-			found[sr.player] = sr
-		}
-	}
-	return found, nil
-}
-
 // entryOf is the entry of a row at rank (tie: its tie rank, 0 when not asked) among size players.
 func (b *Board) entryOf(r shardRow, rank, tie, size int64) Entry {
 	e := Entry{PlayerID: r.player, Rank: rank, TieRank: tie, Score: b.userScore(r.x),
-		TopPercent: TopPercent(rank, size)}
+		TopPercent: TopPercent(rank, size), Approximate: b.approxAt(rank)}
 	if r.ts != 0 {
 		e.UpdatedAt = time.Unix(r.ts, 0).UTC()
 	}
@@ -290,6 +265,7 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 	}
 	slices.SortFunc(rows, compareRows)
 	size := sizeOf(near)
+	rows = rows[:r.Board.exactRows(int64(len(rows)))] // on exactTop boards only the exact tier is listed
 	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: size}
 	// The merged rows start at rank 1, so each row's tie rank is the rank of the first row with its score.
 	tie := int64(1)
@@ -304,66 +280,123 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 	return p, nil
 }
 
-// ranksSharded is Ranks on a sharded board: the players found on their shards, then placed on every shard.
-func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, players []string, arg int) (*Page, error) {
-	found, err := s.rowsOnShards(ctx, v, r.Window, r.Period, arg&int(FieldUpdatedAt|FieldMeta), players)
-	if err != nil {
-		return nil, err
-	}
-	var probes []shardProbe
-	var order []shardRow
+// placed is a player found on its shard (a '?' probe) and placed on the others: its row, the players ahead of it
+// (its 0-based rank) and those with a better score on the whole board.
+type placed struct {
+	row           shardRow
+	ahead, better int64
+}
+
+// placePlayers finds players on their shards and places them on every other shard: two parallel round trips (the
+// first asks only the shards that have players; the second every other shard, and the first ones again only for
+// players that live elsewhere). nb, na: neighbours to list either side of each player, on every shard. It returns
+// the players found, by id, their neighbours (every shard's, unmerged), and the board's size.
+func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fields int, players []string,
+	nb, na int) (map[string]*placed, map[string][]nearProbe, int64, error) {
+	first := make([][]shardProbe, len(v.shards))
 	for _, pl := range players {
-		if row, ok := found[pl]; ok {
-			probes = append(probes, shardProbe{x: row.xs, tok: row.tok, player: pl})
-			order = append(order, row)
-			delete(found, pl) // a player listed twice is answered once
+		k := ShardOf(pl, len(v.shards))
+		first[k] = append(first[k], shardProbe{x: "?", player: pl, nb: nb, na: na})
+	}
+	near1, err := s.nearOn(ctx, v, r.Window, r.Period, fields, first)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	found := map[string]*placed{}
+	lists := map[string][]nearProbe{}
+	var order []*placed
+	for k, sh := range near1 {
+		for j, pr := range sh.probes {
+			if pr.me == nil {
+				continue
+			}
+			pl := first[k][j].player
+			p := &placed{row: *pr.me, ahead: pr.ahead, better: pr.better}
+			found[pl] = p
+			order = append(order, p)
+			lists[pl] = append(lists[pl], pr)
 		}
 	}
-	near, err := s.nearOnShards(ctx, v, r.Window, r.Period, 0, probes)
+	second := make([][]shardProbe, len(v.shards))
+	for k := range second {
+		for _, p := range order {
+			if ShardOf(p.row.player, len(v.shards)) != k {
+				second[k] = append(second[k], shardProbe{x: p.row.xs, tok: p.row.tok, player: p.row.player,
+					nb: nb, na: na})
+			}
+		}
+		if second[k] == nil && !near1[k].asked {
+			second[k] = []shardProbe{} // its size
+		}
+	}
+	near2, err := s.nearOn(ctx, v, r.Window, r.Period, fields, second)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	var size int64
+	for k := range v.shards {
+		if near2[k].asked {
+			size += near2[k].size
+		} else {
+			size += near1[k].size
+		}
+		for j, pr := range near2[k].probes {
+			p := found[second[k][j].player]
+			p.ahead += pr.ahead
+			p.better += pr.better
+			lists[p.row.player] = append(lists[p.row.player], pr)
+		}
+	}
+	return found, lists, size, nil
+}
+
+// ranksSharded is Ranks on a sharded board: the players found on their shards, then placed on the others.
+func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, players []string, arg int) (*Page, error) {
+	found, _, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta), players, 0, 0)
 	if err != nil {
 		return nil, err
 	}
-	size := sizeOf(near)
 	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: size,
-		Entries: make([]Entry, 0, len(order))}
-	for j, row := range order {
-		var ahead, better int64
-		for _, sh := range near {
-			ahead += sh.probes[j].ahead
-			better += sh.probes[j].better
+		Entries: make([]Entry, 0, len(found))}
+	for _, pl := range players {
+		f, ok := found[pl]
+		if !ok {
+			continue
 		}
+		delete(found, pl) // a player listed twice is answered once
 		tie := int64(0)
 		if arg&int(FieldTieRank) != 0 {
-			tie = better + 1
+			tie = f.better + 1
 		}
-		p.Entries = append(p.Entries, r.Board.entryOf(row, ahead+1, tie, size))
+		p.Entries = append(p.Entries, r.Board.entryOf(f.row, f.ahead+1, tie, size))
 	}
 	return p, nil
 }
 
-// aroundSharded is Around on a sharded board: the player found on its shard, then every shard's 2 * radius
-// neighbours either side of it, merged into the window around the player's rank on the whole board.
+// aroundSharded is Around on a sharded board: the player found on its shard, with its 2 * radius neighbours there
+// either side, then every other shard's neighbours of its place, merged into the window around the player's rank
+// on the whole board.
 func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, player string, radius, arg int) ([]Entry, error) {
 	fields := arg & int(FieldUpdatedAt|FieldMeta)
-	found, err := s.rowsOnShards(ctx, v, r.Window, r.Period, fields, []string{player})
+	found, lists, size, err := s.placePlayers(ctx, r, v, fields, []string{player}, 2*radius, 2*radius)
 	if err != nil {
 		return nil, err
 	}
-	me, ok := found[player]
+	f, ok := found[player]
 	if !ok {
 		return []Entry{}, nil
 	}
-	near, err := s.nearOnShards(ctx, v, r.Window, r.Period, fields,
-		[]shardProbe{{x: me.xs, tok: me.tok, player: player, nb: 2 * radius, na: 2 * radius}})
-	if err != nil {
-		return nil, err
+	me, at, better := f.row, f.ahead, f.better
+	if r.Board.approxAt(at + 1) {
+		// Beyond exactTop: the player's own estimated entry, as on a board of one shard.
+		tie := int64(0)
+		if arg&int(FieldTieRank) != 0 {
+			tie = min(better+1, at+1)
+		}
+		return []Entry{r.Board.entryOf(me, at+1, tie, size)}, nil
 	}
-	var at, better int64 // the player's 0-based rank, and the players with a better score
 	var before, after []shardRow
-	for _, sh := range near {
-		pr := sh.probes[0]
-		at += pr.ahead
-		better += pr.better
+	for _, pr := range lists[player] {
 		// A write of the player's between the two round trips may list it among its own neighbours.
 		for _, row := range pr.before {
 			if row.player != player {
@@ -376,8 +409,7 @@ func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, p
 			}
 		}
 	}
-	size := sizeOf(near)
-	start, stop := aroundWindow(at, size, radius)
+	start, stop := aroundWindow(at, r.Board.exactRows(size), radius)
 	slices.SortFunc(before, compareRows)
 	slices.SortFunc(after, compareRows)
 	rows := make([]shardRow, 0, stop-start+1)

@@ -206,14 +206,14 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	replies, errs := s.onShards(ctx, calls)
 	release()
 	// Each written item's entry on its shard, and the probes that place it on the other shards.
-	type placed struct {
+	type written struct {
 		i     int
 		shard int
 		res   *Result
 		tok   string
 		otok  string
 	}
-	var done []placed
+	var done []written
 	for j, k := range order {
 		c := byShard[k]
 		if errs[j] != nil {
@@ -244,33 +244,51 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 				out[i].Err = redisError(fmt.Errorf("sharded submit reply without tokens (%d fields)", len(row)))
 				continue
 			}
-			done = append(done, placed{i: i, shard: k, res: res, tok: toString(row[15]), otok: toString(row[16])})
+			done = append(done, written{i: i, shard: k, res: res, tok: toString(row[15]), otok: toString(row[16])})
 		}
 	}
 	if len(done) == 0 {
 		return nil
 	}
-	// Place them: one shardnear call per shard and window period, every probe of that period in it.
+	// Place them on the other shards: one shardnear call per shard and window period, with the probes of the
+	// items that live elsewhere. The player's own shard counts as its reply says (at the write).
 	type periodKey struct {
 		w Window
 		p string
 	}
+	type probeOf struct {
+		d   int // index in done
+		old bool
+	}
 	var periods []periodKey
-	probes := map[periodKey][]shardProbe{}
-	for _, d := range done {
+	lists := map[periodKey][][]shardProbe{}
+	owners := map[periodKey][][]probeOf{}
+	ownSize := map[periodKey][]int64{}
+	for di, d := range done {
 		pk := periodKey{d.res.Window, d.res.Period}
-		if _, ok := probes[pk]; !ok {
+		if _, ok := lists[pk]; !ok {
 			periods = append(periods, pk)
+			lists[pk] = make([][]shardProbe, b.Shards)
+			owners[pk] = make([][]probeOf, b.Shards)
+			ownSize[pk] = make([]int64, b.Shards)
 		}
+		ownSize[pk][d.shard] = d.res.Size // the shard's last reply: its size after the call
 		e := d.res.Entry
-		probes[pk] = append(probes[pk], shardProbe{x: b.internal(e.Score), tok: d.tok, player: e.PlayerID})
-		if d.res.PreviousRank != nil && d.res.PreviousScore != nil && d.otok != "" {
-			probes[pk] = append(probes[pk], shardProbe{x: b.internal(*d.res.PreviousScore), tok: d.otok,
-				player: e.PlayerID})
+		for k := range b.Shards {
+			if k == d.shard {
+				continue
+			}
+			lists[pk][k] = append(lists[pk][k], shardProbe{x: b.internal(e.Score), tok: d.tok, player: e.PlayerID})
+			owners[pk][k] = append(owners[pk][k], probeOf{d: di})
+			if d.res.PreviousRank != nil && d.res.PreviousScore != nil && d.otok != "" {
+				lists[pk][k] = append(lists[pk][k], shardProbe{x: b.internal(*d.res.PreviousScore), tok: d.otok,
+					player: e.PlayerID})
+				owners[pk][k] = append(owners[pk][k], probeOf{d: di, old: true})
+			}
 		}
 	}
 	for _, pk := range periods {
-		near, err := s.nearOnShards(ctx, v, pk.w, pk.p, 0, probes[pk])
+		near, err := s.nearOn(ctx, v, pk.w, pk.p, 0, lists[pk])
 		if err != nil {
 			for _, d := range done {
 				if d.res.Window == pk.w && d.res.Period == pk.p {
@@ -279,36 +297,39 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			}
 			continue
 		}
-		j := 0
-		for _, d := range done {
+		var size int64
+		ahead, better, prev := map[int]int64{}, map[int]int64{}, map[int]int64{}
+		for k, sh := range near {
+			if !sh.asked {
+				size += ownSize[pk][k]
+				continue
+			}
+			size += sh.size
+			for j, o := range owners[pk][k] {
+				if o.old {
+					prev[o.d] += sh.probes[j].ahead
+				} else {
+					ahead[o.d] += sh.probes[j].ahead
+					better[o.d] += sh.probes[j].better
+				}
+			}
+		}
+		for di, d := range done {
 			if d.res.Window != pk.w || d.res.Period != pk.p {
 				continue
 			}
 			r := d.res
-			// The new place counts every shard as it is now, the player's own included (its ZRANK); the old one
-			// the player's shard before the write (its reply) and the others now.
-			var ahead, better int64
-			for _, sh := range near {
-				ahead += sh.probes[j].ahead
-				better += sh.probes[j].better
-			}
-			j++
-			r.Entry.Rank = 1 + ahead
+			r.Entry.Rank += ahead[di]
+			r.Entry.Approximate = b.approxAt(r.Entry.Rank)
 			if r.Entry.TieRank > 0 {
-				r.Entry.TieRank = 1 + better
+				r.Entry.TieRank += better[di]
 			}
 			if r.PreviousRank != nil && r.PreviousScore != nil && d.otok != "" {
-				pr := *r.PreviousRank
-				for k, sh := range near {
-					if k != d.shard {
-						pr += sh.probes[j].ahead
-					}
-				}
-				j++
+				pr := *r.PreviousRank + prev[di]
 				r.PreviousRank = &pr
 			}
-			r.Size = sizeOf(near)
-			r.Entry.TopPercent = TopPercent(r.Entry.Rank, r.Size)
+			r.Size = size
+			r.Entry.TopPercent = TopPercent(r.Entry.Rank, size)
 			out[d.i].Result = r
 		}
 	}

@@ -46,10 +46,12 @@ type Snapshot struct {
 	keys []string // the board's key base (the scripts' KEYS)
 	// frozen: a closed period Redis no longer holds, paged from its frozen standings (no copy).
 	frozen *frozenView
-	id     string
-	once   sync.Once
-	stop   chan struct{} // closed by Close: the renewals end
-	done   chan struct{} // closed when they have
+	// merge: a sharded board's snapshot, one part per shard, paged by merging them (shardsnap.go).
+	merge *snapshotMerge
+	id    string
+	once  sync.Once
+	stop  chan struct{} // closed by Close: the renewals end
+	done  chan struct{} // closed when they have
 }
 
 // Snapshot copies the standings of v as they are now (see Snapshot). The copy is one script that holds Redis for
@@ -70,9 +72,16 @@ func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
 		if err != nil {
 			return err
 		}
+		if r.Board.Sharded() {
+			snap, err = s.snapshotSharded(ctx, r)
+			return err
+		}
 		snap, err = s.snapshotOf(ctx, r, s.keyBase(r.Board.ID))
 		return err
 	})
+	if err == nil && snap.merge != nil {
+		return snap, nil // each part renews itself
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +155,9 @@ func (sn *Snapshot) Page(ctx context.Context, offset, n int) (*Page, error) {
 	if sn.frozen != nil {
 		return sn.s.frozenTop(ctx, sn.frozen, offset, n)
 	}
+	if sn.merge != nil {
+		return sn.pageMerged(ctx, offset, n)
+	}
 	release, err := sn.s.reads.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -157,6 +169,13 @@ func (sn *Snapshot) Page(ctx context.Context, offset, n int) (*Page, error) {
 // Close ends the renewals and deletes the snapshot's keys. Call it once the export is over, however it ended,
 // with a context that outlives the request's.
 func (sn *Snapshot) Close(ctx context.Context) error {
+	if sn.merge != nil {
+		var err error
+		for _, p := range sn.merge.parts {
+			err = errors.Join(err, p.Close(ctx))
+		}
+		return err
+	}
 	sn.once.Do(func() {
 		close(sn.stop)
 		<-sn.done
