@@ -98,9 +98,59 @@ func (s *Store) EventVersion(ctx context.Context, board string) (epoch string, v
 	return epoch, version, nil
 }
 
+// ShardEventVersions is EventVersion for each shard of a board (one element for an unsharded board), in the order
+// of Channels: each shard numbers the events it publishes on its own channel with its own counter. The shards are
+// read in one round trip; events of shard i up to versions[i] in epochs[i] are reflected in every read that starts
+// after this call.
+func (s *Store) ShardEventVersions(ctx context.Context, b *Board) (epochs []string, versions []int64, err error) {
+	bases := s.ShardKeyBases(b)
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(bases))
+	for i, base := range bases {
+		cmds[i] = pipe.HMGet(ctx, keyCounters.of(base), "ep", "ver")
+	}
+	_, _ = pipe.Exec(ctx)
+	epochs, versions = make([]string, len(bases)), make([]int64, len(bases))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, redisError(err)
+		}
+		if len(v) == 2 {
+			epochs[i], _ = v[0].(string)
+			versions[i] = toInt(v[1])
+		}
+	}
+	return epochs, versions, nil
+}
+
+// Channels returns the channels on which a board's changes are published: Channel for an unsharded board, and
+// one per shard for a sharded one (shard i's submissions and removals publish on the i-th, with ranks and sizes of
+// that shard alone; a deletion is announced on every one of them, shard 0's first).
+func (s *Store) Channels(b *Board) []string {
+	if !b.Sharded() {
+		return []string{s.Channel(b.ID)}
+	}
+	bases := s.ShardKeyBases(b)
+	out := make([]string, len(bases))
+	for i, base := range bases {
+		out[i] = channelOf(base)
+	}
+	return out
+}
+
 // Watch asks the scripts to publish every change of a board, not only those that touch the live top, for ttl
-// (live rank watchers keep it set). A deleted board is not watched (no key is written for it).
+// (live rank watchers keep it set). A deleted board is not watched (no key is written for it). On a sharded board
+// every shard is watched (in one round trip): a write on any shard can move a watched player's rank.
 func (s *Store) Watch(ctx context.Context, board string, ttl time.Duration) error {
+	if cb, err := s.loadBoard(ctx, board); err == nil && cb.b.Sharded() {
+		calls := make([]shardCall, len(cb.shards))
+		for i, base := range cb.shards {
+			calls[i] = shardCall{watchScript, base, []any{ttl.Milliseconds()}}
+		}
+		_, errs := s.onShards(ctx, calls)
+		return firstError(errs)
+	}
 	return redisError(s.fns.run(ctx, watchScript, []string{s.keyBase(board)}, ttl.Milliseconds()).Err())
 }
 
@@ -171,7 +221,17 @@ func IsScriptError(err error) bool {
 }
 
 // Watched reports whether a board is watched (see Watch).
+// On a sharded board it reports whether every shard is watched.
 func (s *Store) Watched(ctx context.Context, board string) (bool, error) {
-	n, err := s.rdb.Exists(ctx, keyWatch.of(s.keyBase(board))).Result()
-	return n == 1, redisError(err)
+	bases := []string{s.keyBase(board)}
+	if cb, err := s.loadBoard(ctx, board); err == nil && cb.b.Sharded() {
+		bases = cb.shards
+	}
+	for _, base := range bases {
+		n, err := s.rdb.Exists(ctx, keyWatch.of(base)).Result()
+		if err != nil || n != 1 {
+			return false, redisError(err)
+		}
+	}
+	return true, nil
 }

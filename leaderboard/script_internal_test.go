@@ -35,7 +35,7 @@ func TestScriptRefusesExpiredPeriod(t *testing.T) {
 				t.Fatal(err)
 			}
 			item[len(item)-1] = now.Unix() // the daily period's keys would expire right now
-			args := []any{b.sum, "d", "best", 0, "", "", 60, 100, "", s.Channel(b.ID), "a,d", now.Unix(), 1, 0, 7, ""}
+			args := []any{b.sum, "d", "best", 0, "", "", 60, 100, "", s.Channel(b.ID), "a,d", now.Unix(), 1, 0, 7}
 			reply, err := submitScript.eval.Run(ctx, s.rdb, []string{s.keyBase(b.ID)}, append(args, item...)...).Slice()
 			if err != nil {
 				t.Fatal(err)

@@ -1,14 +1,15 @@
 -- shardnear places probes on one shard of a sharded board (shard.go): for each (internal score, token) it counts
 -- the shard's players ahead of it and those with a strictly better score, and lists up to nb players before it and
 -- na after it. A merged read adds the counts of every shard (rank = 1 + the players ahead on all of them) and merges
--- the lists (top: a probe before everybody; aroundMe: the player's own). ARGV: definition SHA-1, window code,
--- period, fields (F_UPDATED, F_META of common.lua), then per probe: internal score ('-inf': before everybody; '?':
--- the place of the probe's player on this shard, see below), token ('' : before every player with that score,
--- '+': after them), player (its own member is not listed; '' : none), nb, na.
--- Reply: {players in the period on this shard, then per probe {ahead, better, before rows, after rows, the
--- player's row ('?' probes only)}}; a row is {player, internal score, updatedAt (0: not asked), meta, token}. A '?'
--- probe whose player has no score here answers ahead -1 and no rows. On exactTop boards the counts add the shard's
--- tail estimate (tail_before) and the rows come from its exact tier.
+-- the lists (top: a probe before everybody; aroundMe: the player's own).
+-- ARGV: definition SHA-1, window code, period, fields (F_UPDATED, F_META of common.lua), number of probes, then per
+-- probe: internal score ('-inf': before everybody; '?': where this shard has the probe's player, see below), token
+-- ('' : before every player with that score, '+': after them), player (its own member is not listed; '' : none),
+-- nb, na.
+-- Reply: per probe (the batcher merges calls) {ahead, better, before rows, after rows, players in the period on this
+-- shard, and for a '?' probe the player's row}; a row is {player, internal score, updatedAt (0: not asked), meta,
+-- token}. A '?' probe whose player has no score here answers ahead -1 and no rows. On exactTop boards the counts add
+-- the shard's tail estimate (tail_before) and the rows come from its exact tier.
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3], true)
@@ -46,8 +47,8 @@ local function rows_of(r)
   return out
 end
 
-local out = { st.cnt }
-for i = 5, #ARGV - 4, 5 do
+local out = {}
+for i = 6, #ARGV - 4, 5 do
   local xs, tok, player, nb, na = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonum(ARGV[i + 3]), tonum(ARGV[i + 4])
   local ahead, better, own, me = 0, 0, false, nil
   if xs == '?' then
@@ -98,6 +99,6 @@ for i = 5, #ARGV - 4, 5 do
     if own then from = ahead + 1 end
     after = rows_of(rcall('ZRANGE', z, from, from + na - 1, 'WITHSCORES'))
   end
-  out[#out + 1] = { ahead, better, before, after, me }
+  out[#out + 1] = { ahead, better, before, after, st.cnt, me }
 end
 return out

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,13 @@ import (
 var (
 	//go:embed shardnear.lua
 	shardNearLua    string
-	shardNearScript = newScript("shardnear", shardNearLua, true)
+	shardNearScript = newScript("shardnear", shardNearLua, true).withItems(shardNearHeader, shardNearCount)
+)
+
+// shardnear.lua's header: definition, window, period, fields, number of probes (then 5 arguments a probe).
+const (
+	shardNearHeader = 5
+	shardNearCount  = 4
 )
 
 // shardCall is one script call on one shard.
@@ -30,14 +37,27 @@ type shardCall struct {
 	args []any
 }
 
-// onShards runs calls in one pipeline, which a cluster client sends to their nodes in parallel, and returns each
-// call's reply or error.
+// onShards runs calls at once and returns each call's reply or error: through the batcher when the store has one
+// (which merges them with other requests' calls to the same shard and sends its pipelines to their nodes in
+// parallel), else in one pipeline, which a cluster client sends to their nodes in parallel.
 func (s *Store) onShards(ctx context.Context, calls []shardCall) ([]any, []error) {
 	replies, errs := make([]any, len(calls)), make([]error, len(calls))
 	cmds := make([]*redis.Cmd, len(calls))
-	if len(calls) == 1 {
+	switch {
+	case s.batch != nil:
+		var wg sync.WaitGroup
+		for i, c := range calls[1:] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmds[i+1] = s.batch.run(ctx, c.sc, []string{c.base}, c.args...)
+			}()
+		}
+		cmds[0] = s.batch.run(ctx, calls[0].sc, []string{calls[0].base}, calls[0].args...)
+		wg.Wait()
+	case len(calls) == 1:
 		cmds[0] = s.fns.run(ctx, calls[0].sc, []string{calls[0].base}, calls[0].args...)
-	} else {
+	default:
 		pipe := s.rdb.Pipeline()
 		for i, c := range calls {
 			cmds[i] = s.fns.queue(ctx, pipe, c.sc, []string{c.base}, c.args...)
@@ -139,8 +159,11 @@ func (s *Store) nearOn(ctx context.Context, v *cachedBoard, w Window, p string, 
 		if list == nil {
 			continue
 		}
-		args := make([]any, 0, 4+5*len(list))
-		args = append(args, v.b.sum, windowCodes[w], p, fields)
+		if len(list) == 0 {
+			list = sizeProbe // a reply per probe: one that lists nothing, for the shard's size
+		}
+		args := make([]any, 0, shardNearHeader+5*len(list))
+		args = append(args, v.b.sum, windowCodes[w], p, fields, len(list))
 		for _, pr := range list {
 			args = append(args, pr.x, pr.tok, pr.player, pr.nb, pr.na)
 		}
@@ -159,23 +182,27 @@ func (s *Store) nearOn(ctx context.Context, v *cachedBoard, w Window, p string, 
 		k := shards[c]
 		n := len(probes[k])
 		rows, _ := r.([]any)
-		if len(rows) != 1+n {
+		if len(rows) != max(n, 1) {
 			return nil, redisError(fmt.Errorf("shardnear returned %d values for %d probes", len(rows), n))
 		}
-		sh := nearShard{asked: true, size: toInt(rows[0]), probes: make([]nearProbe, n)}
-		for j, pv := range rows[1:] {
+		sh := nearShard{asked: true, probes: make([]nearProbe, n)}
+		for j, pv := range rows {
 			parts, _ := pv.([]any)
-			if len(parts) != 4 && len(parts) != 5 {
+			if len(parts) != 5 && len(parts) != 6 {
 				return nil, redisError(fmt.Errorf("shardnear: bad probe reply %T", pv))
+			}
+			sh.size = toInt(parts[4])
+			if j >= n {
+				break // the size probe
 			}
 			pr := nearProbe{ahead: toInt(parts[0]), better: toInt(parts[1])}
 			var err error
 			if pr.before, err = parseShardRows(parts[2]); err == nil {
 				pr.after, err = parseShardRows(parts[3])
 			}
-			if err == nil && len(parts) == 5 {
+			if err == nil && len(parts) == 6 {
 				var me []shardRow
-				if me, err = parseShardRows([]any{parts[4]}); err == nil {
+				if me, err = parseShardRows([]any{parts[5]}); err == nil {
 					pr.me = &me[0]
 				}
 			}
@@ -188,6 +215,9 @@ func (s *Store) nearOn(ctx context.Context, v *cachedBoard, w Window, p string, 
 	}
 	return out, nil
 }
+
+// sizeProbe is the probe of a call that only asks a shard's size.
+var sizeProbe = []shardProbe{{x: "-inf"}}
 
 // parseShardRows reads shardnear.lua's rows: {player, internal score, updatedAt, meta, token}.
 func parseShardRows(v any) ([]shardRow, error) {

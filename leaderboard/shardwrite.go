@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -152,7 +151,7 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 		args     []any
 		sent     []int
 		periods  []string
-		arrivals []int
+		arrivals []int // the places of the items' arrival numbers in args
 	}
 	byShard := make([]*shardItems, b.Shards)
 	var order []int // shards with items, in the order first used
@@ -172,10 +171,10 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			byShard[k] = c
 			order = append(order, k)
 		}
+		c.arrivals = append(c.arrivals, len(c.args)+submitArrivalItemArg)
 		c.args = append(c.args, item...)
 		c.sent = append(c.sent, i)
 		c.periods = append(c.periods, period)
-		c.arrivals = append(c.arrivals, n)
 		n++
 	}
 	if n == 0 {
@@ -185,18 +184,21 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	if err != nil {
 		return err
 	}
+	// The items take their numbers in input order (a shard's items are in input order among themselves).
+	next := first
+	for _, i := range idx {
+		if out[i].Err != nil {
+			continue
+		}
+		c := byShard[ShardOf(subs[i].Player, b.Shards)]
+		c.args[c.arrivals[0]] = next
+		c.arrivals = c.arrivals[1:]
+		next++
+	}
 	calls := make([]shardCall, len(order))
 	for j, k := range order {
 		c := byShard[k]
-		var a strings.Builder
-		for m, off := range c.arrivals {
-			if m > 0 {
-				a.WriteByte(',')
-			}
-			a.WriteString(strconv.FormatInt(first+int64(off), 10))
-		}
 		c.args[submitNowArg], c.args[submitFieldsArg], c.args[submitCountArg] = now.Unix(), fields, len(c.sent)
-		c.args[submitArrivalArg] = a.String()
 		calls[j] = shardCall{submitScript, v.shards[k], c.args}
 	}
 	release, err := s.writes.acquire(ctx)
@@ -239,6 +241,9 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 				out[i].Err = err
 				continue
 			}
+			// The event version is the shard's own counter's, and its event carries the shard's ranks: a listener
+			// cannot tell by it whether the merged lists it reads reflect the write (Hub.ChangedAt: 0 is "unknown").
+			res.EventEpoch, res.EventVersion = "", 0
 			row, _ := rows[m].([]any)
 			if len(row) < 17 {
 				out[i].Err = redisError(fmt.Errorf("sharded submit reply without tokens (%d fields)", len(row)))

@@ -239,7 +239,7 @@ func (s *Store) newCachedBoard(id string, b *Board) *cachedBoard {
 	}
 	head := []any{b.sum, strings.ToLower(string(b.Order[:1])), strings.ToLower(string(b.Mode)), b.ExactTop,
 		optFloat(b.MinScore), optFloat(b.MaxScore), int64(b.dedupeTTL() / time.Second), LiveTop,
-		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0, ""}
+		s.publishArg(), channelOf(keys), strings.Join(codes, ","), 0, 0, b.MaxSubmitsPerMinute, 0}
 	v := &cachedBoard{b: b, keys: keys, submitHead: head}
 	if b.Sharded() {
 		v.shards = s.shardBases(id, b.Shards)

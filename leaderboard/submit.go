@@ -55,17 +55,15 @@ type Outcome struct {
 	Err    error
 }
 
-// The submit script's header: 16 arguments (submit.lua), of which the 10th is the board's channel, the 12th the
-// caller's clock (unix s), the 13th the number of items, the 15th the parts of the entries to fill (Fields) and the
-// 16th the arrival numbers a sharded board gives its items.
+// The submit script's header: 15 arguments (submit.lua), of which the 10th is the board's channel, the 12th the
+// caller's clock (unix s), the 13th the number of items and the 15th the parts of the entries to fill (Fields).
 const (
-	submitHeaderArgs = 16
+	submitHeaderArgs = 15
 	submitPublishArg = 8
 	submitChannelArg = 9
 	submitNowArg     = 11
 	submitCountArg   = 12
 	submitFieldsArg  = 14
-	submitArrivalArg = 15 // sharded boards: the items' arrival numbers (shardwrite.go)
 )
 
 // submitFields are the parts of a result that cost a submission Redis work of their own: the others come with
@@ -217,8 +215,13 @@ func (s *Store) publishArg() string {
 	return s.cfg.PublishCommand
 }
 
-// submitItemArgs is the number of a submission's script arguments before its windows' (two per window).
-const submitItemArgs = 9
+// submitItemArgs is the number of a submission's script arguments before its windows' (two per window);
+// submitArrivalItemArg is the place of its arrival number among them (”: the period's own counter gives it; a
+// sharded board's submissions carry the board's, shardwrite.go).
+const (
+	submitItemArgs       = 10
+	submitArrivalItemArg = 9
+)
 
 // appendItem validates one submission and appends its script arguments to args; it returns them and the period
 // of the board's first window. On an error args is returned as it was.
@@ -276,7 +279,7 @@ func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time, 
 	if fp == "" {
 		fp = fingerprint(sub, score)
 	}
-	args = append(args, sub.Player, score, sub.EventID, fp, hasName, name, hasMeta, meta, at.Unix())
+	args = append(args, sub.Player, score, sub.EventID, fp, hasName, name, hasMeta, meta, at.Unix(), "")
 	var first string
 	loc := b.Location()
 	for i, w := range b.Windows {

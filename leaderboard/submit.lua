@@ -2,16 +2,16 @@
 -- ARGV: definition SHA-1, order ('a'|'d'), mode ('best'|'latest'|'sum'), exactTop (0: none), min, max ('' when
 -- unbounded, user scale), dedupe TTL (s), liveTop, publish command ('' for none), channel, window codes (comma
 -- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
--- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), arrivals ('':
--- the period's own counter gives arrival numbers; else one per item, comma separated: a sharded board's board-wide
--- numbers, see shard.go), then per item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt (unix s), and per
+-- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), then per
+-- item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt (unix s), arrival
+-- number ('': the period's own counter gives it; a sharded board gives its board-wide one, see shard.go), and per
 -- window: period, expireAt (unix s, 0: never); for SEASON '' and the caller's clock (unix ms, the same reading as
 -- now): the season running at updatedAt, if its grace has not passed (season_of), else none and the window is
 -- skipped.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
 -- updated, size, tieRank, window index (1-based), period[, event version, event epoch]} for the first window
--- written ('ok' items carry the event the call published, if any; with arrivals, 0 and '' when none, then the
--- player's token in that window and its token before, '' for a new player), or {'err', code, message}.
+-- written ('ok' items carry the event the call published, if any; items with an arrival number 0 and '' when none,
+-- then the player's token in that window and its token before, '' for a new player), or {'err', code, message}.
 -- Checks in order: the eventId (a retry gets the first result back, and is not counted), the submission limit
 -- (RATE_LIMITED; only applied items count, in the minute of 'now'), then the item's own checks.
 -- Closed periods: a window period with a close fence (fence_key) is final. A calendar one refuses the item
@@ -42,13 +42,8 @@ local maxPerMin = tonum(ARGV[14])
 -- which may ask for more.
 local fields = tonum(ARGV[15])
 local wantTie, wantMeta, wantPrev = has(fields, F_TIE), has(fields, F_META), has(fields, F_PREV)
-local arrivals -- nil: none given
-if ARGV[16] ~= '' then
-  arrivals = {}
-  for a in string.gmatch(ARGV[16], '[^,]+') do arrivals[#arrivals + 1] = a + 0 end
-end
-local FIRST = 17
-local stride = 9 + 2 * #wins
+local FIRST = 16
+local stride = 10 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
@@ -217,10 +212,11 @@ local function period_state(w, p)
 end
 
 -- plan reads and checks everything one item needs; it writes nothing. It returns the plan, or a refusal.
-local function plan(i0, n)
-  local it = { n = n, player = ARGV[i0], score = tonum(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
+local function plan(i0)
+  local it = { player = ARGV[i0], score = tonum(ARGV[i0 + 1]), eventId = ARGV[i0 + 2], fp = ARGV[i0 + 3],
     hasName = ARGV[i0 + 4] == '1', name = ARGV[i0 + 5], hasMeta = ARGV[i0 + 6] == '1', meta = ARGV[i0 + 7],
     ts = ARGV[i0 + 8] + 0 } -- an integer the caller printed: + 0 converts once, tonumber twice
+  if ARGV[i0 + 9] ~= '' then it.arrival = ARGV[i0 + 9] + 0 end
   local player = it.player
 
   if it.eventId ~= '' then
@@ -252,7 +248,7 @@ local function plan(i0, n)
   -- A window without a period for this item (SEASON when no season takes it) is skipped; an item no window
   -- takes is refused after the loop, with nothing written (planning only reads).
   for wi, w in ipairs(wins) do
-    local p, exp = ARGV[i0 + 9 + 2 * (wi - 1)], ARGV[i0 + 10 + 2 * (wi - 1)] + 0
+    local p, exp = ARGV[i0 + 10 + 2 * (wi - 1)], ARGV[i0 + 11 + 2 * (wi - 1)] + 0
     if p == '' then -- SEASON: exp is the caller's clock in ms
       seasons = seasons or season_state()
       p, exp = season_of(seasons, it.ts, exp)
@@ -307,7 +303,7 @@ local function plan(i0, n)
       local pl = { wi = wi, st = st, rk = rk, rec = rec, ots = ots, otok = otok, ox = ox, oexact = oexact, om = om,
         nx = nx, ttl = ttl }
       pl.changed = (not rec) or nx ~= ox
-      if pl.changed and not arrivals and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
+      if pl.changed and not it.arrival and st.seq + 1 >= LO and st.sqh + 1 >= SEQMAX_HI then
         return nil, refuse('INTERNAL', 'the arrival counter of period ' .. p .. ' is exhausted')
       end
       if rec and not building and (wantPrev or it.ekey or not pl.changed or not below_top(st, nx)) then
@@ -355,8 +351,8 @@ local function apply(it)
     if pl.changed then
       wrote = true
       local num -- the arrival number when below 2^53, for make_rec
-      if arrivals then
-        num = arrivals[it.n]
+      if it.arrival then
+        num = it.arrival
         tok = token_small(num)
       else
         st.seq = st.seq + 1
@@ -415,7 +411,7 @@ local function apply(it)
         if wantTie or it.ekey then tie = tie_of(st, pl.nx, rank, approx == 0) end
         out = { 'ok', rank, approx, nxs, uts, '', prevRank or '', oxs, pl.changed and 1 or 0, st.cnt, tie,
           pl.wi, st.p }
-        if arrivals then out[14], out[15], out[16], out[17] = 0, '', tok, pl.otok or '' end
+        if it.arrival then out[14], out[15], out[16], out[17] = 0, '', tok, pl.otok or '' end
       end
     end
   end
@@ -457,7 +453,7 @@ for i = 1, nitems do
     reply = seen(ARGV[i0 + 2])
   else
     local it
-    it, reply = plan(i0, i)
+    it, reply = plan(i0)
     if it then reply = apply(it) end
   end
   replies[i] = reply

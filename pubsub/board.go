@@ -11,13 +11,18 @@ import (
 // board is one watched board: its inbox of change events, its views and rank watches, and the goroutine (loop)
 // that re-reads them from Redis and fans the results out.
 type board struct {
-	h       *Hub
-	def     *leaderboard.Board
-	channel string
-	wake    chan struct{} // capacity 1: "there is work"
+	h   *Hub
+	def *leaderboard.Board
+	// channels are the board's channels (Store.Channels): one, or one per shard of a sharded board, whose events
+	// carry that shard's ranks and sizes and are numbered by that shard's counter (see sharded.go). shardOf maps
+	// each channel to its shard.
+	channels []string
+	shardOf  map[string]int
+	sharded  bool
+	wake     chan struct{} // capacity 1: "there is work"
 
 	dirty     atomic.Bool // cached lists may be out of date: Top must not serve them
-	confirmed atomic.Bool // Redis confirmed the channel subscription and the connection has not been lost since
+	confirmed atomic.Bool // Redis confirmed every channel's subscription and no connection was lost since
 	deleted   atomic.Bool // the board's deletion notice arrived: a NOT_FOUND read ends the board (vanish)
 
 	// seasonCheck asks the loop to look for a new or ended season now (Hub.SeasonChanged). seasonID and
@@ -28,10 +33,11 @@ type board struct {
 
 	// The inbox, filled by the Redis reader and emptied by loop.
 	inMu     sync.Mutex
-	msgs     []string // raw event payloads
-	all      bool     // re-read every view and watch (lost events, overflow, reconnect)
-	snapshot bool     // every subscriber gets a snapshot after the next read (reconnect)
-	lists    bool     // re-read every view's list: this process wrote to the board (Hub.Changed)
+	msgs     []inMsg         // raw event payloads
+	live     map[string]bool // the channels whose subscription is confirmed (and not lost since)
+	all      bool            // re-read every view and watch (lost events, overflow, reconnect)
+	snapshot bool            // every subscriber gets a snapshot after the next read (reconnect)
+	lists    bool            // re-read every view's list: this process wrote to the board (Hub.Changed)
 	// listsFor is the newest change event the writes behind lists went out in (Hub.ChangedAt); nil when one of
 	// them did not say (Hub.Changed). Once that event is taken, its changes have had the lists read already.
 	listsFor *eventMark
@@ -43,6 +49,8 @@ type board struct {
 	closed  bool
 	epoch   string // epoch of lastVer
 	lastVer int64  // version of the last change event seen (or read with everything); 0: none
+	// marks are lastVer and epoch per shard of a sharded board (sharded.go); epoch and lastVer stay empty.
+	marks []eventMark
 	// taken mirrors epoch and lastVer for ChangedAt, which must not wait for mu (held through a fan-out).
 	taken atomic.Pointer[eventMark]
 	// listsVer is the event version the lists were read at by the last lists-only read (Hub.Changed), in epoch
@@ -69,6 +77,12 @@ type board struct {
 	wakeTimer *time.Timer
 }
 
+// inMsg is an event payload and the shard whose channel it came on.
+type inMsg struct {
+	payload string
+	shard   int
+}
+
 // eventMark names a board's change event.
 type eventMark struct {
 	epoch string
@@ -91,15 +105,15 @@ func (b *board) signal() {
 	}
 }
 
-// push queues a change event (called by the reader).
-func (b *board) push(payload string) {
+// push queues a change event that came on channel (called by the reader).
+func (b *board) push(channel, payload string) {
 	if payload == leaderboard.DeletedNotice {
 		b.deleted.Store(true)
 	}
 	b.inMu.Lock()
 	b.dirty.Store(true) // under inMu, so refresh cannot clear it between this and the queued message
 	if len(b.msgs) < maxInbox {
-		b.msgs = append(b.msgs, payload)
+		b.msgs = append(b.msgs, inMsg{payload, b.shardOf[channel]})
 	} else {
 		b.all = true
 	}
@@ -107,28 +121,41 @@ func (b *board) push(payload string) {
 	b.signal()
 }
 
-// confirm records that the channel subscription is live; events before it may have been missed, so everything
-// is re-read.
-func (b *board) confirm() {
-	b.confirmed.Store(true)
+// confirm records that a channel's subscription is live; events before it may have been missed, so everything
+// is re-read. The board is confirmed once all its channels are.
+func (b *board) confirm(channel string) {
 	b.inMu.Lock()
+	b.setLive(channel, true)
 	b.all = true
 	b.inMu.Unlock()
 	b.signal()
 }
 
-// connLost: events may be missing from now on, so whatever is read next goes out as a snapshot.
-func (b *board) connLost() {
-	b.confirmed.Store(false)
+// setLive records whether channel's subscription is live and whether all the board's are. b.inMu is held.
+func (b *board) setLive(channel string, live bool) {
+	if _, ok := b.shardOf[channel]; !ok {
+		return
+	}
+	if live {
+		b.live[channel] = true
+	} else {
+		delete(b.live, channel)
+	}
+	b.confirmed.Store(len(b.live) == len(b.channels))
+}
+
+// connLost: events of channel may be missing from now on, so whatever is read next goes out as a snapshot.
+func (b *board) connLost(channel string) {
 	b.inMu.Lock()
+	b.setLive(channel, false)
 	b.dirty.Store(true)
 	b.snapshot = true
 	b.inMu.Unlock()
 }
 
-func (b *board) connBack() {
-	b.confirmed.Store(true)
+func (b *board) connBack(channel string) {
 	b.inMu.Lock()
+	b.setLive(channel, true)
 	b.dirty.Store(true)
 	b.all, b.snapshot = true, true
 	b.inMu.Unlock()
@@ -141,7 +168,9 @@ func (b *board) loop() {
 	h := b.h
 	defer h.wg.Done()
 	if !h.pollOnly {
-		h.listen(b.channel)
+		for _, ch := range b.channels {
+			h.listen(ch)
+		}
 	}
 	tick := time.NewTicker(h.cfg.PeriodCheck)
 	defer tick.Stop()
@@ -159,7 +188,9 @@ func (b *board) loop() {
 		}
 		if b.gc() {
 			if !h.pollOnly {
-				h.unlisten(b.channel)
+				for _, ch := range b.channels {
+					h.unlisten(ch)
+				}
 			}
 			return
 		}
@@ -215,7 +246,9 @@ func (b *board) gc() bool {
 	}
 	b.closed = true
 	delete(h.boards, b.def.ID)
-	delete(h.byChannel, b.channel)
+	for _, ch := range b.channels {
+		delete(h.byChannel, ch)
+	}
 	return true
 }
 
@@ -236,9 +269,12 @@ type change struct {
 // parse decodes the inbox's events. It reports all when something may have been missed: a version gap, a
 // counter that started again, an undecodable event. An event older than the last full read (published before
 // the version was read with the lists) is already in the lists and is skipped.
-func (b *board) parse(msgs []string) (changes []change, all bool) {
+func (b *board) parse(msgs []inMsg) (changes []change, all bool) {
+	if b.sharded {
+		return b.parseSharded(msgs)
+	}
 	for _, m := range msgs {
-		ev, err := leaderboard.DecodeEvent([]byte(m))
+		ev, err := leaderboard.DecodeEvent([]byte(m.payload))
 		if err != nil {
 			all = true
 			continue

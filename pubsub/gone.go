@@ -20,7 +20,9 @@ func (b *board) vanish() {
 	b.closed = true
 	if h.boards[b.def.ID] == b {
 		delete(h.boards, b.def.ID)
-		delete(h.byChannel, b.channel)
+		for _, ch := range b.channels {
+			delete(h.byChannel, ch)
+		}
 	}
 	var tops []*topSub
 	for k, vw := range b.views {
@@ -52,6 +54,8 @@ func (b *board) vanish() {
 	b.mu.Unlock()
 	h.mu.Unlock()
 	if !h.pollOnly {
-		h.unlisten(b.channel)
+		for _, ch := range b.channels {
+			h.unlisten(ch)
+		}
 	}
 }

@@ -290,6 +290,11 @@ func (h *Hub) ChangedAt(board, epoch string, version int64) {
 	b := h.boards[board]
 	h.mu.RUnlock()
 	if b != nil {
+		if b.sharded {
+			// A shard's event version (a sharded submission reports none, see leaderboard.Result) says nothing of
+			// the merged lists.
+			epoch, version = "", 0
+		}
 		if m := b.taken.Load(); version > 0 && m != nil && m.epoch == epoch && m.ver >= version {
 			return
 		}
@@ -362,12 +367,19 @@ func (h *Hub) boardLocked(def *leaderboard.Board) *board {
 	if b := h.boards[def.ID]; b != nil {
 		return b
 	}
-	b := &board{h: h, def: def, channel: h.store.Channel(def.ID), wake: make(chan struct{}, 1),
+	b := &board{h: h, def: def, channels: h.store.Channels(def), shardOf: map[string]int{},
+		sharded: def.Sharded(), live: map[string]bool{}, wake: make(chan struct{}, 1),
 		views: map[viewKey]*view{}, watches: map[watchKey]*watch{}}
+	if b.sharded {
+		b.marks = make([]eventMark, len(b.channels))
+	}
 	b.dirty.Store(true)
 	b.all = true // the first read also learns the board's event version
 	h.boards[def.ID] = b
-	h.byChannel[b.channel] = b
+	for i, ch := range b.channels {
+		b.shardOf[ch] = i
+		h.byChannel[ch] = b
+	}
 	h.wg.Add(1)
 	go b.loop()
 	return b

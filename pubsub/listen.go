@@ -224,14 +224,14 @@ func (h *Hub) read(lc *listenConn) {
 		switch m := msg.(type) {
 		case *redis.Message:
 			if b := h.boardByChannel(m.Channel); b != nil {
-				b.push(m.Payload)
+				b.push(m.Channel, m.Payload)
 			}
 		case *redis.Subscription:
 			switch m.Kind {
 			case "subscribe", "ssubscribe":
 				lc.confirmed.Store(true)
 				if b := h.boardByChannel(m.Channel); b != nil {
-					b.confirm()
+					b.confirm(m.Channel)
 				}
 			case "sunsubscribe":
 				// Redis ends a shard channel's subscription when its slot moves to another node (resharding).
@@ -253,18 +253,23 @@ func (h *Hub) boardByChannel(ch string) *board {
 	return h.byChannel[ch]
 }
 
-func (h *Hub) forBoardsOf(lc *listenConn, f func(*board)) {
+// forBoardsOf calls f for each channel of the connection and the board that listens on it.
+func (h *Hub) forBoardsOf(lc *listenConn, f func(*board, string)) {
 	chans := lc.channels()
+	type boardChan struct {
+		b  *board
+		ch string
+	}
 	h.mu.RLock()
-	var bs []*board
+	var bs []boardChan
 	for ch := range chans {
 		if b := h.byChannel[ch]; b != nil {
-			bs = append(bs, b)
+			bs = append(bs, boardChan{b, ch})
 		}
 	}
 	h.mu.RUnlock()
-	for _, b := range bs {
-		f(b)
+	for _, bc := range bs {
+		f(bc.b, bc.ch)
 	}
 }
 

@@ -99,7 +99,7 @@ func (ix changeIndex) of(w *watch) []change {
 // read with the event version it reflects (in the board's current epoch), and no change since then is w's own
 // player's or comes without scores (an event of an older server).
 func (b *board) derivable(w *watch, ix changeIndex) bool {
-	if b.def.ExactTop > 0 || w.at.ver == 0 && w.at.epoch == "" || w.at.epoch != b.epoch ||
+	if b.sharded || b.def.ExactTop > 0 || w.at.ver == 0 && w.at.epoch == "" || w.at.epoch != b.epoch ||
 		w.last != nil && w.last.Approximate {
 		return false
 	}

@@ -168,7 +168,7 @@ func (b *board) plan() readPlan {
 	all = all || gap
 	now := time.Now()
 	listsAt := int64(0) // the lists reflect every event up to this version (the last lists-only read's)
-	if b.listsEpoch == b.epoch {
+	if b.listsEpoch == b.epoch && !b.sharded {
 		listsAt = b.listsVer
 	}
 	for k, vw := range b.views {
@@ -198,6 +198,10 @@ func (b *board) plan() readPlan {
 	for k, w := range b.watches {
 		switch {
 		case all || verify || !w.loaded || w.dirty:
+		case b.sharded:
+			if !b.shardMoved(p.watched, w) {
+				continue
+			}
 		case b.derivable(w, p.watched):
 			continue // install brings it up to date from the changes
 		case !moved(p.watched, w):
@@ -249,6 +253,7 @@ type readResult struct {
 	readAt   map[watchKey]rankMark // the change event each watched player's read reflects
 	ranks    map[viewKey]bool      // window periods whose watched players were all read
 	watched  changeIndex           // the plan's
+	marks    []eventMark           // a sharded board's shards' counters, read for a read of everything
 }
 
 // fetch reads what p asks for. It holds no lock.
@@ -263,7 +268,20 @@ func (b *board) fetch(ctx context.Context, p readPlan) readResult {
 			r.watchSet = time.Now()
 		}
 	}
-	if p.all || p.lists {
+	if b.sharded {
+		if p.all {
+			// Every shard's version its later events must follow; read before the lists, as below.
+			epochs, vers, err := h.store.ShardEventVersions(ctx, b.def)
+			if err == nil && len(vers) == len(b.channels) {
+				r.marks = make([]eventMark, len(vers))
+				for i := range vers {
+					r.marks[i] = eventMark{epochs[i], vers[i]}
+				}
+			} else {
+				r.failed = true
+			}
+		}
+	} else if p.all || p.lists {
 		// The version every later event must follow; read before the lists, so nothing falls in between.
 		epoch, ver, err := h.store.EventVersion(ctx, b.def.ID)
 		if err == nil {
@@ -327,6 +345,9 @@ func (b *board) install(r readResult) {
 	defer b.mu.Unlock()
 	if !r.watchSet.IsZero() {
 		b.watchSetAt = r.watchSet
+	}
+	if r.marks != nil {
+		b.marks = r.marks
 	}
 	switch {
 	case r.version && r.all:

@@ -36,13 +36,26 @@ func (e *env) ensureBoard(ctx context.Context, id string, n, exactTop int) error
 		return nil
 	}
 	start := time.Now()
+	if err := loadFixture(ctx, e.store, id, have, n, e.sizes().LoadWorkers); err != nil {
+		return err
+	}
+	e.loaded[id] = n
+	d := time.Since(start)
+	e.logf("board %q: loaded players %d..%d in %s (%.0f scores/s)", id, have, n, d.Round(time.Millisecond),
+		float64(n-have)/d.Seconds())
+	return nil
+}
+
+// loadFixture writes fixture players from .. n-1 to board id through store.SubmitMany, in MaxBulk-item calls from
+// workers goroutines: the real script, one call per round trip.
+func loadFixture(ctx context.Context, store *leaderboard.Store, id string, from, n, workers int) error {
 	const batch = leaderboard.MaxBulk
 	var next atomic.Int64
-	next.Store(int64(have))
+	next.Store(int64(from))
 	var wg sync.WaitGroup
 	var firstErr error
 	var mu sync.Mutex
-	for range e.sizes().LoadWorkers {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -56,7 +69,7 @@ func (e *env) ensureBoard(ctx context.Context, id string, n, exactTop int) error
 				for i := from; i < min(from+batch, n); i++ {
 					subs = append(subs, leaderboard.Submission{Board: id, Player: fixturePlayer(i), Score: fixtureScore(i)})
 				}
-				out, err := e.store.SubmitMany(ctx, subs)
+				out, err := store.SubmitMany(ctx, subs)
 				if err == nil {
 					for _, o := range out {
 						if o.Err != nil {
@@ -83,10 +96,6 @@ func (e *env) ensureBoard(ctx context.Context, id string, n, exactTop int) error
 	if firstErr != nil {
 		return fmt.Errorf("load board %q: %w", id, firstErr)
 	}
-	e.loaded[id] = n
-	d := time.Since(start)
-	e.logf("board %q: loaded players %d..%d in %s (%.0f scores/s)", id, have, n, d.Round(time.Millisecond),
-		float64(n-have)/d.Seconds())
 	return nil
 }
 

@@ -16,6 +16,7 @@
 //	go run ./cmd/lbbench -scenarios submit,reads -runs 5
 //	go run ./cmd/lbbench -baseline c650df0 -scenarios submit,bulk,reads
 //	go run ./cmd/lbbench -scenarios ledger -ledger-events 50000   # the ledger on vs off; also starts PostgreSQL
+//	go run ./cmd/lbbench -scenarios shards -shard-players 100000  # sharded vs unsharded boards on a 3-primary cluster
 package main
 
 import (
@@ -54,6 +55,7 @@ var scenarios = []scenario{
 	{"reads", 3, "top/rank/aroundMe/friends on a big board vs the scripts and plain ZRANGE/ZREVRANK", true, runReads},
 	{"fanout", 5, "live topUpdates to N websocket subscribers while M submissions/s touch the top", true, runFanout},
 	{"ledger", 7, "the PostgreSQL ledger on vs off: submitScore, submitScores, a board's restore from the ledger, bytes per event", true, runLedger},
+	{"shards", 8, "sharded vs unsharded boards on a 3-primary Redis Cluster: writes per primary, Redis time per submission, reads on big boards, a capacity model", true, runShards},
 }
 
 // fanoutServerEnv turns the server's heap floor off when the fan-out scenario runs, for the reason printed with it
@@ -86,6 +88,9 @@ type options struct {
 	LedgerWriters int
 	// LedgerRestoreShare is the ledger server's LEDGER_RESTORE_SHARE; 0: not set (the server's default).
 	LedgerRestoreShare float64
+	// ShardPlayers: players on each read board of the shards scenario (0: shardPlayersFull, or shardPlayersQuick
+	// with Quick).
+	ShardPlayers int
 	// Profile builds the server with net/http/pprof (through go build -overlay; the repository is not changed)
 	// and saves CPU and allocation profiles of the key steps into Workdir.
 	Profile bool
@@ -112,7 +117,7 @@ func main() {
 	}
 	var o options
 	var list string
-	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5, ledger=7); empty: all")
+	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5, ledger=7, shards=8); empty: all")
 	flag.DurationVar(&o.Duration, "duration", 0, "measured time of each load step (default 4s, 1s with -quick)")
 	flag.IntVar(&o.Runs, "runs", 0, "repetitions of each step; tables show medians (default 3, 1 with -quick)")
 	flag.BoolVar(&o.Quick, "quick", false, "small sizes and short steps: a smoke run (about a minute; a few with -baseline)")
@@ -127,6 +132,7 @@ func main() {
 	flag.IntVar(&o.LedgerEvents, "ledger-events", 0, fmt.Sprintf("ledger scenario: events (players) on the board it restores from the ledger (default %d, %d with -quick)", ledgerEventsFull, ledgerEventsQuick))
 	flag.Float64Var(&o.LedgerRestoreShare, "ledger-restore-share", 0, "ledger scenario: the ledger server's LEDGER_RESTORE_SHARE, the share of its time a restore spends applying events (default: the server's)")
 	flag.IntVar(&o.LedgerWriters, "ledger-writers", 0, fmt.Sprintf("ledger scenario: closed-loop submitScore clients writing to %d other boards before and during the restore (default %d)", ledgerWriterBoards, ledgerWritersDefault))
+	flag.IntVar(&o.ShardPlayers, "shard-players", 0, fmt.Sprintf("shards scenario: players on each of its two read boards, sharded and unsharded (default %d, %d with -quick)", shardPlayersFull, shardPlayersQuick))
 	flag.BoolVar(&o.SubmitProcess, "submit-process", false, "fan-out steps: submit from a process of their own (this binary re-run), as game servers would, instead of from goroutines that share the load generator's scheduler with the subscribers' readers; response times go through a shared memory file")
 	flag.BoolVar(&o.Floor, "floor", false, "with -baseline: add the HTTP floor to the submit and reads steps, a net/http server (this binary re-run) that answers every request with the new server's answer to one request of the step and does nothing else; its throughput is the ceiling of any server on net/http here, and \"of floor\" the share of it reached")
 	flag.BoolVar(&o.Profile, "profile", false, "build the server with net/http/pprof (go build -overlay, repository untouched) and save CPU/allocation profiles of key steps into -workdir (and a 2 s execution trace of each fan-out step), and the load generator's own CPU profile of the whole run (lbbench.cpu.pprof)")
@@ -136,12 +142,13 @@ func main() {
 			"Benchmarks the leaderboard service (built from this repository) against the raw Redis limit on a\n"+
 			"redis-server it starts itself, over 127.0.0.1 only, every step bounded in time and count; prints\n"+
 			"markdown tables of medians. Scenarios: memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5,\n"+
-			"ledger=7 (also starts PostgreSQL: initdb into a temporary directory, as user nobody when run as root).\n"+
+			"ledger=7 (also starts PostgreSQL: initdb into a temporary directory, as user nobody when run as root),\n"+
+			"shards=8 (a 3-primary Redis Cluster of its own and a server on it: sharded vs unsharded boards).\n"+
 			"The raw side of submit and bulk is the physical limit: leaderboard.Store (the server's own script\n"+
 			"and arguments) over go-redis's AutoPipeliner, many calls in flight.\n"+
 			"-baseline REV adds a build of revision REV (\"base\") to submit, bulk and reads, and to fanout's\n"+
 			"one-board and 100-board steps (its churn, idle, rank-watch and cluster steps run on the new server\n"+
-			"only); memory and growth do not use a server; ledger runs on the new server's binary only.\n\n")
+			"only); memory and growth do not use a server; ledger and shards run on the new server's binary only.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()

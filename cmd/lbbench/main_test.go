@@ -422,3 +422,83 @@ func TestRoundOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestShardsScenario runs the shards scenario at tiny sizes (the tool builds the server, starts a 3-primary
+// Redis Cluster and a server on it) and checks that it reports every figure: the writes per primary with a row
+// for each primary, both boards' Redis time per submission with their ratio, the three reads on both boards with
+// theirs, the capacity model, and the targets. It asserts what was measured, never how fast.
+func TestShardsScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server and starts a Redis Cluster")
+	}
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Fatalf("redis-cli: %v (make test-deps installs it)", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	err := run(ctx, options{Scenarios: []string{"shards"}, Quick: true, Duration: 200 * time.Millisecond, Runs: 1,
+		ShardPlayers: 3000, Out: &out})
+	text := out.String()
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, text)
+	}
+	for _, want := range []string{"### 8. Sharded boards: writes per primary", "### 8b. Sharded boards",
+		"### 8c. Sharded boards", "### 8d. Sharded boards: reads on a board of 3000 players", "### 8e. Sharded boards",
+		"### 8f. Sharded boards: commands sent", "### 8g. Sharded boards: capacity model"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("output lacks %q:\n%s", want, text)
+		}
+	}
+	// A row per primary: its shard (one each), its shares of the submissions and the script calls with their
+	// rates, the script calls beyond the submissions, its shares of the script time and of the CPU.
+	share := `[\d.]+ % \([^)]+\)`
+	for i := 1; i <= clusterPrimaries; i++ {
+		if !regexp.MustCompile(`(?m)^\| ` + strconv.Itoa(i) + ` \(127\.0\.0\.1:\d+\) +\| \d +\| ` + share + ` +\| ` +
+			share + ` +\| -?[\d.]+k?/s +\| ` + share + ` +\| ` + share + ` +\|`).MatchString(text) {
+			t.Errorf("no row of primary %d:\n%s", i, text)
+		}
+	}
+	// Both boards' submissions without errors, and the ratio row.
+	for _, board := range []string{"3 shards", "unsharded"} {
+		if !regexp.MustCompile(`(?m)^\| ` + board + ` +\| [\d.]+k? +\|.*\| 0 +\|$`).MatchString(text) {
+			t.Errorf("no error-free submission row of %s:\n%s", board, text)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\| sharded/unsharded +\| [\d.]+× +\|`).MatchString(text) {
+		t.Errorf("no sharded/unsharded row of the submissions:\n%s", text)
+	}
+	for _, read := range []string{`rank`, `aroundMe\(radius:5\)`, `top\(first:10\)`} {
+		for _, board := range []string{"3 shards", "unsharded"} {
+			if !regexp.MustCompile(`(?m)^\| ` + read + ` +\| ` + board + ` +\| [\d.]+k? +\|.*\| 0 +\|$`).MatchString(text) {
+				t.Errorf("no error-free %s row of %s:\n%s", board, read, text)
+			}
+		}
+		if !regexp.MustCompile(`(?m)^\| ` + read + ` +\| sharded/unsharded +\|`).MatchString(text) {
+			t.Errorf("no ratio row of %s:\n%s", read, text)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\| 3 shards +\| 3 +\| [\d.]+ +\| [\d.]+k?/s +\| [\d.]+k?/s +\|`).MatchString(text) {
+		t.Errorf("no capacity row of the sharded board:\n%s", text)
+	}
+	// The MONITOR probes: commands sent per operation on both boards.
+	for _, op := range []string{"submitScore", `rank`, `aroundMe\(radius:5\)`, `top\(first:10\)`} {
+		for _, board := range []string{"3 shards", "unsharded"} {
+			if !regexp.MustCompile(`(?m)^\| ` + op + ` +\| ` + board + ` +\| [\d.]+ +\| [^|]+\| \d +\| [\d.]+ +\|$`).
+				MatchString(text) {
+				t.Errorf("no probe row of %s on %s:\n%s", op, board, text)
+			}
+		}
+	}
+	// The cross-check found the two boards answering alike.
+	if !regexp.MustCompile(`(?m)^\| shards: a sharded board of 3000 players reads as the unsharded one +\| .* \| yes +\|$`).
+		MatchString(text) {
+		t.Errorf("the sharded board does not read as the unsharded one:\n%s", text)
+	}
+	for _, target := range []string{"shards: sharded board: each primary's share of its submit script calls",
+		"shards: Redis CPU a submission", "shards: rank on 3000 players", "shards: top(first:10) on 3000 players"} {
+		if !strings.Contains(text, "| "+target) {
+			t.Errorf("no target %q:\n%s", target, text)
+		}
+	}
+}

@@ -23,6 +23,16 @@ type readOp struct {
 	extra bool
 }
 
+// The reads' queries (the reads and the shards scenarios): a board's top, a player's rank, the players around one.
+const (
+	rankQuery   = `query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { rank score topPercent } }`
+	aroundQuery = `query($b: ID!, $p: ID!) { aroundMe(board: $b, playerId: $p, radius: 5) { playerId rank score } }`
+)
+
+func readTopQuery(first int) string {
+	return `query($b: ID!) { top(board: $b, first: ` + strconv.Itoa(first) + `) { playerId rank score } }`
+}
+
 // svc is op through sv's API.
 func (op readOp) svc(sv *service) Op {
 	return func(ctx context.Context, w int, i int64) error {
@@ -66,7 +76,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	top := func(first int) readOp {
 		return readOp{
 			name:  fmt.Sprintf("top(first:%d)", first),
-			query: `query($b: ID!) { top(board: $b, first: ` + strconv.Itoa(first) + `) { playerId rank score } }`,
+			query: readTopQuery(first),
 			vars:  plainVars,
 			script: func(ctx context.Context, w int, i int64) error {
 				p, err := e.store.Top(ctx, view, 0, first)
@@ -83,7 +93,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 	ops := []readOp{top(10), top(100),
 		{
 			name:  "rank",
-			query: `query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { rank score topPercent } }`,
+			query: rankQuery,
 			vars:  playerVars,
 			script: func(ctx context.Context, w int, i int64) error {
 				en, err := e.store.Rank(ctx, view, fixturePlayer(rand.IntN(n)))
@@ -98,7 +108,7 @@ func runReads(ctx context.Context, e *env) ([]*table, error) {
 		},
 		{
 			name:  "aroundMe(radius:5)",
-			query: `query($b: ID!, $p: ID!) { aroundMe(board: $b, playerId: $p, radius: 5) { playerId rank score } }`,
+			query: aroundQuery,
 			vars:  playerVars,
 			script: func(ctx context.Context, w int, i int64) error {
 				_, err := e.store.Around(ctx, view, fixturePlayer(rand.IntN(n)), 5)
