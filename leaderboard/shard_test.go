@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -506,6 +507,135 @@ func TestShardedConcurrentWriters(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestShardedReadsDuringWrites: while eight writers raise BEST scores on a 7-shard board, readers check what the
+// README promises of reads under writes: a write acknowledged before a read began is in it (Ranks shows the player
+// with at least that score; Size counts at least the players acknowledged), and nobody is listed twice or missed by
+// Top (distinct players, ranks 1.. in order, scores never better further down) or Around (consecutive ranks
+// around the player).
+func TestShardedReadsDuringWrites(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	ctx := context.Background()
+	s, clock := shardStore(t, rdb)
+	reader := lb.New(rdb, lb.Config{Prefix: s.Prefix(), Clock: clock.Now})
+	b := mustBoard(t, s, lb.Board{ID: "busy", Shards: 7})
+	v := lb.View{Board: b.ID}
+	const pool = 600
+	var mu sync.Mutex
+	acked := map[string]float64{} // player -> the best score acknowledged so far
+	snapshot := func() map[string]float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(acked)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 77))
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				batch := make([]lb.Submission, 1+rng.IntN(8))
+				for j := range batch {
+					batch[j] = lb.Submission{Board: b.ID, Player: fmt.Sprintf("b%d", rng.IntN(pool)),
+						Score: float64(i/4 + rng.IntN(20))}
+				}
+				outs, err := s.SubmitMany(ctx, batch)
+				if err != nil {
+					t.Errorf("SubmitMany: %v", err)
+					return
+				}
+				mu.Lock()
+				for j, o := range outs {
+					if o.Err != nil {
+						mu.Unlock()
+						t.Errorf("item %+v: %v", batch[j], o.Err)
+						return
+					}
+					acked[batch[j].Player] = max(acked[batch[j].Player], batch[j].Score)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	if testing.Short() || raceEnabled {
+		deadline = time.Now().Add(2 * time.Second)
+	}
+	reads := 0
+	for ; time.Now().Before(deadline) && !t.Failed(); reads++ {
+		before := snapshot()
+		if len(before) == 0 { // no write acknowledged yet
+			time.Sleep(5 * time.Millisecond)
+			reads--
+			continue
+		}
+		ids := slices.Collect(maps.Keys(before))
+		if len(ids) > lb.MaxFriends {
+			ids = ids[:lb.MaxFriends]
+		}
+		p, err := reader.Ranks(ctx, v, ids)
+		if err != nil {
+			t.Fatalf("Ranks: %v", err)
+		}
+		got := map[string]float64{}
+		for _, e := range p.Entries {
+			got[e.PlayerID] = e.Score
+		}
+		for _, id := range ids {
+			if sc, ok := got[id]; !ok || sc < before[id] {
+				t.Fatalf("read %d: %s acknowledged with %v before Ranks began; Ranks shows %v (listed %v)", reads, id,
+					before[id], sc, ok)
+			}
+		}
+		if p.Size < int64(len(before)) {
+			t.Fatalf("read %d: Ranks size %d, but %d players were acknowledged before it", reads, p.Size, len(before))
+		}
+		top, err := reader.Top(ctx, v, 0, lb.MaxFirst)
+		if err != nil {
+			t.Fatalf("Top: %v", err)
+		}
+		seen := map[string]bool{}
+		for i, e := range top.Entries {
+			if seen[e.PlayerID] || e.Rank != int64(i+1) || (i > 0 && e.Score > top.Entries[i-1].Score) {
+				t.Fatalf("read %d: Top entry %d: %s rank %d score %v (listed before: %v; the one above: %+v)", reads, i,
+					e.PlayerID, e.Rank, e.Score, seen[e.PlayerID], top.Entries[max(i-1, 0)])
+			}
+			seen[e.PlayerID] = true
+		}
+		if len(top.Entries) < min(len(before), lb.MaxFirst) {
+			t.Fatalf("read %d: Top lists %d players, %d were acknowledged before it", reads, len(top.Entries), len(before))
+		}
+		me := ids[reads%len(ids)]
+		around, err := reader.Around(ctx, v, me, 3)
+		if err != nil {
+			t.Fatalf("Around: %v", err)
+		}
+		found := false
+		for i, e := range around {
+			found = found || e.PlayerID == me
+			if i > 0 && (e.Rank != around[i-1].Rank+1 || e.PlayerID == around[i-1].PlayerID) {
+				t.Fatalf("read %d: Around(%s) = %v", reads, me, entryIDs(around))
+			}
+		}
+		if !found {
+			t.Fatalf("read %d: Around(%s) = %v, without the player", reads, me, entryIDs(around))
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if reads < 5 {
+		t.Fatalf("only %d reads ran beside the writes", reads)
+	}
+	t.Logf("%d reads beside the writes, %d players", reads, len(snapshot()))
 }
 
 // checkSettled holds a quiet DESC board to the players and scores it must have (order of arrival unknown).
