@@ -61,11 +61,11 @@ func FuzzSubmissionArgs(f *testing.F) {
 		if ts < MinAchievedAt.Unix() || ts > now.Add(s.cfg.ClockSkew).Unix() {
 			t.Fatalf("accepted updatedAt %v", time.Unix(ts, 0).UTC())
 		}
-		if len(args) != 9+2*len(b.Windows) || period != AllPeriod {
+		if len(args) != submitItemArgs+2*len(b.Windows) || period != AllPeriod || args[submitArrivalItemArg] != "" {
 			t.Fatalf("args %v period %q", args, period)
 		}
 		for i, w := range b.Windows {
-			p, exp := args[9+2*i].(string), args[10+2*i].(int64)
+			p, exp := args[submitItemArgs+2*i].(string), args[submitItemArgs+1+2*i].(int64)
 			if _, err := ParsePeriod(w, p, b.Location()); err != nil {
 				t.Fatalf("%s period %q does not parse: %v", w, p, err)
 			}
