@@ -66,3 +66,9 @@ func AbandonSnapshot(sn *Snapshot) {
 		<-sn.done
 	})
 }
+
+// SetBoardArrivals sets a sharded board's board-wide arrival counter (arrivals.lua, on shard 0) to n: the next
+// submission gets n+1.
+func SetBoardArrivals(ctx context.Context, s *Store, board string, n int64) error {
+	return s.rdb.HSet(ctx, keyCounters.of(s.keyBase(board)), "arr", n).Err()
+}
