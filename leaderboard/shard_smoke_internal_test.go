@@ -415,3 +415,32 @@ func TestShardEventIDs(t *testing.T) {
 		})
 	}
 }
+
+// Arrival numbers stay below 2^53 (the scripts hold them in doubles): past it a sharded board refuses submissions.
+func TestShardArrivalsBound(t *testing.T) {
+	ctx := context.Background()
+	tg := redistest.Targets(t)[0]
+	s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
+	b, err := s.CreateBoard(ctx, Board{ID: "sharr", Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := SetBoardArrivals(ctx, s, b.ID, 1<<53-3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: "a", Score: 1}); err != nil {
+		t.Fatalf("arrival 2^53-2: %v", err)
+	}
+	out, err := s.SubmitMany(ctx, []Submission{{Board: b.ID, Player: "b", Score: 1}, {Board: b.ID, Player: "c", Score: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range out {
+		if ErrorCode(o.Err) != Internal {
+			t.Fatalf("arrivals 2^53-1 and 2^53: %+v", o)
+		}
+	}
+	if n, err := s.Size(ctx, View{Board: b.ID}); err != nil || n != 1 {
+		t.Fatalf("size %d %v, want 1", n, err)
+	}
+}

@@ -19,6 +19,9 @@ var (
 	//go:embed arrivals.lua
 	arrivalsLua    string
 	arrivalsScript = newScript("arrivals", arrivalsLua, false)
+	//go:embed shardresult.lua
+	shardResultLua    string
+	shardResultScript = newScript("shardresult", shardResultLua, false)
 )
 
 // createSharded stores a sharded board's definition on every shard, shard 0 (and the board list) last: nobody
@@ -209,11 +212,12 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	release()
 	// Each written item's entry on its shard, and the probes that place it on the other shards.
 	type written struct {
-		i     int
-		shard int
-		res   *Result
-		tok   string
-		otok  string
+		i       int
+		shard   int
+		res     *Result
+		tok     string
+		otok    string
+		eventID string
 	}
 	var done []written
 	for j, k := range order {
@@ -249,7 +253,14 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 				out[i].Err = redisError(fmt.Errorf("sharded submit reply without tokens (%d fields)", len(row)))
 				continue
 			}
-			done = append(done, written{i: i, shard: k, res: res, tok: toString(row[15]), otok: toString(row[16])})
+			if res.Duplicate && len(row) >= 18 && toInt(row[17]) == 1 {
+				// A retry whose first result's place on the board was stored (shardresult.lua): that result.
+				res.Entry.Approximate = b.approxAt(res.Entry.Rank)
+				out[i].Result = res
+				continue
+			}
+			done = append(done, written{i: i, shard: k, res: res, tok: toString(row[15]), otok: toString(row[16]),
+				eventID: subs[i].EventID})
 		}
 	}
 	if len(done) == 0 {
@@ -337,6 +348,30 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			r.Entry.TopPercent = TopPercent(r.Entry.Rank, size)
 			out[d.i].Result = r
 		}
+	}
+	// The first results of items with an eventId go into their records, for retries (one more round trip).
+	records := make([][]any, b.Shards)
+	for _, d := range done {
+		if r := out[d.i].Result; r != nil && d.eventID != "" && !r.Duplicate {
+			if records[d.shard] == nil {
+				records[d.shard] = []any{b.sum}
+			}
+			prev := ""
+			if r.PreviousRank != nil {
+				prev = strconv.FormatInt(*r.PreviousRank, 10)
+			}
+			records[d.shard] = append(records[d.shard], d.eventID, r.Entry.Rank, r.Entry.TieRank, r.Size, prev)
+		}
+	}
+	var patches []shardCall
+	for k, args := range records {
+		if args != nil {
+			patches = append(patches, shardCall{shardResultScript, v.shards[k], args})
+		}
+	}
+	if len(patches) > 0 {
+		// A record not updated (an error here) leaves a retry its place on the board as it is then.
+		s.onShards(ctx, patches)
 	}
 	return nil
 }

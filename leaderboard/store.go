@@ -65,7 +65,7 @@ var (
 		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
 		purgeScript, watchScript, fenceScript, snapshotScript, snapPageScript, snapKeysScript,
 		submitLedgerScript, removeLedgerScript, createLedgerScript, seasonLedgerScript, restoreDoneScript,
-		markLedgerScript, closeLedgerScript, arrivalsScript, shardNearScript)
+		markLedgerScript, closeLedgerScript, arrivalsScript, shardNearScript, shardResultScript)
 )
 
 // Publish commands for Config.PublishCommand.
