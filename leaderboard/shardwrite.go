@@ -267,7 +267,9 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 		return nil
 	}
 	// Place them on the other shards: one shardnear call per shard and window period, with the probes of the
-	// items that live elsewhere. The player's own shard counts as its reply says (at the write).
+	// items that live elsewhere. The player's own shard counts as its reply says: right after the item, as on a
+	// board of one shard. The other shards are counted after the whole call, so each item's counts there are taken
+	// back to the moment after the items before it (placeAt).
 	type periodKey struct {
 		w Window
 		p string
@@ -279,17 +281,26 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	var periods []periodKey
 	lists := map[periodKey][][]shardProbe{}
 	owners := map[periodKey][][]probeOf{}
-	ownSize := map[periodKey][]int64{}
+	moves := map[periodKey][]map[string][]shardMove{} // per shard, per player: its items' moves in input order
 	for di, d := range done {
 		pk := periodKey{d.res.Window, d.res.Period}
 		if _, ok := lists[pk]; !ok {
 			periods = append(periods, pk)
 			lists[pk] = make([][]shardProbe, b.Shards)
 			owners[pk] = make([][]probeOf, b.Shards)
-			ownSize[pk] = make([]int64, b.Shards)
+			moves[pk] = make([]map[string][]shardMove, b.Shards)
 		}
-		ownSize[pk][d.shard] = d.res.Size // the shard's last reply: its size after the call
 		e := d.res.Entry
+		if !d.res.Duplicate {
+			mv := shardMove{i: d.i, after: &rowPlace{b.userScore(e.Score), d.tok}}
+			if d.res.PreviousScore != nil && d.otok != "" {
+				mv.before = &rowPlace{b.userScore(*d.res.PreviousScore), d.otok}
+			}
+			if moves[pk][d.shard] == nil {
+				moves[pk][d.shard] = map[string][]shardMove{}
+			}
+			moves[pk][d.shard][e.PlayerID] = append(moves[pk][d.shard][e.PlayerID], mv)
+		}
 		for k := range b.Shards {
 			if k == d.shard {
 				continue
@@ -313,21 +324,21 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			}
 			continue
 		}
-		var size int64
-		ahead, better, prev := map[int]int64{}, map[int]int64{}, map[int]int64{}
+		ahead, better, prev, size := map[int]int64{}, map[int]int64{}, map[int]int64{}, map[int]int64{}
 		for k, sh := range near {
-			if !sh.asked {
-				size += ownSize[pk][k]
-				continue
-			}
-			size += sh.size
 			for j, o := range owners[pk][k] {
+				d := done[o.d]
 				if o.old {
-					prev[o.d] += sh.probes[j].ahead
-				} else {
-					ahead[o.d] += sh.probes[j].ahead
-					better[o.d] += sh.probes[j].better
+					at := rowPlace{b.userScore(*d.res.PreviousScore), d.otok}
+					n, _, _ := placeAt(moves[pk][k], d.i, at)
+					prev[o.d] += sh.probes[j].ahead + n
+					continue
 				}
+				at := rowPlace{b.userScore(d.res.Entry.Score), d.tok}
+				n, nb, ns := placeAt(moves[pk][k], d.i, at)
+				ahead[o.d] += sh.probes[j].ahead + n
+				better[o.d] += sh.probes[j].better + nb
+				size[o.d] += sh.size + ns
 			}
 		}
 		for di, d := range done {
@@ -344,8 +355,8 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 				pr := *r.PreviousRank + prev[di]
 				r.PreviousRank = &pr
 			}
-			r.Size = size
-			r.Entry.TopPercent = TopPercent(r.Entry.Rank, size)
+			r.Size += size[di] // the shard's own size after the item, and the others'
+			r.Entry.TopPercent = TopPercent(r.Entry.Rank, r.Size)
 			out[d.i].Result = r
 		}
 	}
@@ -374,6 +385,51 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 		s.onShards(ctx, patches)
 	}
 	return nil
+}
+
+// rowPlace is a place in a sharded board's order: internal score, then arrival token.
+type rowPlace struct {
+	x   float64
+	tok string
+}
+
+// shardMove is what an item of a submission call did to its player's place on its shard: before (nil: the player
+// was new) and after.
+type shardMove struct {
+	i             int // the item's index in the call
+	before, after *rowPlace
+}
+
+// placeAt corrects counts that a shard gave after a whole submission call (the players ahead of at, those with a
+// better score, and its size) to the moment after the call's items before item i: byPlayer holds the moves the
+// call's items made on that shard. It returns what to add to each count.
+func placeAt(byPlayer map[string][]shardMove, i int, at rowPlace) (ahead, better, size int64) {
+	for _, mv := range byPlayer {
+		final := mv[len(mv)-1].after
+		then := mv[0].before // the player's place after the items before i
+		for _, m := range mv {
+			if m.i >= i {
+				break
+			}
+			then = m.after
+		}
+		for _, p := range []struct {
+			place *rowPlace
+			sign  int64
+		}{{final, -1}, {then, 1}} {
+			if p.place == nil {
+				continue
+			}
+			size += p.sign
+			if p.place.x < at.x {
+				ahead += p.sign
+				better += p.sign
+			} else if p.place.x == at.x && p.place.tok < at.tok {
+				ahead += p.sign
+			}
+		}
+	}
+	return ahead, better, size
 }
 
 // internal is a user score as the sorted sets order it (negated on DESC boards), printed for a script.
