@@ -302,7 +302,7 @@ func TestAroundWindow(t *testing.T) {
 	}
 	const boards, radii = 12, 7
 	lua, err := aroundWindowHarness.Run(context.Background(), redistest.SharedStandalone(t).Client(t),
-		[]string{"t:{x}:"}, boards, radii).Int64Slice()
+		declared([]string{"t:{x}:"}), boards, radii).Int64Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,7 +142,7 @@ func TestLuaKeysMatchGo(t *testing.T) {
 					}
 				}
 				want = append(want, keySnap.of(base)+"id:")
-				got, err := harness.Run(ctx, tg.Client, []string{base}, args...).StringSlice()
+				got, err := harness.Run(ctx, tg.Client, declared([]string{base}), args...).StringSlice()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,10 +55,26 @@ type itemArgs struct {
 
 // prologue starts every call: common.lua's base, its bound library functions (bind), and no ledger gate (LG).
 // ledgerPrologue starts a ledgered call: the gate's arguments, taken off the end of ARGV (ledger_args).
-const (
-	prologue       = "base = KEYS[1]\nif not rcall then bind() end\nLG = nil\n"
-	ledgerPrologue = "base = KEYS[1]\nif not rcall then bind() end\nLG = ledger_args(ARGV)\n"
+//
+// A call declares one key, KEYS[1]: the board's definition (keyDef; functions.run names it from the key base the
+// caller gives), which every script reads first and which lives as long as the board. So while a cluster moves
+// the board's slot, Redis runs the call where the definition is (on the old node until the keys move, then on the
+// new one after ASK): a key the call does not declare is never looked for on the wrong node as long as a slot's
+// keys move in one step (see "Running on Redis Cluster" in the README). base is KEYS[1] without the definition's
+// name.
+var (
+	prologue       = "base = string.sub(KEYS[1], 1, -" + strconv.Itoa(len(keyDef.name)+1) + ")\nif not rcall then bind() end\nLG = nil\n"
+	ledgerPrologue = "base = string.sub(KEYS[1], 1, -" + strconv.Itoa(len(keyDef.name)+1) + ")\nif not rcall then bind() end\nLG = ledger_args(ARGV)\n"
 )
+
+// declared returns the keys a call declares: the definition of the board whose key base is keys[0], then the
+// rest.
+func declared(keys []string) []string {
+	out := make([]string, len(keys))
+	out[0] = keyDef.of(keys[0])
+	copy(out[1:], keys[1:])
+	return out
+}
 
 func newScript(role, body string, readOnly bool) *script {
 	// Every call starts by setting common.lua's base, so the same text runs as a script and as a function.
@@ -130,6 +147,7 @@ func newFunctions(rdb redis.UniversalClient, lib *scriptLibrary) *functions {
 
 // run runs one script call on its own.
 func (f *functions) run(ctx context.Context, sc *script, keys []string, args ...any) *redis.Cmd {
+	keys = declared(keys)
 	mode := f.mode.Load()
 	if mode == modeEval {
 		return sc.eval.Run(ctx, f.rdb, keys, args...)
@@ -157,6 +175,7 @@ func (f *functions) run(ctx context.Context, sc *script, keys []string, args ...
 // queue adds a call to a pipeline the way run would make it. A call whose reply then says that the function or
 // script is missing must be made again with run.
 func (f *functions) queue(ctx context.Context, pipe redis.Pipeliner, sc *script, keys []string, args ...any) *redis.Cmd {
+	keys = declared(keys)
 	if f.mode.Load() == modeEval {
 		return sc.eval.EvalSha(ctx, pipe, keys, args...)
 	}

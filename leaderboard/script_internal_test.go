@@ -36,7 +36,7 @@ func TestScriptRefusesExpiredPeriod(t *testing.T) {
 			}
 			item[len(item)-1] = now.Unix() // the daily period's keys would expire right now
 			args := []any{b.sum, "d", "best", 0, "", "", 60, 100, "", s.Channel(b.ID), "a,d", now.Unix(), 1, 0, 7}
-			reply, err := submitScript.eval.Run(ctx, s.rdb, []string{s.keyBase(b.ID)}, append(args, item...)...).Slice()
+			reply, err := submitScript.eval.Run(ctx, s.rdb, declared([]string{s.keyBase(b.ID)}), append(args, item...)...).Slice()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func FuzzRecordEncoding(f *testing.F) {
 		if tail {
 			tx = strconv.FormatFloat(tailx, 'g', -1, 64)
 		}
-		v, err := recordHarness.Run(context.Background(), rdb, []string{"t:{x}:"}, ts, n>>32, n&(1<<32-1), tx,
+		v, err := recordHarness.Run(context.Background(), rdb, declared([]string{"t:{x}:"}), ts, n>>32, n&(1<<32-1), tx,
 			player).StringSlice()
 		if err != nil {
 			t.Fatal(err)
@@ -216,7 +216,7 @@ func FuzzParseRecord(f *testing.F) {
 	}
 	rdb := redistest.SharedStandalone(f).Client(f)
 	f.Fuzz(func(t *testing.T, v string) {
-		res, err := parseHarness.Run(context.Background(), rdb, []string{"t:{x}:"}, v).Slice()
+		res, err := parseHarness.Run(context.Background(), rdb, declared([]string{"t:{x}:"}), v).Slice()
 		if err != nil {
 			t.Fatal(err)
 		}

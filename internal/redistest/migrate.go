@@ -45,9 +45,22 @@ func (c *RedisCluster) nodeIDs(ctx context.Context) (map[string]string, error) {
 	return ids, nil
 }
 
-// MoveSlot migrates slot, with its keys, to the master at addr the way a reshard does (redis-cli --cluster
-// reshard): SETSLOT IMPORTING on the target, MIGRATING on the source, MIGRATE of every key, then SETSLOT NODE on
-// the target, the source and the other masters. It returns when every master names addr as the slot's owner.
+// moveKeys migrates every key of a slot (ARGV: slot, host, port, timeout ms) in one script, so that no other
+// command runs on the source while some of the slot's keys have moved and others have not: the service's scripts
+// declare one key of a board (its definition) and find the others where it is (see leaderboard/script.go).
+// redis-cli --cluster reshard moves keys in batches (--cluster-pipeline), with commands running in between.
+var moveKeys = redis.NewScript(`
+local n = 0
+while true do
+  local keys = redis.call('CLUSTER', 'GETKEYSINSLOT', ARGV[1], 1000)
+  if #keys == 0 then return n end
+  redis.call('MIGRATE', ARGV[2], ARGV[3], '', 0, ARGV[4], 'KEYS', unpack(keys))
+  n = n + #keys
+end`)
+
+// MoveSlot migrates slot, with its keys, to the master at addr as a reshard does: SETSLOT IMPORTING on the target,
+// MIGRATING on the source, MIGRATE of every key (all in one step, moveKeys), then SETSLOT NODE on the target, the
+// source and the other masters. It returns when every master names addr as the slot's owner.
 func (c *RedisCluster) MoveSlot(ctx context.Context, slot int, addr string) error {
 	ids, err := c.nodeIDs(ctx)
 	if err != nil {
@@ -73,21 +86,8 @@ func (c *RedisCluster) MoveSlot(ctx context.Context, slot int, addr string) erro
 		return fmt.Errorf("SETSLOT MIGRATING: %w", err)
 	}
 	host, port, _ := net.SplitHostPort(addr)
-	for {
-		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
-		if err != nil {
-			return fmt.Errorf("GETKEYSINSLOT: %w", err)
-		}
-		if len(keys) == 0 {
-			break
-		}
-		args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		if err := src.Do(ctx, args...).Err(); err != nil {
-			return fmt.Errorf("MIGRATE: %w", err)
-		}
+	if err := moveKeys.Run(ctx, src, nil, slot, host, port, 10000).Err(); err != nil {
+		return fmt.Errorf("MIGRATE: %w", err)
 	}
 	for _, a := range append([]string{addr, from}, c.Addrs...) {
 		if err := clients[a].Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[addr]).Err(); err != nil {
