@@ -348,11 +348,13 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 		}
 	}
 	second := make([][]shardProbe, len(v.shards))
+	whose := make([][]*placed, len(v.shards)) // the player of each probe of second
 	for k := range second {
 		for _, p := range order {
 			if ShardOf(p.row.player, len(v.shards)) != k {
-				second[k] = append(second[k], shardProbe{x: p.row.xs, tok: p.row.tok, player: p.row.player,
-					nb: nb, na: na})
+				// The player is not on shard k: no own member to look for there (player '').
+				second[k] = append(second[k], shardProbe{x: p.row.xs, tok: p.row.tok, nb: nb, na: na})
+				whose[k] = append(whose[k], p)
 			}
 		}
 		if second[k] == nil && !near1[k].asked {
@@ -371,7 +373,7 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 			size += near1[k].size
 		}
 		for j, pr := range near2[k].probes {
-			p := found[second[k][j].player]
+			p := whose[k][j]
 			p.ahead += pr.ahead
 			p.better += pr.better
 			lists[p.row.player] = append(lists[p.row.player], pr)

@@ -211,14 +211,6 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	replies, errs := s.onShards(ctx, calls)
 	release()
 	// Each written item's entry on its shard, and the probes that place it on the other shards.
-	type written struct {
-		i       int
-		shard   int
-		res     *Result
-		tok     string
-		otok    string
-		eventID string
-	}
 	var done []written
 	for j, k := range order {
 		c := byShard[k]
@@ -301,15 +293,15 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			}
 			moves[pk][d.shard][e.PlayerID] = append(moves[pk][d.shard][e.PlayerID], mv)
 		}
+		// The player is on none of the other shards: no own member to look for there (player '').
 		for k := range b.Shards {
 			if k == d.shard {
 				continue
 			}
-			lists[pk][k] = append(lists[pk][k], shardProbe{x: b.internal(e.Score), tok: d.tok, player: e.PlayerID})
+			lists[pk][k] = append(lists[pk][k], shardProbe{x: b.internal(e.Score), tok: d.tok})
 			owners[pk][k] = append(owners[pk][k], probeOf{d: di})
-			if d.res.PreviousRank != nil && d.res.PreviousScore != nil && d.otok != "" {
-				lists[pk][k] = append(lists[pk][k], shardProbe{x: b.internal(*d.res.PreviousScore), tok: d.otok,
-					player: e.PlayerID})
+			if d.placePrev(fields) {
+				lists[pk][k] = append(lists[pk][k], shardProbe{x: b.internal(*d.res.PreviousScore), tok: d.otok})
 				owners[pk][k] = append(owners[pk][k], probeOf{d: di, old: true})
 			}
 		}
@@ -351,9 +343,11 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			if r.Entry.TieRank > 0 {
 				r.Entry.TieRank += better[di]
 			}
-			if r.PreviousRank != nil && r.PreviousScore != nil && d.otok != "" {
+			if d.placePrev(fields) {
 				pr := *r.PreviousRank + prev[di]
 				r.PreviousRank = &pr
+			} else {
+				r.PreviousRank = nil // the shard's own count, not placed on the others
 			}
 			r.Size += size[di] // the shard's own size after the item, and the others'
 			r.Entry.TopPercent = TopPercent(r.Entry.Rank, r.Size)
@@ -385,6 +379,28 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 		s.onShards(ctx, patches)
 	}
 	return nil
+}
+
+// written is an item of a sharded submission call that its shard applied (or found applied before: Duplicate).
+type written struct {
+	i       int // its index in the call
+	shard   int
+	res     *Result // its shard's answer, then its place on the whole board
+	tok     string  // the player's arrival token after it, and before it ('': new)
+	otok    string
+	eventID string
+}
+
+// placePrev reports whether the item's previous place is placed on the other shards too: when the caller asked
+// for it (fields), for an eventId's stored result, or when it may have been within the first MaxFirst ranks (the
+// board rank is at least the shard's), where a writer's own top lists look at it (graph's changed). Else the
+// result has no previous rank.
+func (d *written) placePrev(fields int) bool {
+	r := d.res
+	if r.PreviousRank == nil || r.PreviousScore == nil || d.otok == "" {
+		return false
+	}
+	return fields&int(FieldPreviousRank) != 0 || d.eventID != "" || *r.PreviousRank <= MaxFirst
 }
 
 // rowPlace is a place in a sharded board's order: internal score, then arrival token.
