@@ -266,6 +266,26 @@ type change struct {
 	size          int64
 }
 
+// Where an event stands against a counter's last version read (eventAt).
+const (
+	eventNext = iota // the next one
+	eventRead        // published before the last full read: in the lists already
+	eventGap         // after a lost message, or the counter started again (Redis lost it)
+)
+
+// eventAt is the one rule of a counter's events, a board's or a shard's: where ev stands after (epoch, ver).
+func eventAt(epoch string, ver int64, ev *leaderboard.Event) int {
+	switch {
+	case ev.Epoch != epoch && (epoch != "" || ver != 0):
+		return eventGap
+	case ev.Version <= ver:
+		return eventRead
+	case ev.Version != ver+1:
+		return eventGap
+	}
+	return eventNext
+}
+
 // parse decodes the inbox's events. It reports all when something may have been missed: a version gap, a
 // counter that started again, an undecodable event. An event older than the last full read (published before
 // the version was read with the lists) is already in the lists and is skipped.
@@ -279,17 +299,15 @@ func (b *board) parse(msgs []inMsg) (changes []change, all bool) {
 			all = true
 			continue
 		}
-		switch {
-		case ev.Epoch != b.epoch && (b.epoch != "" || b.lastVer != 0):
-			all = true // the counter started again (Redis lost it)
-		case ev.Version <= b.lastVer:
+		switch eventAt(b.epoch, b.lastVer, &ev) {
+		case eventGap:
+			all = true
+		case eventRead:
 			// Already read. Its size-only changes still matter: joins right after it may not be announced.
 			for _, c := range ev.Changes {
 				changes = append(changes, newChange(b.def.ID, ev.Version, c, true))
 			}
 			continue
-		case ev.Version != b.lastVer+1:
-			all = true // a lost message
 		}
 		b.setLastVer(ev.Epoch, ev.Version)
 		for _, c := range ev.Changes {

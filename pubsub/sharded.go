@@ -32,18 +32,16 @@ func (b *board) parseSharded(msgs []inMsg) (changes []change, all bool) {
 			continue
 		}
 		mk := &b.marks[m.shard]
-		switch {
-		case ev.Epoch != mk.epoch && (mk.epoch != "" || mk.ver != 0):
-			all = true // the shard's counter started again (Redis lost it)
-		case ev.Version <= mk.ver:
+		switch eventAt(mk.epoch, mk.ver, &ev) {
+		case eventGap:
+			all = true
+		case eventRead:
 			// Already read (published before the shard's counter was read with the lists). Its size-only changes
 			// still matter: joins right after it may not be announced.
 			for _, c := range ev.Changes {
 				changes = append(changes, newChange(b.def.ID, ev.Version, c, true))
 			}
 			continue
-		case ev.Version != mk.ver+1:
-			all = true // a lost message
 		}
 		mk.epoch, mk.ver = ev.Epoch, ev.Version
 		for _, c := range ev.Changes {
