@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,7 +58,7 @@ func (e *env) startShardEnv(ctx context.Context) (*shardEnv, error) {
 	for _, addr := range cl.addrs {
 		b.nodes = append(b.nodes, redis.NewClient(&redis.Options{Addr: addr}))
 	}
-	cs, err := cl.rdb.ClusterSlots(ctx).Result()
+	cs, err := cl.rdb.ClusterShards(ctx).Result()
 	if err != nil {
 		b.close()
 		return nil, err
@@ -65,13 +66,17 @@ func (e *env) startShardEnv(ctx context.Context) (*shardEnv, error) {
 	for i := range b.slots {
 		b.slots[i] = -1
 	}
-	for _, r := range cs {
-		if len(r.Nodes) == 0 {
-			continue
+	for _, sh := range cs {
+		k := -1
+		for _, n := range sh.Nodes {
+			if n.Role == "master" {
+				k = slices.Index(cl.addrs, net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10)))
+			}
 		}
-		k := slices.Index(cl.addrs, r.Nodes[0].Addr)
-		for s := r.Start; s <= r.End && k >= 0; s++ {
-			b.slots[s] = k
+		for _, r := range sh.Slots {
+			for s := r.Start; s <= r.End && k >= 0; s++ {
+				b.slots[s] = k
+			}
 		}
 	}
 	if i := slices.Index(b.slots, -1); i >= 0 {
