@@ -80,10 +80,8 @@ func shardTag(tag string, i, shards int) string {
 	if i == 0 {
 		return tag
 	}
-	home := HashSlot("{" + tag + "}")
-	const slots = 16384
-	r := (home*shards/slots + i) % shards
-	lo, hi := r*slots/shards, (r+1)*slots/shards
+	r := (slotRange(HashSlot("{"+tag+"}"), shards) + i) % shards
+	lo, hi := r*clusterSlots/shards, (r+1)*clusterSlots/shards
 	buf := make([]byte, 0, len(tag)+12)
 	for n := 0; ; n++ {
 		buf = append(append(buf[:0], tag...), '.')
@@ -93,6 +91,19 @@ func shardTag(tag string, i, shards int) string {
 			return string(buf)
 		}
 	}
+}
+
+// clusterSlots is how many hash slots a Redis Cluster has.
+const clusterSlots = 16384
+
+// slotRange returns which of shards equal ranges of the slot space holds slot: range r is the slots from
+// r*16384/shards to (r+1)*16384/shards, rounded down, the latter excluded.
+func slotRange(slot, shards int) int {
+	r := slot * shards / clusterSlots
+	if (r+1)*clusterSlots/shards <= slot { // slot*shards/16384 rounds down below a boundary that rounds down too
+		r++
+	}
+	return r
 }
 
 // shardBases returns the key bases of a board's shards (one: the board's own).

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
 )
@@ -442,5 +445,103 @@ func TestShardArrivalsBound(t *testing.T) {
 	}
 	if n, err := s.Size(ctx, View{Board: b.ID}); err != nil || n != 1 {
 		t.Fatalf("size %d %v, want 1", n, err)
+	}
+}
+
+// Shard i's slot is in the i-th of S equal slot ranges counted from shard 0's (ShardKeyBase), so the shards of a
+// board spread over primaries that hold ranges of slots.
+func TestShardSlotsSpread(t *testing.T) {
+	for _, shards := range []int{1, 2, 3, 5, 7, 16, 63, 64} {
+		for slot := range 16384 {
+			if got, want := slotRange(slot, shards), rangeOf(slot, shards); got != want {
+				t.Fatalf("slot %d of %d ranges: %d, want %d", slot, shards, got, want)
+			}
+		}
+	}
+	for _, shards := range []int{2, 3, 7, 16, 64} {
+		for n := range 200 {
+			id := fmt.Sprintf("board-%d", n)
+			home := rangeOf(HashSlot(ShardKeyBase("lb", id, 0, shards)), shards)
+			seen := map[int]bool{}
+			for i := range shards {
+				r := rangeOf(HashSlot(ShardKeyBase("lb", id, i, shards)), shards)
+				if r != (home+i)%shards || seen[r] {
+					t.Fatalf("%s, %d shards: shard %d in range %d (shard 0 in %d)", id, shards, i, r, home)
+				}
+				seen[r] = true
+			}
+		}
+	}
+}
+
+// rangeOf is the range of the slot space that holds slot, found by walking the ranges' bounds (slotRange's oracle).
+func rangeOf(slot, shards int) int {
+	for r := range shards {
+		if slot >= r*16384/shards && slot < (r+1)*16384/shards {
+			return r
+		}
+	}
+	return -1
+}
+
+// roundTrips counts a client's round trips: each command sent alone and each pipeline.
+type roundTrips struct{ n atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// The round trips of a sharded board's requests, as the README gives them: top and size one; rank, friends and
+// aroundMe two, aroundMe with tie ranks three; a submission three (its arrival number, its shard, its place on the
+// others), four with an eventId (its first result stored).
+func TestShardRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.SharedStandalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	s := New(rdb, Config{Prefix: redistest.Prefix(t)})
+	b, err := s.CreateBoard(ctx, Board{ID: "rt", Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := s.Submit(ctx, Submission{Board: b.ID, Player: fmt.Sprintf("p%d", i), Score: float64(i % 5)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &roundTrips{}
+	rdb.AddHook(h)
+	v := View{Board: b.ID}
+	for _, c := range []struct {
+		name string
+		want int64
+		op   func() error
+	}{
+		{"top", 1, func() error { _, err := s.Top(ctx, v, 0, 10); return err }},
+		{"size", 1, func() error { _, err := s.Size(ctx, v); return err }},
+		{"rank", 2, func() error { _, err := s.Rank(ctx, v, "p7"); return err }},
+		{"friends", 2, func() error { _, err := s.Friends(ctx, v, "p7", []string{"p1", "p2", "p3"}); return err }},
+		{"aroundMe", 2, func() error { _, err := s.Around(ctx, v, "p7", 3, Only(FieldUpdatedAt|FieldMeta)); return err }},
+		{"aroundMe with tie ranks", 3, func() error { _, err := s.Around(ctx, v, "p7", 3); return err }},
+		{"submit", 3, func() error {
+			_, err := s.Submit(ctx, Submission{Board: b.ID, Player: "p8", Score: 9})
+			return err
+		}},
+		{"submit with an eventId", 4, func() error {
+			_, err := s.Submit(ctx, Submission{Board: b.ID, Player: "p9", Score: 9, EventID: "e1"})
+			return err
+		}},
+	} {
+		before := h.n.Load()
+		if err := c.op(); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.n.Load() - before; got != c.want {
+			t.Errorf("%s: %d round trips, want %d", c.name, got, c.want)
+		}
 	}
 }
