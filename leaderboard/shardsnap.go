@@ -2,7 +2,6 @@ package leaderboard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -43,17 +42,13 @@ func (s *Store) snapshotSharded(ctx context.Context, r Resolved) (*Snapshot, err
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := firstError(errs); err != nil {
 		for _, p := range parts {
 			if p != nil {
 				_ = p.drop(context.WithoutCancel(ctx))
 			}
 		}
-		for _, e := range errs {
-			if e != nil {
-				return nil, e
-			}
-		}
+		return nil, err
 	}
 	m := &snapshotMerge{parts: parts}
 	sn := &Snapshot{Resolved: r, s: s, merge: m}

@@ -33,10 +33,8 @@ func (s *Store) createSharded(ctx context.Context, b *Board, def string) error {
 	cur, err := s.rdb.Get(ctx, keyDef.of(bases[0])).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		for _, base := range bases[1:] {
-			if err := s.deleteShard(ctx, b.ID, base); err != nil {
-				return err
-			}
+		if err := s.deleteShards(ctx, b); err != nil {
+			return err
 		}
 	case err != nil:
 		return redisError(err)
@@ -71,8 +69,9 @@ func (s *Store) deleteShard(ctx context.Context, id, base string) error {
 	return s.purgeBase(context.WithoutCancel(ctx), base, token)
 }
 
-// deleteShards deletes shards 1.. of a sharded board whose shard 0 is deleted already (nobody reads or writes the
-// board then: every merged read and every submission goes through shard 0's definition).
+// deleteShards deletes shards 1.. of a sharded board whose shard 0 has no definition (deleted already, or not yet
+// created: what an interrupted deletion left). Nobody reads or writes the board then: every merged read and every
+// submission goes through shard 0's definition.
 func (s *Store) deleteShards(ctx context.Context, b *Board) error {
 	for _, base := range s.shardBases(b.ID, b.Shards)[1:] {
 		if err := s.deleteShard(ctx, b.ID, base); err != nil {
