@@ -60,13 +60,17 @@ local function fence_ttl(w, p, ttl)
   return ms
 end
 
-for i = 8, #ARGV, 5 do
+-- Mode 'F' is mode 'f' on shard 0 of a sharded board with the ledger (shardledger.go): a period has a sixth value, '1'
+-- when another shard has players in it, which forces it here (shard 0 announces every shard's close).
+local step = mode == 'F' and 6 or 5
+for i = 8, #ARGV, step do
   local w, wname, p, ended, ttl = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], tonum(ARGV[i + 4])
+  local force = force or (mode == 'F' and ARGV[i + 5] == '1')
   local fk = fence_key(w, p)
   local id, new = rcall('GET', fk), '0'
   if not id or (id == '' and force) then
     id = ''
-    if (force or rcall('EXISTS', skey(w, p)) == 1) and mode == 'f' then
+    if (force or rcall('EXISTS', skey(w, p)) == 1) and mode ~= 'e' then
       -- With the ledger the event waits for the freeze; a restore sets the fence waiting too, and the close check
       -- finds the event the ledger says went out, or sends it.
       id, new = '~', '1'

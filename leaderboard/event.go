@@ -146,7 +146,7 @@ func (s *Store) Watch(ctx context.Context, board string, ttl time.Duration) erro
 	if cb, err := s.loadBoard(ctx, board); err == nil && cb.b.Sharded() {
 		calls := make([]shardCall, len(cb.shards))
 		for i, base := range cb.shards {
-			calls[i] = shardCall{watchScript, base, []any{ttl.Milliseconds()}}
+			calls[i] = shardCall{watchScript, base, []any{ttl.Milliseconds()}, nil}
 		}
 		_, errs := s.onShards(ctx, calls)
 		return firstError(errs)

@@ -52,12 +52,17 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 	var reply []any
 	var firstPeriods []string
 	sent := make([]int, 0, len(evs))
+	var sharded []Outcome
 	err := s.fresh(board, func() error {
 		v, err := s.boardFor(ctx, board, restore)
 		if err != nil {
 			return err
 		}
 		b := v.b
+		if b.Sharded() {
+			sharded, err = s.applySubmitsSharded(ctx, board, v, evs, dup, fields, restore, now, gapped)
+			return err
+		}
 		args := make([]any, submitHeaderArgs, submitHeaderArgs+len(evs)*(submitItemArgs+2*len(b.Windows))+1)
 		copy(args, v.submitHead)
 		args[submitNowArg], args[submitFieldsArg] = now.Unix(), fields
@@ -95,8 +100,8 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 			return redisError(err)
 		})
 	})
-	if err != nil {
-		return nil, err
+	if err != nil || sharded != nil {
+		return sharded, err
 	}
 	v, err := s.boardFor(ctx, board, restore)
 	if err != nil {
@@ -182,6 +187,27 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 		ttlNow = s.keyClock(v.(*cachedBoard), now)
 	}
 	gate := gateArg(restore, first, last, []int64{e.Seq}, ttlNow)
+	if v, ok, err := s.shardedFor(ctx, board, e, restore); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		if e.Kind == EventCreate && !restore {
+			if dup {
+				return s.createdBefore(ctx, board)
+			}
+			if err := s.clearLeftShards(ctx, v); err != nil {
+				return nil, err
+			}
+		}
+		r, err := s.applyEventSharded(ctx, board, v, e, first, gate, restore, now, gapped)
+		if token, ok := deletingToken(err); ok && e.Kind == EventCreate {
+			if err := s.purge(ctx, board, token); err != nil {
+				return nil, err
+			}
+			r, err = s.applyEventSharded(ctx, board, v, e, first, gate, restore, now, gapped)
+		}
+		return r, err
+	}
 	var reply any
 	call := func(sc *script, keys []string, args ...any) error {
 		return gapped(ctx, board, first, func() error {
@@ -214,11 +240,7 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 		return reply, call(markLedgerScript, []string{v.keys}, v.b.sum)
 	case EventCreate:
 		if dup && !restore {
-			// The ledger has the board: Redis has it too, or lost it (then it is restored, never created empty).
-			if ok, err := s.Exists(ctx, board); err != nil || ok {
-				return "same", err
-			}
-			return nil, s.missing(ctx, board)
+			return s.createdBefore(ctx, board)
 		}
 		keys := []string{s.makeKeyBase(board), s.registryKey(board)}
 		err := call(createLedgerScript, keys, string(e.Args), board)
@@ -238,19 +260,9 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 		if restore {
 			pub = ""
 		}
-		args := []any{v.b.sum, e.Player, pub, channelOf(v.keys)}
-		for _, wp := range v.b.livePeriods(now) {
-			args = append(args, windowCodes[wp.Window], wp.Period)
-		}
-		if v.b.HasWindow(Season) {
-			ids, err := s.rdb.HKeys(ctx, keySeasons.of(v.keys)).Result()
-			if err != nil {
-				return nil, redisError(err)
-			}
-			slices.Sort(ids)
-			for _, id := range ids {
-				args = append(args, windowCodes[Season], id)
-			}
+		args, err := s.removeArgs(ctx, v.b, v.keys, e.Player, pub, now)
+		if err != nil {
+			return nil, err
 		}
 		return reply, call(removeLedgerScript, []string{v.keys}, args...)
 	case EventSeasonStart, EventSeasonEnd:
@@ -258,19 +270,56 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 		if err != nil {
 			return nil, err
 		}
-		args := []any{v.b.sum, "end", now.Unix()}
-		if e.Kind == EventSeasonStart {
-			var a seasonArgs
-			if err := json.Unmarshal(e.Args, &a); err != nil {
-				return nil, fmt.Errorf("ledger: season event %d: %w", e.Seq, err)
-			}
-			ends := time.Unix(a.EndsAt, 0)
-			args = []any{v.b.sum, "start", now.Unix(), a.ID, a.EndsAt,
-				v.b.seasonExpiry(time.Unix(now.Unix(), 0), ends), int64(v.b.Grace / time.Second)}
+		args, err := seasonEventArgs(v.b, e, now)
+		if err != nil {
+			return nil, err
 		}
 		return reply, call(seasonLedgerScript, []string{v.keys}, args...)
 	}
 	return nil, fmt.Errorf("ledger: event %d of board %q has unknown kind %d", e.Seq, board, e.Kind)
+}
+
+// removeArgs are the remove script's arguments for a removal of player applied with clock now, on the board (or
+// shard) whose keys start at base: its live periods, and every season it holds.
+func (s *Store) removeArgs(ctx context.Context, b *Board, base, player, pub string, now time.Time) ([]any, error) {
+	args := []any{b.sum, player, pub, channelOf(base)}
+	for _, wp := range b.livePeriods(now) {
+		args = append(args, windowCodes[wp.Window], wp.Period)
+	}
+	if b.HasWindow(Season) {
+		ids, err := s.rdb.HKeys(ctx, keySeasons.of(base)).Result()
+		if err != nil {
+			return nil, redisError(err)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			args = append(args, windowCodes[Season], id)
+		}
+	}
+	return args, nil
+}
+
+// seasonEventArgs are the season script's arguments for an EventSeasonStart or EventSeasonEnd applied with clock now.
+func seasonEventArgs(b *Board, e *LedgerEvent, now time.Time) ([]any, error) {
+	if e.Kind != EventSeasonStart {
+		return []any{b.sum, "end", now.Unix()}, nil
+	}
+	var a seasonArgs
+	if err := json.Unmarshal(e.Args, &a); err != nil {
+		return nil, fmt.Errorf("ledger: season event %d: %w", e.Seq, err)
+	}
+	ends := time.Unix(a.EndsAt, 0)
+	return []any{b.sum, "start", now.Unix(), a.ID, a.EndsAt, b.seasonExpiry(time.Unix(now.Unix(), 0), ends),
+		int64(b.Grace / time.Second)}, nil
+}
+
+// createdBefore answers a creation the ledger had already: the ledger has the board, so Redis has it too, or lost
+// it (then it is restored, never created empty).
+func (s *Store) createdBefore(ctx context.Context, board string) (any, error) {
+	if ok, err := s.Exists(ctx, board); err != nil || ok {
+		return "same", err
+	}
+	return nil, s.missing(ctx, board)
 }
 
 // seasonArgs are an EventSeasonStart's arguments.

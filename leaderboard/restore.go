@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,38 +141,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 		[]string{lock}, token)
 	keep := func() { s.rdb.Expire(ctx, lock, restoreLockTTL) }
 
-	st, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Exists(ctx, keyDef.of(base))
-		p.Exists(ctx, keyRestoreDef.of(base))
-		p.HGet(ctx, keyCounters.of(base), "lsq")
-		p.HGet(ctx, keyCounters.of(base), "void")
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		rep.Err = redisError(err)
-		return rep
-	}
-	hasDef := st[0].(*redis.IntCmd).Val() == 1
-	hasRdef := st[1].(*redis.IntCmd).Val() == 1
-	hwm, _ := st[2].(*redis.StringCmd).Int64()
-	if st[3].(*redis.StringCmd).Val() != "" {
-		force = true // a void whose rebuild did not happen yet
-	}
-	if hasDef && !force {
-		rep.CatchUp = true
-		rep.Events, rep.Err = q.catchUp(ctx, board, hwm, lb.Head)
-		return rep
-	}
-	// Events go into keys nobody reads: the board's definition waits in rdef until the switch. A restore that
-	// another process left half done (rdef there) goes on where it stopped; anything else the board holds goes.
-	if force || !hasRdef {
-		s.forget(board)
-		if err := s.clearBoard(ctx, board, lock); err != nil {
-			rep.Err = err
-			return rep
-		}
-		hwm = 0
-	}
+	// The board's definition, from its first event: how many shards hold it.
 	first, err := q.ledger.Events(ctx, lb.Key, 0, 1)
 	if err != nil {
 		rep.Err = err
@@ -185,6 +155,50 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	if err != nil {
 		rep.Err = err
 		return rep
+	}
+	bases := s.shardBases(board, b.Shards)
+	// Every shard must hold the definition and every event for a catch-up; a shard that lost its keys (a failover
+	// of its primary) has the whole board restored.
+	st, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, base := range bases {
+			p.Exists(ctx, keyDef.of(base))
+			p.Exists(ctx, keyRestoreDef.of(base))
+			p.HGet(ctx, keyCounters.of(base), "lsq")
+			p.HGet(ctx, keyCounters.of(base), "void")
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		rep.Err = redisError(err)
+		return rep
+	}
+	hasDef, hasRdef := true, true
+	hwm := int64(-1)
+	for k := range bases {
+		hasDef = hasDef && st[4*k].(*redis.IntCmd).Val() == 1
+		hasRdef = hasRdef && st[4*k+1].(*redis.IntCmd).Val() == 1
+		if h, _ := st[4*k+2].(*redis.StringCmd).Int64(); hwm < 0 || h < hwm {
+			hwm = h
+		}
+		if st[4*k+3].(*redis.StringCmd).Val() != "" {
+			force = true // a void whose rebuild did not happen yet
+		}
+	}
+	if hasDef && !force {
+		rep.CatchUp = true
+		rep.Events, rep.Err = q.catchUp(ctx, board, hwm, lb.Head)
+		return rep
+	}
+	// Events go into keys nobody reads: the board's definition waits in rdef until the switch. A restore that
+	// another process left half done (rdef there, on every shard) goes on where it stopped; anything else the
+	// board holds goes.
+	if force || !hasRdef {
+		s.forget(board)
+		if err := s.clearBoard(ctx, board, bases, lock); err != nil {
+			rep.Err = err
+			return rep
+		}
+		hwm = 0
 	}
 	s.restoring.Store(board, s.newCachedBoard(board, b))
 	defer s.restoring.Delete(board)
@@ -225,6 +239,24 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 		if lb2.Head > head {
 			head = lb2.Head
 			continue
+		}
+		if len(bases) > 1 {
+			// Shards 1.. switch in first, and only once each holds every event: shard 0 is the board's door.
+			if low, err := s.lowestMark(ctx, bases); err != nil || low < head {
+				if err != nil {
+					rep.Err = err
+					return rep
+				}
+				hwm = low
+				continue
+			}
+			for _, sb := range bases[1:] {
+				if err := s.fns.run(ctx, restoreDoneScript, []string{sb, s.registryOf(slotTag(HashSlot(sb)))}, head,
+					board, "", channelOf(sb), RestoredNotice, "shard").Err(); err != nil {
+					rep.Err = redisError(err)
+					return rep
+				}
+			}
 		}
 		r, err := s.fns.run(ctx, restoreDoneScript, []string{base, s.registryKey(board)}, head, board,
 			s.publishArg(), channelOf(base), RestoredNotice).Result()
@@ -289,30 +321,40 @@ func (q *sequencer) readAhead(ctx context.Context, key, after, head int64) (page
 // an Event, so every listener reads the board again.
 const RestoredNotice = "restored"
 
-// clearBoard deletes every key of a board but the restore lock and the outbox (a rebuild, or what a failed restore
-// left): the board answers NOT_FOUND (UNAVAILABLE with the ledger) from the first step on.
-func (s *Store) clearBoard(ctx context.Context, board, lock string) error {
-	base := s.makeKeyBase(board)
+// clearBoard deletes every key of a board (on every shard: bases) but the restore lock and the outbox (a rebuild,
+// or what a failed restore left): the board answers NOT_FOUND (UNAVAILABLE with the ledger) from the first step on.
+func (s *Store) clearBoard(ctx context.Context, board string, bases []string, lock string) error {
+	// The definitions go first, in a step of their own: from then on nobody reads or writes the board.
+	for _, base := range bases {
+		if err := s.rdb.Del(ctx, keyDef.of(base), keyRestoreDef.of(base)).Err(); err != nil {
+			return redisError(err)
+		}
+	}
+	s.rdb.SRem(ctx, s.registryKey(board), board)
+	for _, base := range bases {
+		if err := s.clearBase(ctx, base, lock); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clearBase deletes the keys under one key base but the restore lock, the outbox and its dead letters: the close
+// events that went out, and the webhooks' deliveries of them, are not the index's to rebuild.
+func (s *Store) clearBase(ctx context.Context, base, lock string) error {
 	node, err := s.slotNode(ctx, base)
 	if err != nil {
 		return redisError(err)
 	}
-	// The definition goes first, in a step of its own: from then on nobody reads or writes the board.
-	if err := s.rdb.Del(ctx, keyDef.of(base), keyRestoreDef.of(base)).Err(); err != nil {
-		return redisError(err)
-	}
-	s.rdb.SRem(ctx, s.registryKey(board), board)
 	var cursor uint64
 	for {
-		keys, next, err := node.Scan(ctx, cursor, s.BoardKeys(board), PurgeBatch).Result()
+		keys, next, err := node.Scan(ctx, cursor, globEscape(base)+"*", PurgeBatch).Result()
 		if err != nil {
 			return redisError(err)
 		}
 		del := keys[:0]
 		for _, k := range keys {
-			// The outbox and its dead letters stay: the close events that went out, and the webhooks'
-			// deliveries of them, are not the index's to rebuild.
-			if k != lock && k != s.outboxKey(board) && k != s.deadLetterKey(board) {
+			if k != lock && k != keyOutbox.of(base) && k != keyDeadLetter.of(base) {
 				del = append(del, k)
 			}
 		}
@@ -330,6 +372,25 @@ func (s *Store) clearBoard(ctx context.Context, board, lock string) error {
 			return nil
 		}
 	}
+}
+
+// lowestMark is the lowest high-water mark of the shards whose key bases are bases.
+func (s *Store) lowestMark(ctx context.Context, bases []string) (int64, error) {
+	pipe := s.rdb.Pipeline()
+	marks := make([]*redis.StringCmd, len(bases))
+	for k, base := range bases {
+		marks[k] = pipe.HGet(ctx, keyCounters.of(base), "lsq")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, redisError(err)
+	}
+	low := int64(-1)
+	for _, m := range marks {
+		if h, _ := m.Int64(); low < 0 || h < low {
+			low = h
+		}
+	}
+	return low, nil
 }
 
 // catchUp applies a board's events after hwm up to upto from the ledger, where the board stands (it is readable
@@ -448,21 +509,50 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 	for start := 0; start < len(boards); start += 1000 {
 		part := boards[start:min(start+1000, len(boards))]
 		pipe := s.rdb.Pipeline()
-		defs := make([]*redis.IntCmd, len(part))
+		defs := make([]*redis.StringCmd, len(part))
 		hwms := make([]*redis.StringCmd, len(part))
 		voids := make([]*redis.StringCmd, len(part))
 		for i, b := range part {
 			base := s.makeKeyBase(b.ID)
-			defs[i] = pipe.Exists(ctx, keyDef.of(base))
+			defs[i] = pipe.Get(ctx, keyDef.of(base))
 			hwms[i] = pipe.HGet(ctx, keyCounters.of(base), "lsq")
 			voids[i] = pipe.HGet(ctx, keyCounters.of(base), "void")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return n, redisError(err)
 		}
+		// Shards 1.. of sharded boards are checked as shard 0 is: a primary that lost one shard loses part of a board.
+		var shards []string
+		var shardOf []int // the index in part of each of shards
+		for i := range part {
+			if def := defs[i].Val(); strings.Contains(def, `"shards"`) {
+				if b, err := decodeBoard(def); err == nil && b.Sharded() {
+					for _, base := range s.shardBases(b.ID, b.Shards)[1:] {
+						shards, shardOf = append(shards, base), append(shardOf, i)
+					}
+				}
+			}
+		}
+		behind := make([]bool, len(part))
+		if len(shards) > 0 {
+			pipe := s.rdb.Pipeline()
+			sdefs := make([]*redis.IntCmd, len(shards))
+			shwms := make([]*redis.StringCmd, len(shards))
+			for j, base := range shards {
+				sdefs[j] = pipe.Exists(ctx, keyDef.of(base))
+				shwms[j] = pipe.HGet(ctx, keyCounters.of(base), "lsq")
+			}
+			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+				return n, redisError(err)
+			}
+			for j, i := range shardOf {
+				hwm, _ := shwms[j].Int64()
+				behind[i] = behind[i] || sdefs[j].Val() != 1 || hwm < part[i].Head
+			}
+		}
 		for i, b := range part {
 			hwm, _ := hwms[i].Int64()
-			if defs[i].Val() == 1 && hwm >= b.Head && voids[i].Val() == "" {
+			if defs[i].Val() != "" && hwm >= b.Head && voids[i].Val() == "" && !behind[i] {
 				continue
 			}
 			// A board written right now is behind for a moment; its writer applies its own events. What stays

@@ -28,11 +28,12 @@ func (s *Store) scratchStandings(ctx context.Context, board string, key int64, d
 	id := scratchID(board)
 	v := s.newCachedBoard(id, def)
 	v.scratch = true
+	bases := s.shardBases(id, def.Shards)
 	s.restoring.Store(id, v)
 	defer func() {
 		s.restoring.Delete(id)
 		s.forget(id)
-		_ = s.clearBoard(context.WithoutCancel(ctx), id, "")
+		_ = s.clearBoard(context.WithoutCancel(ctx), id, bases, "")
 	}()
 	var after int64
 	var rep RestoreReport // the scratch replay rests as a restore does
@@ -50,19 +51,31 @@ func (s *Store) scratchStandings(ctx context.Context, board string, key int64, d
 		after = evs[len(evs)-1].Seq
 	}
 	// The snapshot script checks the definition where a readable board keeps it, as restore_done.lua moves it.
-	base := s.makeKeyBase(id)
-	if err := s.rdb.Rename(ctx, keyRestoreDef.of(base), keyDef.of(base)).Err(); err != nil {
-		return nil, redisError(fmt.Errorf("scratch replay of %q: %w", board, err))
+	for _, base := range bases {
+		if err := s.rdb.Rename(ctx, keyRestoreDef.of(base), keyDef.of(base)).Err(); err != nil {
+			return nil, redisError(fmt.Errorf("scratch replay of %q: %w", board, err))
+		}
 	}
 	// Read by the scratch's keys: its definition names the board itself, and a read by id would find the board.
 	out := make([]periodStandings, len(periods))
 	for i, fp := range periods {
-		sn, err := s.snapshotOf(ctx, Resolved{Board: def, Window: fp.Window, Period: fp.Period}, base)
+		r := Resolved{Board: def, Window: fp.Window, Period: fp.Period}
+		var sn *Snapshot
+		var err error
+		if def.Sharded() {
+			sn, err = s.snapshotSharded(ctx, r, bases)
+		} else {
+			sn, err = s.snapshotOf(ctx, r, bases[0])
+		}
 		if err != nil {
 			return nil, err
 		}
 		size, rows, err := sn.all(ctx)
-		_ = sn.drop(context.WithoutCancel(ctx))
+		if sn.merge != nil {
+			_ = sn.Close(context.WithoutCancel(ctx)) // its parts renew themselves until then
+		} else {
+			_ = sn.drop(context.WithoutCancel(ctx))
+		}
 		if err != nil {
 			return nil, err
 		}

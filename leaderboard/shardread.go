@@ -35,38 +35,48 @@ type shardCall struct {
 	sc   *script
 	base string
 	args []any
+	more []string // keys after the base's, if any (the slot's board list, the outbox)
 }
+
+// keys are the call's keys: its shard's key base, then more.
+func (c *shardCall) keys() []string { return append([]string{c.base}, c.more...) }
 
 // onShards runs calls at once and returns each call's reply or error: through the batcher when the store has one
 // (which merges them with other requests' calls to the same shard and sends its pipelines to their nodes in
 // parallel), else in one pipeline, which a cluster client sends to their nodes in parallel.
 func (s *Store) onShards(ctx context.Context, calls []shardCall) ([]any, []error) {
+	return s.runShards(ctx, calls, s.batch != nil)
+}
+
+// runShards is onShards, through the batcher only when batched: a ledgered call carries its gate last, which a
+// merge of items would not keep.
+func (s *Store) runShards(ctx context.Context, calls []shardCall, batched bool) ([]any, []error) {
 	replies, errs := make([]any, len(calls)), make([]error, len(calls))
 	cmds := make([]*redis.Cmd, len(calls))
 	switch {
-	case s.batch != nil:
+	case batched:
 		var wg sync.WaitGroup
 		for i, c := range calls[1:] {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				cmds[i+1] = s.batch.run(ctx, c.sc, []string{c.base}, c.args...)
+				cmds[i+1] = s.batch.run(ctx, c.sc, c.keys(), c.args...)
 			}()
 		}
-		cmds[0] = s.batch.run(ctx, calls[0].sc, []string{calls[0].base}, calls[0].args...)
+		cmds[0] = s.batch.run(ctx, calls[0].sc, calls[0].keys(), calls[0].args...)
 		wg.Wait()
 	case len(calls) == 1:
-		cmds[0] = s.fns.run(ctx, calls[0].sc, []string{calls[0].base}, calls[0].args...)
+		cmds[0] = s.fns.run(ctx, calls[0].sc, calls[0].keys(), calls[0].args...)
 	default:
 		pipe := s.rdb.Pipeline()
 		for i, c := range calls {
-			cmds[i] = s.fns.queue(ctx, pipe, c.sc, []string{c.base}, c.args...)
+			cmds[i] = s.fns.queue(ctx, pipe, c.sc, c.keys(), c.args...)
 		}
 		_, _ = pipe.Exec(ctx)
 	}
 	for i, cmd := range cmds {
 		if ScriptMissing(cmd.Err()) {
-			cmd = s.fns.run(ctx, calls[i].sc, []string{calls[i].base}, calls[i].args...)
+			cmd = s.fns.run(ctx, calls[i].sc, calls[i].keys(), calls[i].args...)
 		}
 		replies[i], errs[i] = cmd.Result()
 		errs[i] = redisError(errs[i])
@@ -167,7 +177,7 @@ func (s *Store) nearOn(ctx context.Context, v *cachedBoard, w Window, p string, 
 		for _, pr := range list {
 			args = append(args, pr.x, pr.tok, pr.player, pr.nb, pr.na)
 		}
-		calls = append(calls, shardCall{shardNearScript, v.shards[k], args})
+		calls = append(calls, shardCall{shardNearScript, v.shards[k], args, nil})
 		shards = append(shards, k)
 	}
 	out := make([]nearShard, len(v.shards))

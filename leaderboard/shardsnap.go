@@ -28,9 +28,8 @@ type mergeRow struct {
 	row shardRow // x and tok: what the merge orders by
 }
 
-// snapshotSharded copies every shard of a sharded board's window period at once.
-func (s *Store) snapshotSharded(ctx context.Context, r Resolved) (*Snapshot, error) {
-	bases := s.shardBases(r.Board.ID, r.Board.Shards)
+// snapshotSharded copies every shard (their key bases: bases) of a sharded board's window period at once.
+func (s *Store) snapshotSharded(ctx context.Context, r Resolved, bases []string) (*Snapshot, error) {
 	parts := make([]*Snapshot, len(bases))
 	errs := make([]error, len(bases))
 	var wg sync.WaitGroup

@@ -201,7 +201,7 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	for j, k := range order {
 		c := byShard[k]
 		c.args[submitNowArg], c.args[submitFieldsArg], c.args[submitCountArg] = now.Unix(), fields, len(c.sent)
-		calls[j] = shardCall{submitScript, v.shards[k], c.args}
+		calls[j] = shardCall{submitScript, v.shards[k], c.args, nil}
 	}
 	release, err := s.writes.acquire(ctx)
 	if err != nil {
@@ -228,34 +228,50 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 			continue
 		}
 		for m, i := range c.sent {
-			res, err := parseSubmitReply(b, rows[m], c.periods[m], subs[i].Player)
-			if err != nil || res == nil {
-				if err == nil {
-					err = &Error{Code: Internal, Message: "internal error"}
-				}
-				out[i].Err = err
-				continue
+			if d, ok := shardWritten(b, rows[m], c.periods[m], subs[i].Player, subs[i].EventID, i, k, &out[i]); ok {
+				done = append(done, d)
 			}
-			// The event version is the shard's own counter's, and its event carries the shard's ranks: a listener
-			// cannot tell by it whether the merged lists it reads reflect the write (Hub.ChangedAt: 0 is "unknown").
-			res.EventEpoch, res.EventVersion = "", 0
-			row, _ := rows[m].([]any)
-			if len(row) < 17 {
-				out[i].Err = redisError(fmt.Errorf("sharded submit reply without tokens (%d fields)", len(row)))
-				continue
-			}
-			if res.Duplicate && len(row) >= 18 && toInt(row[17]) == 1 {
-				// A retry whose first result's place on the board was stored (shardresult.lua): that result.
-				res.Entry.Approximate = b.approxAt(res.Entry.Rank)
-				out[i].Result = res
-				continue
-			}
-			done = append(done, written{i: i, shard: k, res: res, tok: toString(row[15]), otok: toString(row[16]),
-				eventID: subs[i].EventID})
 		}
 	}
+	s.placeWritten(ctx, v, done, fields, out)
+	return nil
+}
+
+// shardWritten reads a shard's reply row to an item of a submission (index i of the call, the player's, on shard k):
+// its outcome when that is final (a refusal, an error, a retry's stored result), else the written item to place on
+// the other shards (ok).
+func shardWritten(b *Board, reply any, period, player, eventID string, i, k int, out *Outcome) (written, bool) {
+	res, err := parseSubmitReply(b, reply, period, player)
+	if err != nil || res == nil {
+		if err == nil {
+			err = &Error{Code: Internal, Message: "internal error"}
+		}
+		out.Err = err
+		return written{}, false
+	}
+	// The event version is the shard's own counter's, and its event carries the shard's ranks: a listener
+	// cannot tell by it whether the merged lists it reads reflect the write (Hub.ChangedAt: 0 is "unknown").
+	res.EventEpoch, res.EventVersion = "", 0
+	row, _ := reply.([]any)
+	if len(row) < 17 {
+		out.Err = redisError(fmt.Errorf("sharded submit reply without tokens (%d fields)", len(row)))
+		return written{}, false
+	}
+	if res.Duplicate && len(row) >= 18 && toInt(row[17]) == 1 {
+		// A retry whose first result's place on the board was stored (shardresult.lua): that result.
+		res.Entry.Approximate = b.approxAt(res.Entry.Rank)
+		out.Result = res
+		return written{}, false
+	}
+	return written{i: i, shard: k, res: res, tok: toString(row[15]), otok: toString(row[16]), eventID: eventID}, true
+}
+
+// placeWritten places the written items of a submission call on the whole board (out[d.i] gets each one's result)
+// and stores the first results of those with an eventId in their records, for retries.
+func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written, fields int, out []Outcome) {
+	b := v.b
 	if len(done) == 0 {
-		return nil
+		return
 	}
 	// Place them on the other shards: one shardnear call per shard and window period, with the probes of the
 	// items that live elsewhere. The player's own shard counts as its reply says: right after the item, as on a
@@ -370,14 +386,13 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	var patches []shardCall
 	for k, args := range records {
 		if args != nil {
-			patches = append(patches, shardCall{shardResultScript, v.shards[k], args})
+			patches = append(patches, shardCall{shardResultScript, v.shards[k], args, nil})
 		}
 	}
 	if len(patches) > 0 {
 		// A record not updated (an error here) leaves a retry its place on the board as it is then.
 		s.onShards(ctx, patches)
 	}
-	return nil
 }
 
 // written is an item of a sharded submission call that its shard applied (or found applied before: Duplicate).

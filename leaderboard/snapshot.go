@@ -73,7 +73,7 @@ func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
 			return err
 		}
 		if r.Board.Sharded() {
-			snap, err = s.snapshotSharded(ctx, r)
+			snap, err = s.snapshotSharded(ctx, r, s.shardBases(r.Board.ID, r.Board.Shards))
 			return err
 		}
 		snap, err = s.snapshotOf(ctx, r, s.keyBase(r.Board.ID))
