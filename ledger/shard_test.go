@@ -238,6 +238,19 @@ func TestShardedBoardLedger(t *testing.T) {
 	s = s2
 	feedTwins(100)
 	sameAsTwins(s, closed)
+
+	// A sharded board created without the ledger has no durable record to add to: a ledgered store refuses it.
+	plain := leaderboard.New(rdb, leaderboard.Config{Prefix: "lt", Clock: c.Now, PublishCommand: leaderboard.PublishNone})
+	if _, err := plain.CreateBoard(ctx, leaderboard.Board{ID: "made-plain", Shards: 3}); err != nil {
+		t.Fatal(err)
+	}
+	outs, err := s.SubmitMany(ctx, []leaderboard.Submission{{Board: "made-plain", Player: "p", Score: 1}})
+	if err != nil || leaderboard.ErrorCode(outs[0].Err) != leaderboard.Invalid {
+		t.Fatalf("a ledgered store's write to a sharded board the ledger does not record: %+v %v, want BAD_USER_INPUT", outs, err)
+	}
+	if e, err := plain.Rank(ctx, leaderboard.View{Board: "made-plain"}, "p"); err != nil || e != nil {
+		t.Fatalf("the refused write landed: %+v, %v", e, err)
+	}
 }
 
 // sameOutcome says how a sharded board's submission outcome differs from its twin's ("" when it does not): the

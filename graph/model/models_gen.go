@@ -34,7 +34,7 @@ type LeaderboardInput struct {
 	MaxSubmitsPerMinute *int `json:"maxSubmitsPerMinute,omitempty"`
 	// How many top ranks the close event of a period carries (0 to 1000). Default 100.
 	CloseEventTop *int `json:"closeEventTop,omitempty"`
-	// How many shards keep the board's players (1 to 64): a sharded board spreads one board's writes over that many Redis Cluster hash slots, every rank still exact, at the cost of more work per request (see the README). Not yet with the ledger (DATABASE_URL). Default 1.
+	// How many shards keep the board's players (1 to 64): a sharded board spreads one board's writes over that many Redis Cluster hash slots, every rank still exact, at the cost of more work per request (see the README). Default 1.
 	Shards *int `json:"shards,omitempty"`
 }
 
