@@ -167,6 +167,12 @@ func boardSpecs(id string) []leaderboard.Board {
 // eventIds (and their retries), names and metadata. It returns the acknowledged submissions.
 func feed(ctx context.Context, t *testing.T, s *leaderboard.Store, board string, n, players int) {
 	t.Helper()
+	feedFrom(ctx, t, []*leaderboard.Store{s}, board, n, players)
+}
+
+// feedFrom is feed from several stores (processes) at once: goroutine g writes through stores[g % len(stores)].
+func feedFrom(ctx context.Context, t *testing.T, stores []*leaderboard.Store, board string, n, players int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var failed []error
@@ -192,7 +198,7 @@ func feed(ctx context.Context, t *testing.T, s *leaderboard.Store, board string,
 				if i%11 == 0 && sub.EventID != "" {
 					subs = append(subs, sub) // a retry in the same call
 				}
-				outs, err := s.SubmitMany(ctx, subs)
+				outs, err := stores[g%len(stores)].SubmitMany(ctx, subs)
 				if err == nil {
 					for _, o := range outs {
 						if o.Err != nil && !leaderboard.IsRefusal(o.Err) {

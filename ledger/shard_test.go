@@ -194,7 +194,14 @@ func TestShardedBoardLedger(t *testing.T) {
 	closed := []leaderboard.View{daily}
 	sameAsTwins(s, closed)
 
+	// Two processes write one sharded board at once: each applies its rounds in the ledger's order on every shard,
+	// waiting for (or catching up) the other's, and the restore below reproduces what they made.
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "sh-conc", Shards: 3, Mode: leaderboard.Sum}); err != nil {
+		t.Fatal(err)
+	}
+	feedFrom(ctx, t, []*leaderboard.Store{s, newStore(rdb, l, c)}, "sh-conc", 400, 40)
 	var all []leaderboard.View
+	all = append(all, views(ctx, t, s, "sh-conc")...)
 	for _, board := range boards {
 		all = append(all, views(ctx, t, s, board)...)
 		all = append(all, views(ctx, t, s, board+"-twin")...)
