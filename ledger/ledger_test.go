@@ -170,6 +170,23 @@ func feed(ctx context.Context, t *testing.T, s *leaderboard.Store, board string,
 	feedFrom(ctx, t, []*leaderboard.Store{s}, board, n, players)
 }
 
+// testSubmission is the i-th submission of a feed: a random player of players and a small integer score (many
+// ties); every 3rd has an eventId, every 5th a name, every 7th metadata.
+func testSubmission(board string, i int, r *rand.Rand, players int) leaderboard.Submission {
+	sub := leaderboard.Submission{Board: board, Player: fmt.Sprintf("p%03d", r.IntN(players)), Score: float64(r.IntN(20))}
+	if i%3 == 0 {
+		sub.EventID = fmt.Sprintf("e%d", i)
+	}
+	if i%5 == 0 {
+		name := fmt.Sprintf("Name %d", i)
+		sub.DisplayName = &name
+	}
+	if i%7 == 0 {
+		sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
+	}
+	return sub
+}
+
 // feedFrom is feed from several stores (processes) at once: goroutine g writes through stores[g % len(stores)].
 func feedFrom(ctx context.Context, t *testing.T, stores []*leaderboard.Store, board string, n, players int) {
 	t.Helper()
@@ -182,18 +199,7 @@ func feedFrom(ctx context.Context, t *testing.T, stores []*leaderboard.Store, bo
 			defer wg.Done()
 			r := rand.New(rand.NewPCG(uint64(g), 7))
 			for i := g; i < n; i += 8 {
-				sub := leaderboard.Submission{Board: board, Player: fmt.Sprintf("p%03d", r.IntN(players)),
-					Score: float64(r.IntN(20))}
-				if i%3 == 0 {
-					sub.EventID = fmt.Sprintf("e%d", i)
-				}
-				if i%5 == 0 {
-					name := fmt.Sprintf("Name %d", i)
-					sub.DisplayName = &name
-				}
-				if i%7 == 0 {
-					sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
-				}
+				sub := testSubmission(board, i, r, players)
 				subs := []leaderboard.Submission{sub}
 				if i%11 == 0 && sub.EventID != "" {
 					subs = append(subs, sub) // a retry in the same call

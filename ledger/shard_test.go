@@ -2,7 +2,6 @@ package ledger_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -63,18 +62,7 @@ func TestShardedBoardLedger(t *testing.T) {
 				for range 20 {
 					i := next
 					next++
-					sub := leaderboard.Submission{Board: board, Player: fmt.Sprintf("p%03d", r.IntN(60)),
-						Score: float64(r.IntN(20))}
-					if i%3 == 0 {
-						sub.EventID = fmt.Sprintf("e%d", i)
-					}
-					if i%5 == 0 {
-						name := fmt.Sprintf("Name %d", i)
-						sub.DisplayName = &name
-					}
-					if i%7 == 0 {
-						sub.Metadata = json.RawMessage(fmt.Sprintf(`{"level":%d}`, i))
-					}
+					sub := testSubmission(board, i, r, 60)
 					subs = append(subs, sub)
 					if i%11 == 0 && sub.EventID != "" {
 						subs = append(subs, sub) // a retry in the same call
