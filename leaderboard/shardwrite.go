@@ -322,7 +322,7 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 		}
 	}
 	for _, pk := range periods {
-		near, err := s.nearOn(ctx, v, pk.w, pk.p, 0, lists[pk])
+		near, err := s.placeOn(ctx, v, pk.w, pk.p, 0, lists[pk])
 		if err != nil {
 			for _, d := range done {
 				if d.res.Window == pk.w && d.res.Period == pk.p {
