@@ -161,7 +161,9 @@ func buildServer(ctx context.Context, moduleDir, out, overlay string, env []stri
 	defer os.RemoveAll(gotmp)
 	cmd := exec.CommandContext(ctx, "go", append(args, ".")...)
 	cmd.Dir = moduleDir
-	cmd.Env = append(append(os.Environ(), env...), "GOTMPDIR="+gotmp)
+	// Built as the Dockerfile builds it (CGO_ENABLED=0, -trimpath): the binary measured is the one the image
+	// ships, and the test suite's builds of the server share their compiled packages.
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), append(env, "GOTMPDIR="+gotmp)...)
 	var msg bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &msg, &msg
 	// Cancelled (Ctrl-C), go build and the compilers it runs are interrupted as a group, as Ctrl-C in a terminal

@@ -22,9 +22,9 @@ func TestWebhookSurvivesKilledProcess(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "leaderboard")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/leaderboard/leaderboard").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin := buildServer(t)
+	if bin == "" {
+		t.FailNow()
 	}
 	hold := make(chan struct{})
 	defer close(hold)

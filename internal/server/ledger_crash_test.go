@@ -114,12 +114,14 @@ func TestLedgerCrashMidBulk(t *testing.T) {
 	}
 }
 
-// buildServer builds the server binary (package main) into a temporary directory of t's.
 // buildServer builds the server binary (package main) into a temporary directory of t's; "" when it failed (the
-// test is marked failed).
+// test is marked failed). It builds as the Dockerfile does (CGO_ENABLED=0, -trimpath), as lbbench does: the
+// suite's builds of the server share their compiled packages.
 func buildServer(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "leaderboard")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/leaderboard/leaderboard").CombinedOutput(); err != nil {
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/leaderboard/leaderboard")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("go build: %v\n%s", err, out)
 		return ""
 	}
