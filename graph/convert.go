@@ -100,8 +100,9 @@ func quote(s string) string {
 // read), so the store does no Redis work for the others (leaderboard.Fields).
 func entryFields(ctx context.Context) leaderboard.ReadOption { return selectedFields(ctx, entryParts) }
 
-// resultFields is entryFields for a field that returns ScoreResults: the parts its entry's selection shows, and
-// previousRank when selected (a submission's tieRank, metadata and previous rank cost Redis work of their own).
+// resultFields is entryFields for a field that returns ScoreResults: the parts its entry's selection shows, its
+// rank when selected, and previousRank when selected (a submission's tieRank, metadata, previous rank, and on a
+// sharded board its rank, cost Redis work of their own).
 func resultFields(ctx context.Context) leaderboard.ReadOption {
 	return selectedFields(ctx, func(op *graphql.OperationContext, set ast.SelectionSet) leaderboard.Fields {
 		var f leaderboard.Fields
@@ -109,6 +110,12 @@ func resultFields(ctx context.Context) leaderboard.ReadOption {
 			switch cf.Name {
 			case "entry":
 				f |= entryParts(op, cf.Selections)
+				for _, ef := range graphql.CollectFields(op, cf.Selections, nil) {
+					switch ef.Name {
+					case "rank", "approximate", "topPercent":
+						f |= leaderboard.FieldRank
+					}
+				}
 			case "previousRank":
 				f |= leaderboard.FieldPreviousRank
 			}

@@ -47,7 +47,8 @@ func (r *Resolver) changed(board string, res *leaderboard.Result) {
 	if res == nil || !res.Updated || res.Duplicate {
 		return
 	}
-	if res.Entry.Rank <= pubsub.MaxFirst || res.PreviousRank != nil && *res.PreviousRank <= pubsub.MaxFirst {
+	// Rank 0: a sharded board's submission that did not ask its rank, below the top on its own shard.
+	if res.Entry.Rank > 0 && res.Entry.Rank <= pubsub.MaxFirst || res.PreviousRank != nil && *res.PreviousRank <= pubsub.MaxFirst {
 		r.Hub.ChangedAt(board, res.EventEpoch, res.EventVersion)
 	}
 }

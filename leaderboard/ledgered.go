@@ -65,7 +65,7 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 		}
 		args := make([]any, submitHeaderArgs, submitHeaderArgs+len(evs)*(submitItemArgs+2*len(b.Windows))+1)
 		copy(args, v.submitHead)
-		args[submitNowArg], args[submitFieldsArg] = now.Unix(), fields
+		args[submitNowArg], args[submitFieldsArg] = now.Unix(), scriptFields(fields)
 		if restore {
 			args[submitPublishArg] = "" // nobody watches a board being restored
 		}

@@ -87,7 +87,12 @@ const (
 	// below LiveTop after an improvement (BEST boards) has its rank before left unread, a ZRANK saved. Its value
 	// skips 8, the read scripts' version flag (readVersion).
 	FieldPreviousRank Fields = 16
-	AllFields                = FieldUpdatedAt | FieldTieRank | FieldMeta | FieldPreviousRank
+	// FieldRank is a submission's Entry.Rank, Approximate and TopPercent and Result.Size (reads ignore it: they
+	// rank what they return). A sharded board places a submission on its other shards for them: without it, an
+	// item without an EventID whose player ranks below MaxFirst on its own shard (so on the board) before and after
+	// is not placed, and its rank, topPercent and size are 0 (one ZCOUNT pipeline per other shard saved).
+	FieldRank Fields = 32
+	AllFields        = FieldUpdatedAt | FieldTieRank | FieldMeta | FieldPreviousRank | FieldRank
 )
 
 // ReadOption changes what a read returns, or a submission's result (Only; a submission's updatedAt comes with

@@ -82,7 +82,7 @@ func (s *Store) applySubmitsSharded(ctx context.Context, board string, v *cached
 	for k := range byShard {
 		c := &shardItems{args: make([]any, submitHeaderArgs)}
 		copy(c.args, v.submitHead)
-		c.args[submitNowArg], c.args[submitFieldsArg] = now.Unix(), fields
+		c.args[submitNowArg], c.args[submitFieldsArg] = now.Unix(), scriptFields(fields)
 		c.args[submitChannelArg] = channelOf(v.shards[k])
 		if restore {
 			c.args[submitPublishArg] = "" // nobody watches a board being restored

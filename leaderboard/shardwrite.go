@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -200,7 +201,7 @@ func (s *Store) submitSharded(ctx context.Context, v *cachedBoard, subs []Submis
 	calls := make([]shardCall, len(order))
 	for j, k := range order {
 		c := byShard[k]
-		c.args[submitNowArg], c.args[submitFieldsArg], c.args[submitCountArg] = now.Unix(), fields, len(c.sent)
+		c.args[submitNowArg], c.args[submitFieldsArg], c.args[submitCountArg] = now.Unix(), scriptFields(fields), len(c.sent)
 		calls[j] = shardCall{submitScript, v.shards[k], c.args, nil}
 	}
 	release, err := s.writes.acquire(ctx)
@@ -308,6 +309,9 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 			}
 			moves[pk][d.shard][e.PlayerID] = append(moves[pk][d.shard][e.PlayerID], mv)
 		}
+		if !d.place(fields) {
+			continue
+		}
 		// The player is on none of the other shards: no own member to look for there (player '').
 		for k := range b.Shards {
 			if k == d.shard {
@@ -322,7 +326,11 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 		}
 	}
 	for _, pk := range periods {
-		near, err := s.placeOn(ctx, v, pk.w, pk.p, 0, lists[pk])
+		var near []nearShard
+		var err error
+		if slices.ContainsFunc(lists[pk], func(l []shardProbe) bool { return len(l) > 0 }) {
+			near, err = s.placeOn(ctx, v, pk.w, pk.p, 0, lists[pk])
+		}
 		if err != nil {
 			for _, d := range done {
 				if d.res.Window == pk.w && d.res.Period == pk.p {
@@ -353,6 +361,13 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 				continue
 			}
 			r := d.res
+			if !d.place(fields) {
+				// Not asked, and below MaxFirst on its shard: the shard's counts are not the board's.
+				r.Entry.Rank, r.Entry.TopPercent, r.Entry.Approximate, r.Entry.TieRank, r.Size = 0, 0, false, 0, 0
+				r.PreviousRank = nil
+				out[d.i].Result = r
+				continue
+			}
 			r.Entry.Rank += ahead[di]
 			r.Entry.Approximate = b.approxAt(r.Entry.Rank)
 			if r.Entry.TieRank > 0 {
@@ -403,6 +418,14 @@ type written struct {
 	tok     string  // the player's arrival token after it, and before it ('': new)
 	otok    string
 	eventID string
+}
+
+// place reports whether the item is placed on the other shards: when the caller asked for its rank (FieldRank, or
+// a part that needs it), for an eventId's stored result, or when it may be within the first MaxFirst ranks, now or
+// before (placePrev), where a writer's own top lists look at it (graph's changed).
+func (d *written) place(fields int) bool {
+	return fields&int(FieldRank|FieldTieRank) != 0 || d.eventID != "" || d.res.Entry.Rank <= MaxFirst ||
+		d.placePrev(fields)
 }
 
 // placePrev reports whether the item's previous place is placed on the other shards too: when the caller asked

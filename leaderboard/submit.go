@@ -36,6 +36,8 @@ type Result struct {
 	Entry  Entry
 	Window Window
 	Period string
+	// Entry.Rank, Entry.TopPercent and Size are 0 when Only left FieldRank out on a sharded board and the player
+	// ranks below MaxFirst (see FieldRank).
 	// PreviousRank is nil when the player had no score before, and when Only left FieldPreviousRank out and the
 	// player ranked below LiveTop both before and after (an improvement on a BEST board: see FieldPreviousRank).
 	PreviousRank  *int64
@@ -68,7 +70,11 @@ const (
 
 // submitFields are the parts of a result that cost a submission Redis work of their own: the others come with
 // the write.
-const submitFields = FieldTieRank | FieldMeta | FieldPreviousRank
+const submitFields = FieldTieRank | FieldMeta | FieldPreviousRank | FieldRank
+
+// scriptFields is the submit script's fields argument: FieldRank is the Go side's (placeWritten), and left out so
+// that requests that differ only in it share the batcher's merged calls.
+func scriptFields(fields int) int { return fields &^ int(FieldRank) }
 
 // Submit applies one submission atomically to every window of its board: one script call, one round trip.
 // Only in opts leaves parts of the result's entry out (zero), as for reads, and the previous rank where it
@@ -168,7 +174,7 @@ func (s *Store) submitBoardOnce(ctx context.Context, board string, subs []Submis
 	now := s.cfg.Clock()
 	args := make([]any, submitHeaderArgs, submitHeaderArgs+len(idx)*(submitItemArgs+2*len(b.Windows)))
 	copy(args, v.submitHead)
-	args[submitNowArg], args[submitFieldsArg] = now.Unix(), fields
+	args[submitNowArg], args[submitFieldsArg] = now.Unix(), scriptFields(fields)
 	// A single submission (the common case) keeps its bookkeeping on the stack.
 	var sentBuf [1]int
 	var periodBuf [1]string

@@ -157,6 +157,7 @@ type shardSide struct {
 	place  []int  // primary of each shard (of the last run's board)
 	board  string // the last run's board
 	probe  probeResult
+	doc    string // the submit mutation of its write steps
 }
 
 // runShards (scenario 8): writes per primary, Redis's time per submission, reads on big boards, and the capacity
@@ -174,12 +175,18 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 	}
 	defer b.close()
 	var tables []*table
-	sharded := &shardSide{label: fmt.Sprintf("%d shards", shardCount), shards: shardCount}
-	plain := &shardSide{label: "unsharded", shards: 1}
+	sharded := &shardSide{label: fmt.Sprintf("%d shards", shardCount), shards: shardCount, doc: submitMutation}
+	plain := &shardSide{label: "unsharded", shards: 1, doc: submitMutation}
 
 	// A board of twice as many shards as primaries (two on each), for the writes only: how Redis's time per
 	// submission, and so the ceiling, moves with S.
-	wide := &shardSide{label: fmt.Sprintf("%d shards", 2*shardCount), shards: 2 * shardCount}
+	wide := &shardSide{label: fmt.Sprintf("%d shards", 2*shardCount), shards: 2 * shardCount, doc: submitMutation}
+
+	// The same writes asking no rank: the write alone (a sharded board places a submission on its other shards
+	// only for the ranks it is asked, or near the top).
+	shardedWrite := &shardSide{label: fmt.Sprintf("%d shards, no rank asked", shardCount), shards: shardCount,
+		doc: submitNoRankMutation}
+	plainWrite := &shardSide{label: "unsharded, no rank asked", shards: 1, doc: submitNoRankMutation}
 
 	// Writes: a fresh board of each kind in every run, the first of them rotating.
 	for r := range e.o.Runs {
@@ -190,8 +197,13 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 		if r%3 == 2 {
 			sides = []*shardSide{wide, sharded, plain}
 		}
-		for _, sd := range sides {
-			id, place, err := b.pickBoard(fmt.Sprintf("shards-write-s%d-r%d", sd.shards, r), sd.shards)
+		if r%2 == 0 {
+			sides = append(sides, shardedWrite, plainWrite)
+		} else {
+			sides = append(sides, plainWrite, shardedWrite)
+		}
+		for si, sd := range sides {
+			id, place, err := b.pickBoard(fmt.Sprintf("shards-write-s%d-r%d-%d", sd.shards, r, si), sd.shards)
 			if err != nil {
 				return tables, err
 			}
@@ -200,7 +212,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 			}
 			sd.place, sd.board = place, id
 			rt := newRouted(sd.shards, place)
-			s, err := b.step(ctx, e.stepOf(shardClients), rt.submitOp(b.sv, id), rt)
+			s, err := b.step(ctx, e.stepOf(shardClients), rt.submitOp(b.sv, id, sd.doc), rt)
 			if err != nil {
 				return tables, err
 			}
@@ -209,13 +221,13 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 				sd.label, id, place, s.Rate, shRedisUsPerOp(s), shServerUsPerOp(s))
 		}
 	}
-	tables = append(tables, b.perPrimaryTable(sharded, plain), b.perSubmissionTable(sharded, plain, wide))
+	tables = append(tables, b.perPrimaryTable(sharded, plain), b.perSubmissionTable(sharded, plain, wide, shardedWrite, plainWrite))
 	probes := &table{title: fmt.Sprintf("8f. Sharded boards: commands sent to Redis per operation (MONITOR on every "+
 		"primary, %d operations one after another), %d shards vs unsharded", shardProbeOps, shardCount),
 		head: []string{"operation", "board", "commands sent/op", "by command", "primaries", "commands scripts ran/op"}}
 	for _, sd := range []*shardSide{sharded, plain} {
 		rt := newRouted(sd.shards, sd.place)
-		op := rt.submitOp(b.sv, sd.board)
+		op := rt.submitOp(b.sv, sd.board, sd.doc)
 		if sd.probe, err = b.probe(ctx, func(ctx context.Context, i int64) error { return op(ctx, 0, 1e9+i) }); err != nil {
 			return tables, err
 		}
@@ -234,7 +246,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 		"does not answer it.")
 	cmds := commandTable("8c. Sharded boards: Redis's time per submission by command, summed over the primaries",
 		"board", "submission")
-	for _, sd := range []*shardSide{sharded, plain, wide} {
+	for _, sd := range []*shardSide{sharded, plain, wide, shardedWrite, plainWrite} {
 		addCommandRow(cmds, "submitScore", sd.label, sd.runs, 1)
 	}
 	tables = append(tables, cmds)
@@ -338,7 +350,7 @@ func (sd *shardSide) checkErrs(e *env, name, goal, measured string, ok bool) {
 
 // perSubmissionTable is figure 2: Redis's time per submission, sharded vs unsharded, with per-run ratios; and
 // its targets.
-func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
+func (b *shardEnv) perSubmissionTable(sharded, plain, wide, shardedWrite, plainWrite *shardSide) *table {
 	t := &table{title: fmt.Sprintf("8b. Sharded boards: Redis's time per submission, %d shards vs unsharded "+
 		"(submitScore, %d clients)", shardCount, shardClients),
 		head: []string{"board", "submissions/s", "p50", "p99", "script calls/submission", "script µs/call",
@@ -351,15 +363,22 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 			fmt.Sprintf("%.1f", shRedisUsPerOp(m)),
 			fmt.Sprintf("%.1f", shServerUsPerOp(m)), fmt.Sprintf("%.1f", shGenUsPerOp(m)), busy(m), fmtErrs(m))
 	}
+	ratioRow := func(label string, sh, pl *shardSide) (script, redisCPU float64) {
+		ratio := func(f func(Sample) float64) float64 { return medianRatio(sh.runs, pl.runs, f) }
+		script, redisCPU = ratio(shScriptUsPerOp), ratio(shRedisUsPerOp)
+		t.add(label, fmtTimes(ratio(reqRate)), fmtTimes(ratio(func(s Sample) float64 { return float64(s.P50) })),
+			fmtTimes(ratio(func(s Sample) float64 { return float64(s.P99) })), fmtTimes(ratio(shScriptsPerOp)),
+			fmtTimes(ratio(shScriptUsecCall)), fmtTimes(script), fmtTimes(redisCPU),
+			fmtTimes(ratio(shServerUsPerOp)), fmtTimes(ratio(shGenUsPerOp)), "", "")
+		return script, redisCPU
+	}
 	row(sharded)
 	row(plain)
-	ratio := func(f func(Sample) float64) float64 { return medianRatio(sharded.runs, plain.runs, f) }
-	script, redisCPU := ratio(shScriptUsPerOp), ratio(shRedisUsPerOp)
-	t.add("sharded/unsharded", fmtTimes(ratio(reqRate)), fmtTimes(ratio(func(s Sample) float64 { return float64(s.P50) })),
-		fmtTimes(ratio(func(s Sample) float64 { return float64(s.P99) })), fmtTimes(ratio(shScriptsPerOp)),
-		fmtTimes(ratio(shScriptUsecCall)), fmtTimes(script), fmtTimes(redisCPU),
-		fmtTimes(ratio(shServerUsPerOp)), fmtTimes(ratio(shGenUsPerOp)), "", "")
+	script, redisCPU := ratioRow("sharded/unsharded", sharded, plain)
 	row(wide)
+	row(shardedWrite)
+	row(plainWrite)
+	_, writeCPU := ratioRow("sharded/unsharded, no rank asked", shardedWrite, plainWrite)
 	t.notes = append(t.notes, "Each run writes a fresh board of each kind, back to back (the first rotating; the "+
 		"sharded and the unsharded board alternate which goes first); figures are medians over the runs, the ratio "+
 		"row the median of the per-run ratios. Script "+
@@ -376,14 +395,23 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 		"Machine busy: the cores the whole machine used over the phase (/proc/stat), and in brackets those "+
 		"of other processes than the primaries, the server and the load generator. "+
 		fmt.Sprintf("The %s row: a board of %d shards, two on each primary, written in the same runs (no target; "+
-			"for the capacity model: how the time per submission grows with S).", wide.label, wide.shards))
+			"for the capacity model: how the time per submission grows with S).", wide.label, wide.shards)+
+		" The rows \"no rank asked\": the same writes with a mutation that selects no rank ("+
+		"`"+submitNoRankMutation+"`, the others select `entry { rank score } previousRank updated`): a sharded "+
+		"board then places a submission on its other shards only when its player is within the first 1000 of its "+
+		"shard before or after (leaderboard.FieldRank); the last row compares them.")
 	sm, pm := medianSample(sharded.runs), medianSample(plain.runs)
+	swm, pwm := medianSample(shardedWrite.runs), medianSample(plainWrite.runs)
+	shardedWrite.checkErrs(b.e, "Redis CPU a submission that asks no rank (the write: its shard and the arrival counter), sharded vs unsharded",
+		fmt.Sprintf("≤ %.1f×", shardWriteCost),
+		fmt.Sprintf("%s (%.1f vs %.1f µs)", fmtTimes(writeCPU), shRedisUsPerOp(swm), shRedisUsPerOp(pwm)),
+		writeCPU > 0 && writeCPU <= shardWriteCost && pwm.Errs == 0)
 	sharded.checkErrs(b.e, "Redis time in the submit script a submission, sharded vs unsharded",
 		fmt.Sprintf("≤ %.1f×", shardWriteCost),
 		fmt.Sprintf("%s (%.1f vs %.1f µs; %.1f vs %.1f µs a call)", fmtTimes(script), shScriptUsPerOp(sm),
 			shScriptUsPerOp(pm), shScriptUsecCall(sm), shScriptUsecCall(pm)),
 		script > 0 && script <= shardWriteCost && pm.Errs == 0)
-	sharded.checkErrs(b.e, "Redis CPU a submission (all primaries: arrival counter and placements included), sharded vs unsharded",
+	sharded.checkErrs(b.e, "Redis CPU a submission with its rank and previous rank (all primaries: arrival counter and placements included), sharded vs unsharded",
 		fmt.Sprintf("≤ %.1f×", shardWriteCost),
 		fmt.Sprintf("%s (%.1f vs %.1f µs)", fmtTimes(redisCPU), shRedisUsPerOp(sm), shRedisUsPerOp(pm)),
 		redisCPU > 0 && redisCPU <= shardWriteCost && pm.Errs == 0)

@@ -156,13 +156,13 @@ func (r *routed) counts() []int64 {
 	return out
 }
 
-// submitOp is the submit scenario's submitOp (workload(i) to board through sv's API), counting each submission's
-// shard.
-func (r *routed) submitOp(sv *service, board string) Op {
+// submitOp is the submit scenario's submitOp (workload(i) to board through sv's API, the mutation doc), counting
+// each submission's shard.
+func (r *routed) submitOp(sv *service, board, doc string) Op {
 	return func(ctx context.Context, w int, i int64) error {
 		p, s := workload(i)
 		r.sent[leaderboard.ShardOf(p, r.shards)].Add(1)
-		_, err := sv.hot.post(ctx, w, submitKey, submitBody(board, p, s))
+		_, err := sv.hot.post(ctx, w, submitKey, submitBodyOf(doc, board, p, s))
 		return err
 	}
 }

@@ -52,8 +52,17 @@ func workload(i int64) (string, float64) {
 
 // submitBody is the request body of one submitScore.
 func submitBody(board, player string, score float64) []byte {
-	return request(submitMutation, append(scoreInput([]byte(`{"in":`), board, player, score), '}'))
+	return submitBodyOf(submitMutation, board, player, score)
 }
+
+// submitBodyOf is submitBody with another document of one ScoreInput $in.
+func submitBodyOf(doc, board, player string, score float64) []byte {
+	return request(doc, append(scoreInput([]byte(`{"in":`), board, player, score), '}'))
+}
+
+// submitNoRankMutation is submitMutation without the ranks: what a game server that only records results reads
+// back (a sharded board then does not place the submission on its other shards).
+const submitNoRankMutation = `mutation($in: ScoreInput!) { submitScore(input: $in) { entry { score } updated } }`
 
 // submitOp submits workload(i) to board through sv's API.
 func submitOp(sv *service, board string) Op {

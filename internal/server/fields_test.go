@@ -267,3 +267,75 @@ func TestPreviousRankWhenSelected(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedRankWhenSelected: on a sharded board, whose store places a submission on the other shards only when
+// its rank is asked (leaderboard.FieldRank), rank, topPercent and approximate, however they are selected (alias,
+// fragment, @include), are the player's place on the whole board right after the submission, for players far
+// below the top of their shards. On the fast path (second runs) and on gqlgen's.
+func TestShardedRankWhenSelected(t *testing.T) {
+	s := startServer(t, testConfig(t))
+	s.create(t, map[string]any{"id": "shardsel", "shards": 3})
+	const players = 3 * (leaderboard.MaxFirst + 200)
+	for i := 0; i < players; i += 1000 {
+		var in []map[string]any
+		for j := i; j < min(i+1000, players); j++ {
+			in = append(in, map[string]any{"board": "shardsel", "playerId": fmt.Sprint("p", j), "score": float64(j)})
+		}
+		if resp := s.do(t, testSubmitKey, `mutation($in: [ScoreInput!]!) { submitScores(inputs: $in) { updated } }`,
+			map[string]any{"in": in}); len(resp.Errors) > 0 {
+			t.Fatal(resp.Errors[0].Message)
+		}
+	}
+	next := 0 // players p0, p1, ... rank last: each is raised by a half once, staying far below the top
+	for _, sel := range []string{`rank`, `r: rank`, `...E`, `topPercent`, `approximate rank @include(if: $yes)`} {
+		for _, q := range []string{
+			`mutation($yes: Boolean!) { submitScore(input: {board: "shardsel", playerId: "PLAYER", score: SCORE}) { entry { SEL } } }`,
+			`mutation($yes: Boolean!) { submitScores(inputs: [{board: "shardsel", playerId: "PLAYER", score: SCORE}]) { e: entry { SEL } } }`,
+		} {
+			q = strings.Replace(q, "SEL", sel, 1)
+			var vars map[string]any
+			if strings.Contains(sel, "$yes") {
+				vars = map[string]any{"yes": true}
+			} else {
+				q = strings.Replace(q, "($yes: Boolean!)", "", 1)
+			}
+			if sel == `...E` {
+				q += ` fragment E on Entry { rank topPercent }`
+			}
+			for run := range 2 {
+				id := fmt.Sprint("p", next)
+				next++
+				doc := strings.NewReplacer("PLAYER", id, "SCORE", fmt.Sprint(float64(next-1)+0.5)).Replace(q)
+				result := submitOne(t, s, doc, vars)
+				after, err := s.Store.Rank(context.Background(), leaderboard.View{Board: "shardsel"}, id)
+				if err != nil || after == nil || after.Rank <= players-leaderboard.MaxFirst {
+					t.Fatal(id, after, err)
+				}
+				var row map[string]json.RawMessage
+				for _, v := range result {
+					json.Unmarshal(v, &row)
+				}
+				if len(row) == 0 {
+					t.Fatalf("run %d, %s: no entry fields", run, doc)
+				}
+				for k, v := range row {
+					ok := false
+					switch k {
+					case "rank", "r":
+						var n int64
+						ok = json.Unmarshal(v, &n) == nil && n == after.Rank
+					case "topPercent":
+						var x float64
+						ok = json.Unmarshal(v, &x) == nil && x == after.TopPercent && x > 0
+					case "approximate":
+						var a bool
+						ok = json.Unmarshal(v, &a) == nil && a == after.Approximate
+					}
+					if !ok {
+						t.Fatalf("run %d, %s: %s is %s, a full read right after has %+v", run, doc, k, v, *after)
+					}
+				}
+			}
+		}
+	}
+}
