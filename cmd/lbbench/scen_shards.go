@@ -40,6 +40,10 @@ type shardEnv struct {
 	nodes []*redis.Client // one per primary, in cl.addrs order
 	slots []int           // primary (index into nodes) of every hash slot
 	sv    *service
+	// The read boards (readsTables), by their shards: ids, primaries of their shards, and players.
+	readIDs     map[int]string
+	readPlace   map[int][]int
+	readPlayers int
 }
 
 // startShardEnv starts the cluster and one server process on it (KEY_PREFIX prefixDefault, as the cluster's
@@ -182,12 +186,6 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 	// submission, and so the ceiling, moves with S.
 	wide := &shardSide{label: fmt.Sprintf("%d shards", 2*shardCount), shards: 2 * shardCount, doc: submitMutation}
 
-	// The same writes asking no rank: the write alone (a sharded board places a submission on its other shards
-	// only for the ranks it is asked, or near the top).
-	shardedWrite := &shardSide{label: fmt.Sprintf("%d shards, no rank asked", shardCount), shards: shardCount,
-		doc: submitNoRankMutation}
-	plainWrite := &shardSide{label: "unsharded, no rank asked", shards: 1, doc: submitNoRankMutation}
-
 	// Writes: a fresh board of each kind in every run, the first of them rotating.
 	for r := range e.o.Runs {
 		sides := []*shardSide{sharded, plain, wide}
@@ -197,13 +195,8 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 		if r%3 == 2 {
 			sides = []*shardSide{wide, sharded, plain}
 		}
-		if r%2 == 0 {
-			sides = append(sides, shardedWrite, plainWrite)
-		} else {
-			sides = append(sides, plainWrite, shardedWrite)
-		}
-		for si, sd := range sides {
-			id, place, err := b.pickBoard(fmt.Sprintf("shards-write-s%d-r%d-%d", sd.shards, r, si), sd.shards)
+		for _, sd := range sides {
+			id, place, err := b.pickBoard(fmt.Sprintf("shards-write-s%d-r%d", sd.shards, r), sd.shards)
 			if err != nil {
 				return tables, err
 			}
@@ -221,7 +214,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 				sd.label, id, place, s.Rate, shRedisUsPerOp(s), shServerUsPerOp(s))
 		}
 	}
-	tables = append(tables, b.perPrimaryTable(sharded, plain), b.perSubmissionTable(sharded, plain, wide, shardedWrite, plainWrite))
+	tables = append(tables, b.perPrimaryTable(sharded, plain), b.perSubmissionTable(sharded, plain, wide))
 	probes := &table{title: fmt.Sprintf("8f. Sharded boards: commands sent to Redis per operation (MONITOR on every "+
 		"primary, %d operations one after another), %d shards vs unsharded", shardProbeOps, shardCount),
 		head: []string{"operation", "board", "commands sent/op", "by command", "primaries", "commands scripts ran/op"}}
@@ -246,7 +239,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 		"does not answer it.")
 	cmds := commandTable("8c. Sharded boards: Redis's time per submission by command, summed over the primaries",
 		"board", "submission")
-	for _, sd := range []*shardSide{sharded, plain, wide, shardedWrite, plainWrite} {
+	for _, sd := range []*shardSide{sharded, plain, wide} {
 		addCommandRow(cmds, "submitScore", sd.label, sd.runs, 1)
 	}
 	tables = append(tables, cmds)
@@ -258,8 +251,91 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 	if err != nil {
 		return tables, err
 	}
-	tables = append(tables, probes, b.capacityTable(sharded, plain, wide))
+	big, bigCmds, bigSides, err := b.bigWritesTables(ctx)
+	if err != nil {
+		return tables, err
+	}
+	tables = append(tables, big, bigCmds, probes, b.capacityTable(append([]*shardSide{plain, sharded, wide}, bigSides...)...))
 	return tables, nil
+}
+
+// bigWritesTables measures submitScore on the read boards (shardPlayersFull players: a board big enough to need
+// shards), with the ranks asked and without, each pair back to back in every run. Without ranks a sharded board
+// places a submission on its other shards only near the top of its shard (leaderboard.FieldRank), so the write
+// costs its shard and the arrival counter. It returns the sides of the writes without ranks for the capacity model.
+func (b *shardEnv) bigWritesTables(ctx context.Context) (*table, *table, []*shardSide, error) {
+	e := b.e
+	n := b.readPlayers
+	side := func(label string, shards int, doc string) *shardSide {
+		return &shardSide{label: label, shards: shards, doc: doc, board: b.readIDs[shards], place: b.readPlace[shards]}
+	}
+	big := fmt.Sprintf(" (%d players)", n)
+	asked := []*shardSide{side(fmt.Sprintf("%d shards%s, ranks asked", shardCount, big), shardCount, submitMutation),
+		side("unsharded"+big+", ranks asked", 1, submitMutation)}
+	quiet := []*shardSide{side(fmt.Sprintf("%d shards%s, no rank asked", shardCount, big), shardCount, submitNoRankMutation),
+		side("unsharded"+big+", no rank asked", 1, submitNoRankMutation)}
+	for r := range e.o.Runs {
+		for _, pair := range [][]*shardSide{asked, quiet} {
+			order := []*shardSide{pair[0], pair[1]}
+			if r%2 == 1 {
+				order = []*shardSide{pair[1], pair[0]}
+			}
+			for _, sd := range order {
+				rt := newRouted(sd.shards, sd.place)
+				s, err := b.step(ctx, e.stepOf(shardClients), rt.submitOp(b.sv, sd.board, sd.doc), rt)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				sd.runs = append(sd.runs, s)
+				e.logf("shards: writes, %s: %.0f submissions/s, Redis %.1f µs and server %.1f µs a submission",
+					sd.label, s.Rate, shRedisUsPerOp(s), shServerUsPerOp(s))
+			}
+		}
+	}
+	t := &table{title: fmt.Sprintf("8h. Sharded boards: Redis's time per submission to a board of %d players, "+
+		"ranks asked and not (submitScore, %d clients)", n, shardClients),
+		head: []string{"board", "submissions/s", "p50", "p99", "script calls/submission", "placement commands/submission",
+			"Redis CPU µs/submission (all primaries)", "server CPU µs/submission", "machine busy, cores (others)", "errors"}}
+	placements := func(m Sample) float64 {
+		var calls float64
+		for _, c := range []string{"zcount", "zrange", "zcard"} {
+			calls += m.Extra[extraCmdCalls+c]
+		}
+		return calls / m.Rate
+	}
+	cmds := commandTable(fmt.Sprintf("8i. Sharded boards: Redis's time per submission by command (%d players), "+
+		"summed over the primaries", n), "board", "submission")
+	var ratios [2]float64
+	for k, pair := range [][]*shardSide{asked, quiet} {
+		for _, sd := range pair {
+			m := medianSample(sd.runs)
+			t.add(sd.label, fmtRate(m.Rate), fmtDur(m.P50), fmtDur(m.P99), fmt.Sprintf("%.2f", shScriptsPerOp(m)),
+				fmt.Sprintf("%.2f", placements(m)), fmt.Sprintf("%.1f", shRedisUsPerOp(m)),
+				fmt.Sprintf("%.1f", shServerUsPerOp(m)), busy(m), fmtErrs(m))
+			addCommandRow(cmds, "submitScore", sd.label, sd.runs, 1)
+		}
+		ratio := func(f func(Sample) float64) float64 { return medianRatio(pair[0].runs, pair[1].runs, f) }
+		ratios[k] = ratio(shRedisUsPerOp)
+		t.add("sharded/unsharded", fmtTimes(ratio(reqRate)), fmtTimes(ratio(func(s Sample) float64 { return float64(s.P50) })),
+			fmtTimes(ratio(func(s Sample) float64 { return float64(s.P99) })), fmtTimes(ratio(shScriptsPerOp)), "",
+			fmtTimes(ratios[k]), fmtTimes(ratio(shServerUsPerOp)), "", "")
+	}
+	t.notes = append(t.notes, fmt.Sprintf("The read boards of table 8d after their reads, written by the same "+
+		"load as table 8b (new players half the time, random scores): ranks asked is `%s`; no rank asked is `%s`, "+
+		"whose submissions a sharded board places on its other shards only when the player is within the first "+
+		"1000 of its shard before or after. Placement commands: ZCOUNT, ZRANGE and ZCARD calls (commandstats, "+
+		"all primaries, those scripts run included) per submission. Each pair back to back in every run (the first alternating), medians, the "+
+		"ratio rows the median of the per-run ratios; Redis CPU and the rest as in table 8b.", submitMutation,
+		submitNoRankMutation))
+	for k, name := range []string{"with its ranks", "that asks no rank (its shard and the arrival counter)"} {
+		pair := [][]*shardSide{asked, quiet}[k]
+		pm := medianSample(pair[1].runs)
+		pair[0].checkErrs(e, fmt.Sprintf("Redis CPU a submission %s to a board of %d players, sharded vs unsharded",
+			name, n), fmt.Sprintf("≤ %.1f×", shardWriteCost),
+			fmt.Sprintf("%s (%.1f vs %.1f µs)", fmtTimes(ratios[k]), shRedisUsPerOp(medianSample(pair[0].runs)),
+				shRedisUsPerOp(pm)), ratios[k] > 0 && ratios[k] <= shardWriteCost && pm.Errs == 0)
+	}
+	return t, cmds, quiet, nil
 }
 
 // primaryLabel names primary i and the shards of a board on it.
@@ -350,7 +426,7 @@ func (sd *shardSide) checkErrs(e *env, name, goal, measured string, ok bool) {
 
 // perSubmissionTable is figure 2: Redis's time per submission, sharded vs unsharded, with per-run ratios; and
 // its targets.
-func (b *shardEnv) perSubmissionTable(sharded, plain, wide, shardedWrite, plainWrite *shardSide) *table {
+func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 	t := &table{title: fmt.Sprintf("8b. Sharded boards: Redis's time per submission, %d shards vs unsharded "+
 		"(submitScore, %d clients)", shardCount, shardClients),
 		head: []string{"board", "submissions/s", "p50", "p99", "script calls/submission", "script µs/call",
@@ -376,9 +452,6 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide, shardedWrite, plainW
 	row(plain)
 	script, redisCPU := ratioRow("sharded/unsharded", sharded, plain)
 	row(wide)
-	row(shardedWrite)
-	row(plainWrite)
-	_, writeCPU := ratioRow("sharded/unsharded, no rank asked", shardedWrite, plainWrite)
 	t.notes = append(t.notes, "Each run writes a fresh board of each kind, back to back (the first rotating; the "+
 		"sharded and the unsharded board alternate which goes first); figures are medians over the runs, the ratio "+
 		"row the median of the per-run ratios. Script "+
@@ -395,23 +468,14 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide, shardedWrite, plainW
 		"Machine busy: the cores the whole machine used over the phase (/proc/stat), and in brackets those "+
 		"of other processes than the primaries, the server and the load generator. "+
 		fmt.Sprintf("The %s row: a board of %d shards, two on each primary, written in the same runs (no target; "+
-			"for the capacity model: how the time per submission grows with S).", wide.label, wide.shards)+
-		" The rows \"no rank asked\": the same writes with a mutation that selects no rank ("+
-		"`"+submitNoRankMutation+"`, the others select `entry { rank score } previousRank updated`): a sharded "+
-		"board then places a submission on its other shards only when its player is within the first 1000 of its "+
-		"shard before or after (leaderboard.FieldRank); the last row compares them.")
+			"for the capacity model: how the time per submission grows with S).", wide.label, wide.shards))
 	sm, pm := medianSample(sharded.runs), medianSample(plain.runs)
-	swm, pwm := medianSample(shardedWrite.runs), medianSample(plainWrite.runs)
-	shardedWrite.checkErrs(b.e, "Redis CPU a submission that asks no rank (the write: its shard and the arrival counter), sharded vs unsharded",
-		fmt.Sprintf("≤ %.1f×", shardWriteCost),
-		fmt.Sprintf("%s (%.1f vs %.1f µs)", fmtTimes(writeCPU), shRedisUsPerOp(swm), shRedisUsPerOp(pwm)),
-		writeCPU > 0 && writeCPU <= shardWriteCost && pwm.Errs == 0)
 	sharded.checkErrs(b.e, "Redis time in the submit script a submission, sharded vs unsharded",
 		fmt.Sprintf("≤ %.1f×", shardWriteCost),
 		fmt.Sprintf("%s (%.1f vs %.1f µs; %.1f vs %.1f µs a call)", fmtTimes(script), shScriptUsPerOp(sm),
 			shScriptUsPerOp(pm), shScriptUsecCall(sm), shScriptUsecCall(pm)),
 		script > 0 && script <= shardWriteCost && pm.Errs == 0)
-	sharded.checkErrs(b.e, "Redis CPU a submission with its rank and previous rank (all primaries: arrival counter and placements included), sharded vs unsharded",
+	sharded.checkErrs(b.e, "Redis CPU a submission to a fresh board (all primaries: arrival counter and placements included), sharded vs unsharded",
 		fmt.Sprintf("≤ %.1f×", shardWriteCost),
 		fmt.Sprintf("%s (%.1f vs %.1f µs)", fmtTimes(redisCPU), shRedisUsPerOp(sm), shRedisUsPerOp(pm)),
 		redisCPU > 0 && redisCPU <= shardWriteCost && pm.Errs == 0)
@@ -419,13 +483,13 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide, shardedWrite, plainW
 }
 
 // submission takes on its primary; and how often a board id spreads its shards by itself.
-func (b *shardEnv) capacityTable(sharded, plain, wide *shardSide) *table {
+func (b *shardEnv) capacityTable(sides ...*shardSide) *table {
 	t := &table{title: "8g. Sharded boards: capacity model of one board's writes (submitScore, from table 8b)",
 		head: []string{"board", "S", "Redis CPU µs/submission", "per primary (1e6/µs)",
 			"ceiling on S primaries: S × per primary", "busiest primary's bound (this cluster)", "script µs/submission",
 			"ceiling by script time",
 			"server cores at the ceiling", "measured here (2 cores shared)"}}
-	for _, sd := range []*shardSide{plain, sharded, wide} {
+	for _, sd := range sides {
 		m := medianSample(sd.runs)
 		us := shRedisUsPerOp(m)
 		if us <= 0 || m.Rate <= 0 {

@@ -86,6 +86,9 @@ func (b *shardEnv) readsTables(ctx context.Context, probes *table) (*table, *tab
 			return nil, nil, err
 		}
 	}
+	b.readIDs = map[int]string{1: ids[plain], sharded.shards: ids[sharded]}
+	b.readPlace = map[int][]int{1: plain.place, sharded.shards: sharded.place}
+	b.readPlayers = n
 	checked, mismatch, err := b.crossCheck(ctx, ids[sharded], ids[plain], n)
 	if err != nil {
 		return nil, nil, err
