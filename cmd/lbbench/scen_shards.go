@@ -484,7 +484,7 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 
 // submission takes on its primary; and how often a board id spreads its shards by itself.
 func (b *shardEnv) capacityTable(sides ...*shardSide) *table {
-	t := &table{title: "8g. Sharded boards: capacity model of one board's writes (submitScore, from table 8b)",
+	t := &table{title: "8g. Sharded boards: capacity model of one board's writes (submitScore, from tables 8b and 8h)",
 		head: []string{"board", "S", "Redis CPU µs/submission", "per primary (1e6/µs)",
 			"ceiling on S primaries: S × per primary", "busiest primary's bound (this cluster)", "script µs/submission",
 			"ceiling by script time",
@@ -528,7 +528,7 @@ func (b *shardEnv) capacityTable(sides ...*shardSide) *table {
 		}
 	}
 	t.notes = append(t.notes, fmt.Sprintf("The model: a primary is one Redis process, one core; a submission costs "+
-		"its shard's primary the Redis CPU per submission of table 8b (everything the primaries did, summed, over "+
+		"its shard's primary the Redis CPU per submission of table 8b or 8h (everything the primaries did, summed, over "+
 		"the submissions: the arrival counter, the placements and background included), so a primary takes at most 1e6/µs "+
 		"submissions a second, and a board of S shards spread evenly over S primaries S times that. \"Busiest "+
 		"primary's bound\": the measured rate over the cores the busiest primary of this cluster used for it, the "+
