@@ -23,24 +23,6 @@ type scriptCalls struct {
 	items []int
 }
 
-func (c *scriptCalls) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *scriptCalls) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.see(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *scriptCalls) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			c.see(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
 // see records an FCALL of the script's function: FCALL <library>_<role> 1 <key> <header...> <items...>.
 func (c *scriptCalls) see(cmd redis.Cmder) {
 	a, it := cmd.Args(), c.sc.items
@@ -100,7 +82,7 @@ func TestMergedSubmissions(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			calls := &scriptCalls{sc: submitScript}
-			tg.Client.AddHook(calls)
+			tg.Client.AddHook(redistest.Commands{See: calls.see})
 			now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 			var clock sync.Mutex
 			s := New(tg.Client, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time {
@@ -281,7 +263,7 @@ func TestCallsPastTheirDeadlineAreNotSent(t *testing.T) {
 		t.Run(tg.Name, func(t *testing.T) {
 			ctx := context.Background()
 			calls := &scriptCalls{sc: submitScript}
-			tg.Client.AddHook(calls)
+			tg.Client.AddHook(redistest.Commands{See: calls.see})
 			s := New(tg.Client, Config{Prefix: redistest.Prefix(t)})
 			if _, err := s.CreateBoard(ctx, Board{ID: "late", Mode: Latest}); err != nil {
 				t.Fatal(err)

@@ -22,7 +22,7 @@ func TestMergedRankReads(t *testing.T) {
 	ctx := context.Background()
 	rdb := redistest.Standalone(t).Client(t).(*redis.Client)
 	calls := &scriptCalls{sc: rankScript}
-	rdb.AddHook(calls)
+	rdb.AddHook(redistest.Commands{See: calls.see})
 	s := New(rdb, Config{Prefix: "rankmerge"})
 	for _, id := range []string{"a", "b"} {
 		if _, err := s.CreateBoard(ctx, Board{ID: id}); err != nil {

@@ -23,7 +23,7 @@ func TestPlaceOnMatchesScript(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	scripts := &scriptCalls{sc: shardNearScript}
-	rdb.AddHook(scripts)
+	rdb.AddHook(redistest.Commands{See: scripts.see})
 	now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 	s := New(rdb, Config{Prefix: redistest.Prefix(t), Clock: func() time.Time { return now }})
 	for _, order := range []Order{Desc, Asc} {

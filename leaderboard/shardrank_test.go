@@ -15,28 +15,10 @@ import (
 )
 
 // placements counts the commands a store sends that place entries on a sharded board's shards (placeOn's plain
-// counts and shardnear.lua), by hooking its client.
+// counts and shardnear.lua): its see is a redistest.Commands hook.
 type placements struct {
 	mu sync.Mutex
 	n  int
-}
-
-func (c *placements) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (c *placements) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.see(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (c *placements) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			c.see(cmd)
-		}
-		return next(ctx, cmds)
-	}
 }
 
 func (c *placements) see(cmd redis.Cmder) {
@@ -68,7 +50,7 @@ func TestShardedSubmissionRankWhenAsked(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	hook := &placements{}
-	rdb.AddHook(hook)
+	rdb.AddHook(redistest.Commands{See: hook.see})
 	s, _ := shardStore(t, rdb)
 	sharded := mustBoard(t, s, lb.Board{ID: "ask", Shards: 3, Order: lb.Desc, Mode: lb.Best})
 	twin := mustBoard(t, s, lb.Board{ID: "ask-twin", Order: lb.Desc, Mode: lb.Best})

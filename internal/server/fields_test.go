@@ -222,13 +222,7 @@ func TestPreviousRankWhenSelected(t *testing.T) {
 			`mutation($yes: Boolean!) { submitScore(input: {board: "prevsel", playerId: "PLAYER", score: SCORE}) { SEL entry { rank } } }`,
 			`mutation($yes: Boolean!) { submitScores(inputs: [{board: "prevsel", playerId: "PLAYER", score: SCORE}]) { entry { rank } SEL } }`,
 		} {
-			q = strings.Replace(q, "SEL", sel, 1)
-			var vars map[string]any
-			if strings.Contains(sel, "$yes") {
-				vars = map[string]any{"yes": true}
-			} else {
-				q = strings.Replace(q, "($yes: Boolean!)", "", 1)
-			}
+			q, vars := selectIn(q, sel)
 			if sel == `...R` {
 				q += ` fragment R on ScoreResult { previousRank }`
 			}
@@ -292,13 +286,7 @@ func TestShardedRankWhenSelected(t *testing.T) {
 			`mutation($yes: Boolean!) { submitScore(input: {board: "shardsel", playerId: "PLAYER", score: SCORE}) { entry { SEL } } }`,
 			`mutation($yes: Boolean!) { submitScores(inputs: [{board: "shardsel", playerId: "PLAYER", score: SCORE}]) { e: entry { SEL } } }`,
 		} {
-			q = strings.Replace(q, "SEL", sel, 1)
-			var vars map[string]any
-			if strings.Contains(sel, "$yes") {
-				vars = map[string]any{"yes": true}
-			} else {
-				q = strings.Replace(q, "($yes: Boolean!)", "", 1)
-			}
+			q, vars := selectIn(q, sel)
 			if sel == `...E` {
 				q += ` fragment E on Entry { rank topPercent }`
 			}
@@ -338,4 +326,14 @@ func TestShardedRankWhenSelected(t *testing.T) {
 			}
 		}
 	}
+}
+
+// selectIn puts sel in place of SEL in the operation q, which declares ($yes: Boolean!): the variables to send
+// when sel uses $yes (true), else q without the declaration.
+func selectIn(q, sel string) (string, map[string]any) {
+	q = strings.Replace(q, "SEL", sel, 1)
+	if strings.Contains(sel, "$yes") {
+		return q, map[string]any{"yes": true}
+	}
+	return strings.Replace(q, "($yes: Boolean!)", "", 1), nil
 }
