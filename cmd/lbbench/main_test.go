@@ -445,7 +445,9 @@ func TestShardsScenario(t *testing.T) {
 	}
 	for _, want := range []string{"### 8. Sharded boards: writes per primary", "### 8b. Sharded boards",
 		"### 8c. Sharded boards", "### 8d. Sharded boards: reads on a board of 3000 players", "### 8e. Sharded boards",
-		"### 8f. Sharded boards: commands sent", "### 8g. Sharded boards: capacity model"} {
+		"### 8f. Sharded boards: commands sent", "### 8g. Sharded boards: capacity model",
+		"### 8h. Sharded boards: Redis's time per submission to a board of 3000 players, ranks asked and not",
+		"### 8i. Sharded boards", "| 3 shards (3000 players), no rank asked ", "| unsharded (3000 players), ranks asked "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q:\n%s", want, text)
 		}
