@@ -216,3 +216,88 @@ func rankOrNil(p *int64) any {
 	}
 	return *p
 }
+
+// TestShardedAroundListsRadiusElsewhere: aroundMe on a sharded board asks the other shards for radius neighbours
+// on a side where the player has radius players on its own shard (the board's nearest on that side are among each
+// shard's nearest), and for 2 × radius only where the window may shift, near the top or the bottom; the answer is
+// the unsharded twin's either way. The probes are read from the shardnear.lua calls the store sends.
+func TestShardedAroundListsRadiusElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.SharedStandalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	var mu sync.Mutex
+	var lists [][2]int // nb, na of every probe that lists neighbours by score (not a '?' probe) since the last reset
+	rdb.AddHook(redistest.Commands{See: func(cmd redis.Cmder) {
+		a := cmd.Args()
+		if len(a) < 4 || !strings.EqualFold(fmt.Sprint(a[0]), "fcall") || !strings.HasSuffix(fmt.Sprint(a[1]), "_shardnear") {
+			return
+		}
+		argv := a[4:]
+		mu.Lock()
+		defer mu.Unlock()
+		for i := 5; i+4 < len(argv); i += 5 { // ARGV: 5 header values, then probes of 5 (shardnear.lua)
+			if fmt.Sprint(argv[i]) != "?" {
+				var nb, na int
+				fmt.Sscan(fmt.Sprint(argv[i+3]), &nb)
+				fmt.Sscan(fmt.Sprint(argv[i+4]), &na)
+				if nb > 0 || na > 0 { // not a tie rank's count
+					lists = append(lists, [2]int{nb, na})
+				}
+			}
+		}
+	}})
+	s, _ := shardStore(t, rdb)
+	sharded := mustBoard(t, s, lb.Board{ID: "around", Shards: 3})
+	twin := mustBoard(t, s, lb.Board{ID: "around-twin"})
+	const players, radius = 300, 4
+	var subs []lb.Submission
+	for i := range players {
+		subs = append(subs, lb.Submission{Player: fmt.Sprint("a", i), Score: float64(i / 3)}) // ties of three
+	}
+	submitBoth(t, s, sharded.ID, twin.ID, subs, lb.Only(0))
+	top, err := s.Top(ctx, lb.View{Board: twin.ID}, 0, players)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rank, e := range top.Entries {
+		mu.Lock()
+		lists = nil
+		mu.Unlock()
+		got, err := s.Around(ctx, lb.View{Board: sharded.ID}, e.PlayerID, radius)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := s.Around(ctx, lb.View{Board: twin.ID}, e.PlayerID, radius)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d entries, twin %d", e.PlayerID, len(got), len(want))
+		}
+		for k := range got {
+			g, w := got[k], want[k]
+			if g.PlayerID != w.PlayerID || g.Rank != w.Rank || g.TieRank != w.TieRank || g.Score != w.Score ||
+				!g.UpdatedAt.Equal(w.UpdatedAt) || g.TopPercent != w.TopPercent {
+				t.Fatalf("%s (rank %d): entry %d %+v, twin %+v", e.PlayerID, rank+1, k, g, w)
+			}
+		}
+		mu.Lock()
+		seen := lists
+		mu.Unlock()
+		if len(seen) != 2 {
+			t.Fatalf("%s: %d probes placed by score, want one on each other shard", e.PlayerID, len(seen))
+		}
+		// Where the player has radius players ahead (after) on the board, it may have fewer on its own shard: the
+		// bounds are the own shard's, so only the board's far ends must be 2 × radius.
+		for _, l := range seen {
+			if rank < radius && l[1] != 2*radius || players-1-rank < radius && l[0] != 2*radius {
+				t.Fatalf("%s (rank %d): other shards asked %d before, %d after", e.PlayerID, rank+1, l[0], l[1])
+			}
+			if rank >= 3*radius+3 && players-1-rank >= 3*radius+3 && (l[0] != radius || l[1] != radius) {
+				t.Fatalf("%s (rank %d, middle): other shards asked %d before, %d after", e.PlayerID, rank+1, l[0], l[1])
+			}
+		}
+	}
+}

@@ -325,14 +325,16 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 type placed struct {
 	row           shardRow
 	ahead, better int64
+	nb, na        int // the neighbours to list on the other shards
 }
 
 // placePlayers finds players on their shards and places them on every other shard: two parallel round trips (the
 // first asks only the shards that have players; the second every other shard, and the first ones again only for
-// players that live elsewhere). nb, na: neighbours to list either side of each player, on every shard. It returns
-// the players found, by id, their neighbours (every shard's, unmerged), and the board's size.
+// players that live elsewhere). nb, na: neighbours to list either side of each player, on its shard and, unless
+// narrow tells fewer from its place there (its players ahead and after), on every other shard. It returns the
+// players found, by id, their neighbours (every shard's, unmerged), and the board's size.
 func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fields int, players []string,
-	nb, na int) (map[string]*placed, map[string][]nearProbe, int64, error) {
+	nb, na int, narrow func(ahead, after int64) (nb, na int)) (map[string]*placed, map[string][]nearProbe, int64, error) {
 	first := make([][]shardProbe, len(v.shards))
 	for _, pl := range players {
 		k := ShardOf(pl, len(v.shards))
@@ -351,7 +353,10 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 				continue
 			}
 			pl := first[k][j].player
-			p := &placed{row: *pr.me, ahead: pr.ahead, better: pr.better}
+			p := &placed{row: *pr.me, ahead: pr.ahead, better: pr.better, nb: nb, na: na}
+			if narrow != nil {
+				p.nb, p.na = narrow(pr.ahead, sh.size-pr.ahead-1)
+			}
 			found[pl] = p
 			order = append(order, p)
 			lists[pl] = append(lists[pl], pr)
@@ -363,7 +368,7 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 		for _, p := range order {
 			if ShardOf(p.row.player, len(v.shards)) != k {
 				// The player is not on shard k: no own member to look for there (player '').
-				second[k] = append(second[k], shardProbe{x: p.row.xs, tok: p.row.tok, nb: nb, na: na})
+				second[k] = append(second[k], shardProbe{x: p.row.xs, tok: p.row.tok, nb: p.nb, na: p.na})
 				whose[k] = append(whose[k], p)
 			}
 		}
@@ -394,7 +399,7 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 
 // ranksSharded is Ranks on a sharded board: the players found on their shards, then placed on the others.
 func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, players []string, arg int) (*Page, error) {
-	found, _, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta), players, 0, 0)
+	found, _, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta), players, 0, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -420,7 +425,24 @@ func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, pl
 // on the whole board.
 func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, player string, radius, arg int) ([]Entry, error) {
 	fields := arg & int(FieldUpdatedAt|FieldMeta)
-	found, lists, size, err := s.placePlayers(ctx, r, v, fields, []string{player}, 2*radius, 2*radius)
+	// The window is radius players either side of the player, more on one side only within radius of the top or
+	// the bottom (aroundWindow). A player with radius players ahead (after) on its own shard has as many on the
+	// board, so the other shards need list only radius after (before) it: the board's nearest k on a side are
+	// among every shard's nearest k. exactTop boards end the window at the exact tier instead: both sides kept.
+	var narrow func(ahead, after int64) (int, int)
+	if r.Board.ExactTop == 0 {
+		narrow = func(ahead, after int64) (int, int) {
+			nb, na := 2*radius, 2*radius
+			if after >= int64(radius) {
+				nb = radius
+			}
+			if ahead >= int64(radius) {
+				na = radius
+			}
+			return nb, na
+		}
+	}
+	found, lists, size, err := s.placePlayers(ctx, r, v, fields, []string{player}, 2*radius, 2*radius, narrow)
 	if err != nil {
 		return nil, err
 	}
