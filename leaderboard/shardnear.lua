@@ -2,7 +2,8 @@
 -- the shard's players ahead of it and those with a strictly better score, and lists up to nb players before it and
 -- na after it. A merged read adds the counts of every shard (rank = 1 + the players ahead on all of them) and merges
 -- the lists (top: a probe before everybody; aroundMe: the player's own).
--- ARGV: definition SHA-1, window code, period, fields (F_UPDATED, F_META of common.lua), number of probes, then per
+-- ARGV: definition SHA-1, window code, period, fields (F_UPDATED, F_META of common.lua; F_TIE: count the players
+-- with a better score also where the probe finds its player's own member), number of probes, then per
 -- probe: internal score ('-inf': before everybody; '?': where this shard has the probe's player, see below), token
 -- ('' : before every player with that score, '+': after them), player (its own member is not listed; '' : none),
 -- nb, na.
@@ -15,7 +16,7 @@ if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3], true)
 local z = st.z
 local fields = tonum(ARGV[4])
-local wantTs, wantMeta = has(fields, F_UPDATED), has(fields, F_META)
+local wantTs, wantMeta, wantTie = has(fields, F_UPDATED), has(fields, F_META), has(fields, F_TIE)
 
 -- tok_less compares two tokens as the sorted set orders members: by bytes (Lua's < on strings is strcoll's, which
 -- a locale may change). A token's first byte gives its length, so a shorter token is a smaller number.
@@ -64,11 +65,14 @@ for i = 6, #ARGV - 4, 5 do
   if xs == '?' then
     ahead = -1 -- not here
   elseif xs ~= '-inf' then
-    better = rcall('ZCOUNT', z, '-inf', '(' .. xs)
-    ahead = better
     local r
     if player ~= '' and tok ~= '' then r = rcall('ZRANK', z, tok .. player) end
+    if not r or wantTie then
+      better = rcall('ZCOUNT', z, '-inf', '(' .. xs)
+      ahead = better
+    end
     if r then
+      -- The player's own member: its rank counts the players ahead (better stays 0 unless a tie rank is asked).
       ahead, own = r, true
     elseif tok == '+' then
       ahead = better + rcall('ZCOUNT', z, xs, xs)

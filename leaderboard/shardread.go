@@ -321,7 +321,8 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 }
 
 // placed is a player found on its shard (a '?' probe) and placed on the others: its row, the players ahead of it
-// (its 0-based rank) and those with a better score on the whole board.
+// (its 0-based rank) and those with a better score on the whole board (counted on its own shard only when the
+// fields asked FieldTieRank: a ZCOUNT saved).
 type placed struct {
 	row           shardRow
 	ahead, better int64
@@ -399,7 +400,7 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 
 // ranksSharded is Ranks on a sharded board: the players found on their shards, then placed on the others.
 func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, players []string, arg int) (*Page, error) {
-	found, _, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta), players, 0, 0, nil)
+	found, _, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta|FieldTieRank), players, 0, 0, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +425,7 @@ func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, pl
 // either side, then every other shard's neighbours of its place, merged into the window around the player's rank
 // on the whole board.
 func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, player string, radius, arg int) ([]Entry, error) {
-	fields := arg & int(FieldUpdatedAt|FieldMeta)
+	fields := arg & int(FieldUpdatedAt|FieldMeta|FieldTieRank)
 	// The window is radius players either side of the player, more on one side only within radius of the top or
 	// the bottom (aroundWindow). A player with radius players ahead (after) on its own shard has as many on the
 	// board, so the other shards need list only radius after (before) it: the board's nearest k on a side are
