@@ -238,6 +238,18 @@ func (b *Board) encode() string {
 	return string(data)
 }
 
+// decodeSharded decodes a stored definition only when it may be a sharded board's: one of a single shard omits
+// its shards field (boardJSON), so most definitions are told apart without a decode. It returns nil for those.
+func decodeSharded(def string) *Board {
+	if !strings.Contains(def, `"shards":`) {
+		return nil
+	}
+	if b, err := decodeBoard(def); err == nil && b.Sharded() {
+		return b
+	}
+	return nil
+}
+
 func decodeBoard(s string) (*Board, error) {
 	var j boardJSON
 	if err := json.Unmarshal([]byte(s), &j); err != nil {

@@ -195,18 +195,15 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 			if dup {
 				return s.createdBefore(ctx, board)
 			}
-			if err := s.clearLeftShards(ctx, v); err != nil {
+			if _, err := s.clearLeftShards(ctx, v.b); err != nil {
 				return nil, err
 			}
 		}
-		r, err := s.applyEventSharded(ctx, board, v, e, first, gate, restore, now, gapped)
-		if token, ok := deletingToken(err); ok && e.Kind == EventCreate {
-			if err := s.purge(ctx, board, token); err != nil {
-				return nil, err
-			}
-			r, err = s.applyEventSharded(ctx, board, v, e, first, gate, restore, now, gapped)
+		apply := func() (any, error) { return s.applyEventSharded(ctx, board, v, e, first, gate, restore, now, gapped) }
+		if e.Kind == EventCreate {
+			return s.createPurging(ctx, board, apply)
 		}
-		return r, err
+		return apply()
 	}
 	var reply any
 	call := func(sc *script, keys []string, args ...any) error {
@@ -243,14 +240,10 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 			return s.createdBefore(ctx, board)
 		}
 		keys := []string{s.makeKeyBase(board), s.registryKey(board)}
-		err := call(createLedgerScript, keys, string(e.Args), board)
-		if token, ok := deletingToken(err); ok {
-			if err := s.purge(ctx, board, token); err != nil {
-				return nil, err
-			}
-			err = call(createLedgerScript, keys, string(e.Args), board)
-		}
-		return reply, err
+		return s.createPurging(ctx, board, func() (any, error) {
+			err := call(createLedgerScript, keys, string(e.Args), board)
+			return reply, err
+		})
 	case EventRemove:
 		v, err := s.boardFor(ctx, board, restore)
 		if err != nil {
@@ -311,6 +304,19 @@ func seasonEventArgs(b *Board, e *LedgerEvent, now time.Time) ([]any, error) {
 	ends := time.Unix(a.EndsAt, 0)
 	return []any{b.sum, "start", now.Unix(), a.ID, a.EndsAt, b.seasonExpiry(time.Unix(now.Unix(), 0), ends),
 		int64(b.Grace / time.Second)}, nil
+}
+
+// createPurging runs a ledgered creation, and once more after purging what a deletion of the board still in
+// progress (LB_DELETING) left.
+func (s *Store) createPurging(ctx context.Context, board string, create func() (any, error)) (any, error) {
+	r, err := create()
+	if token, ok := deletingToken(err); ok {
+		if err := s.purge(ctx, board, token); err != nil {
+			return nil, err
+		}
+		return create()
+	}
+	return r, err
 }
 
 // createdBefore answers a creation the ledger had already: the ledger has the board, so Redis has it too, or lost

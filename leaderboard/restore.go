@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -525,11 +524,9 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 		var shards []string
 		var shardOf []int // the index in part of each of shards
 		for i := range part {
-			if def := defs[i].Val(); strings.Contains(def, `"shards"`) {
-				if b, err := decodeBoard(def); err == nil && b.Sharded() {
-					for _, base := range s.shardBases(b.ID, b.Shards)[1:] {
-						shards, shardOf = append(shards, base), append(shardOf, i)
-					}
+			if b := decodeSharded(defs[i].Val()); b != nil {
+				for _, base := range s.shardBases(b.ID, b.Shards)[1:] {
+					shards, shardOf = append(shards, base), append(shardOf, i)
 				}
 			}
 		}

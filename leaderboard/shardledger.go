@@ -297,16 +297,3 @@ func (s *Store) shardedFor(ctx context.Context, board string, e *LedgerEvent, re
 	}
 	return v, true, nil
 }
-
-// clearLeftShards deletes what an interrupted deletion left on shards 1.. of a board about to be created (shard 0
-// holds no definition), as createSharded does.
-func (s *Store) clearLeftShards(ctx context.Context, v *cachedBoard) error {
-	n, err := s.rdb.Exists(ctx, keyDef.of(v.shards[0])).Result()
-	if err != nil {
-		return redisError(err)
-	}
-	if n == 1 {
-		return nil
-	}
-	return s.deleteShards(ctx, v.b)
-}

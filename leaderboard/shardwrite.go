@@ -31,15 +31,11 @@ var (
 // inherits its players.
 func (s *Store) createSharded(ctx context.Context, b *Board, def string) error {
 	bases := s.shardBases(b.ID, b.Shards)
-	cur, err := s.rdb.Get(ctx, keyDef.of(bases[0])).Result()
-	switch {
-	case errors.Is(err, redis.Nil):
-		if err := s.deleteShards(ctx, b); err != nil {
-			return err
-		}
-	case err != nil:
-		return redisError(err)
-	case cur != def:
+	cur, err := s.clearLeftShards(ctx, b)
+	if err != nil {
+		return err
+	}
+	if cur != "" && cur != def {
 		return errorf(Conflict, "a board with this id exists with a different definition")
 	}
 	for i := len(bases) - 1; i >= 0; i-- {
@@ -68,6 +64,16 @@ func (s *Store) deleteShard(ctx context.Context, id, base string) error {
 	}
 	token, _ := parts[1].(string)
 	return s.purgeBase(context.WithoutCancel(ctx), base, token)
+}
+
+// clearLeftShards returns the definition shard 0 of a sharded board about to be created holds; when it holds none,
+// it first deletes what an interrupted deletion may have left on shards 1.. (deleteShards).
+func (s *Store) clearLeftShards(ctx context.Context, b *Board) (string, error) {
+	cur, err := s.rdb.Get(ctx, keyDef.of(s.makeKeyBase(b.ID))).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", s.deleteShards(ctx, b)
+	}
+	return cur, redisError(err)
 }
 
 // deleteShards deletes shards 1.. of a sharded board whose shard 0 has no definition (deleted already, or not yet
