@@ -419,5 +419,3 @@ func (b *shardEnv) crossCheck(ctx context.Context, sharded, plain string, n int)
 	return fmt.Sprintf("%d reads (top 10, %d ranks, %d aroundMe, an absent player): identical", len(qs),
 		shardCheckRanks+1, shardCheckArounds), "", nil
 }
-
-// capacityTable is figure 4: what a board's writes could reach with a core per primary, from the Redis time a
