@@ -472,20 +472,7 @@ func TestLaggingReplica(t *testing.T) {
 	if n, err := s2.CheckLedger(ctx); err != nil || n != len(boardSpecs("lag")) {
 		t.Fatalf("CheckLedger: %d boards behind, %v; want %d", n, err, len(boardSpecs("lag")))
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		n, err := s2.CheckLedger(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d boards still behind after a minute", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	untilWhole(ctx, t, s2)
 	if d := want.diff(snap(ctx, t, s2, all)); d != "" {
 		t.Fatalf("caught-up replica differs from the primary: %s", d)
 	}
@@ -847,5 +834,25 @@ func TestAppendNumbersInOrder(t *testing.T) {
 				t.Fatalf("%s event %d: seq %d player %q fingerprint %q", id, k, e.Seq, e.Player, e.Fingerprint)
 			}
 		}
+	}
+}
+
+// untilWhole runs the ledger check until it finds no board behind (the restores it starts run in the background),
+// for a minute at most.
+func untilWhole(ctx context.Context, t *testing.T, s *leaderboard.Store) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, err := s.CheckLedger(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d boards still behind after a minute", n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

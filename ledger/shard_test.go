@@ -224,19 +224,7 @@ func TestShardedBoardLedger(t *testing.T) {
 	}
 	// The ledger check restores what no read asked for yet (sh-lone), in the background; once the restores are
 	// done it finds every board whole...
-	for {
-		n, err := s2.CheckLedger(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("the ledger check still finds %d boards to restore", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	untilWhole(ctx, t, s2)
 	dropKeys(ctx, t, rdb, s2.ShardKeyBases(b)[2])
 	// ...and finds the loss by shard 2 alone (shard 0 is whole), before any read trips on it.
 	if n, err := s2.CheckLedger(ctx); err != nil || n != 1 {
