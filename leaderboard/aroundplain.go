@@ -72,7 +72,8 @@ end
 `
 
 // aroundMany answers the Around reads of players (radius, fields arg) on one view, by player: one plain read for
-// them all when there are several and it fits, the script for the others (concurrently) and for a lone one.
+// them all when there are several and it fits, the script for the others (concurrently) and for a lone one; on a
+// sharded board, one plain read for them all, alone too (aroundShardedMany).
 func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius, arg int) (map[string][]Entry, error) {
 	ids := make([]string, 0, len(players))
 	seen := make(map[string]bool, len(players))
@@ -81,6 +82,13 @@ func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius
 			seen[id] = true
 			ids = append(ids, id)
 		}
+	}
+	var sharded map[string][]Entry
+	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+		sharded, err = s.aroundShardedMany(ctx, r, cb, ids, radius, arg)
+		return err
+	}); ok {
+		return sharded, err
 	}
 	out := make(map[string][]Entry, len(ids))
 	left := ids

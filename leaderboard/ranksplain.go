@@ -126,12 +126,19 @@ func (s *Store) plainRead(ctx context.Context, v View, fits func(*Board) bool, r
 // ranksPlain reads the entries of players in r as ranks.lua would reply them ({size, [epoch, version,]
 // entry...}), or returns errUseScript.
 func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, arg int) ([]any, error) {
-	base := s.keyBase(r.Board.ID)
+	reply, _, err := s.ranksPlainAt(ctx, r, s.keyBase(r.Board.ID), players, arg)
+	return reply, err
+}
+
+// ranksPlainAt is ranksPlain on the board (or shard) at key base, which also returns the sorted-set member of
+// each entry of the reply, in its order.
+func (s *Store) ranksPlainAt(ctx context.Context, r Resolved, base string, players []string, arg int) ([]any, []string,
+	error) {
 	stateKey, zsetKey := keyState.at(base, r.Window, r.Period), keyRanking.at(base, r.Window, r.Period)
 	recPrefix := recordsPrefix(base, r.Window, r.Period)
 	layout, err := s.lastLayout(ctx, stateKey, recPrefix)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	wantTs, wantMeta, wantVersion := arg&int(FieldUpdatedAt) != 0, arg&int(FieldMeta) != 0, arg&readVersion != 0
 	keys := make([]string, len(players))
@@ -149,7 +156,7 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 			return nil
 		})
 		if err != nil && err != redis.Nil {
-			return nil, plainError(err)
+			return nil, nil, plainError(err)
 		}
 		members = members[:0]
 		for i, id := range players {
@@ -159,7 +166,7 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 			}
 			_, member, tail, ok := recordMember(rec, id)
 			if !ok || tail {
-				return nil, errUseScript
+				return nil, nil, errUseScript
 			}
 			members = append(members, member)
 		}
@@ -203,20 +210,20 @@ func (s *Store) ranksPlain(ctx context.Context, r Resolved, players []string, ar
 			return nil
 		})
 		if err != nil && err != redis.Nil {
-			return nil, plainError(err)
+			return nil, nil, plainError(err)
 		}
 		st, now, err := s.snapshotState(r, def, state, recPrefix)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		reply, ok := plainReply(st[0], players, keys, recs, again, now, recPrefix, scores, ranks, metas, version)
 		if ok {
-			return reply, nil
+			return reply, members, nil
 		}
 		s.plainRetries.Add(1)
 		layout = now
 	}
-	return nil, errUseScript
+	return nil, nil, errUseScript
 }
 
 // lastLayout is the record layout of a window period as a plain read last saw it, else as Redis has it now.

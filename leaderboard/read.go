@@ -197,15 +197,15 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 	if err != nil {
 		return nil, err
 	}
+	if plainRanksFit(b, arg) {
+		return s.rankGrouped(ctx, v, player, arg) // sharded boards too: their plain reads group as well
+	}
 	if b.Sharded() {
 		p, err := s.ranks(ctx, v, []string{player}, arg)
 		if err != nil || len(p.Entries) == 0 {
 			return nil, err
 		}
 		return &p.Entries[0], nil
-	}
-	if plainRanksFit(b, arg) {
-		return s.rankGrouped(ctx, v, player, arg)
 	}
 	var e *Entry
 	err = s.readWith(ctx, v, rankScript, []any{arg, 1, player}, func(r Resolved, cmd *redis.Cmd) error {
@@ -306,19 +306,19 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 		}
 		return s.frozenAround(ctx, f, player, radius, arg)
 	}
+	b, err := s.Board(ctx, v.Board)
+	if err != nil {
+		return nil, err
+	}
+	if plainAroundFit(b, arg) {
+		return s.aroundGrouped(ctx, v, player, radius, arg) // sharded boards too: their plain reads group as well
+	}
 	var out []Entry
 	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
 		out, err = s.aroundSharded(ctx, r, cb, player, radius, arg)
 		return err
 	}); ok {
 		return out, err
-	}
-	b, err := s.Board(ctx, v.Board)
-	if err != nil {
-		return nil, err
-	}
-	if plainAroundFit(b, arg) {
-		return s.aroundGrouped(ctx, v, player, radius, arg)
 	}
 	p, err := s.read(ctx, v, aroundScript, player, radius, arg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 
 // The reads of a sharded board (shard.go): each asks every shard in one parallel round trip and merges. A read that
 // starts from a player (rank, aroundMe, friends) first finds and places the player on its shard, then places it on
-// the other shards (shardnear.lua, both): two round trips. Each shard answers for one moment, and the shards for moments
+// the other shards: without a script where it can (shardranks.go, shardaround.go: three round trips, grouped with
+// concurrent reads), else through shardnear.lua (both: two round trips). Each shard answers for one moment, and the shards for moments
 // within the read's span: a write on one shard during the read may show while another shard's does not.
 
 var (
@@ -326,7 +328,8 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 type placed struct {
 	row           shardRow
 	ahead, better int64
-	nb, na        int // the neighbours to list on the other shards
+	after         int64 // the players after it on its own shard (plain reads only: readOwnShard)
+	nb, na        int   // the neighbours to list on the other shards
 }
 
 // placePlayers finds players on their shards and places them on every other shard: two parallel round trips (the
@@ -398,8 +401,18 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 	return found, lists, size, nil
 }
 
-// ranksSharded is Ranks on a sharded board: the players found on their shards, then placed on the others.
+// ranksSharded is Ranks on a sharded board: the players found on their shards, then placed on the others; by plain
+// reads where they fit (shardranks.go).
 func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, players []string, arg int) (*Page, error) {
+	if plainRanksFit(r.Board, arg) {
+		p, err := s.ranksShardedPlain(ctx, r, v, players, arg)
+		if !errors.Is(err, errUseScript) {
+			if err == nil {
+				s.plainReads.Add(1)
+			}
+			return p, err
+		}
+	}
 	found, _, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta|FieldTieRank), players, 0, 0, nil)
 	if err != nil {
 		return nil, err
@@ -432,16 +445,7 @@ func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, p
 	// among every shard's nearest k. exactTop boards end the window at the exact tier instead: both sides kept.
 	var narrow func(ahead, after int64) (int, int)
 	if r.Board.ExactTop == 0 {
-		narrow = func(ahead, after int64) (int, int) {
-			nb, na := 2*radius, 2*radius
-			if after >= int64(radius) {
-				nb = radius
-			}
-			if ahead >= int64(radius) {
-				na = radius
-			}
-			return nb, na
-		}
+		narrow = func(ahead, after int64) (int, int) { return aroundNeed(ahead, after, radius) }
 	}
 	found, lists, size, err := s.placePlayers(ctx, r, v, fields, []string{player}, 2*radius, 2*radius, narrow)
 	if err != nil {

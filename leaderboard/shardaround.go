@@ -1,0 +1,282 @@
+package leaderboard
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// aroundMe on a sharded board without a script. shardnear.lua built every neighbour row in Lua (its member parsed,
+// its record and name read when asked, the row made and returned): most of Redis's time in an aroundMe read of a
+// sharded board (BENCHMARKS.md, table 8e). The plain read, for every player of a group at once:
+//
+//  1. and 2. the players read on their own shards as ranks are (readOwnShard): each one's score, arrival token,
+//     place on its shard, updatedAt and name;
+//  3. one pipeline to every shard: its size, and per player the players with a better score (ZCOUNT), those with
+//     the player's score (their members, at most placeEqualMax + 1), the nearest nb with a better score and the
+//     nearest na with a worse one (ZRANGE BYSCORE WITHSCORES): each shard's part of the board around the player;
+//  4. when updatedAt or names are asked: the records and names of the players each window shows, on their shards.
+//
+// Each shard answers round 3 at one moment; the shards at moments within the read's span, as with the script. A
+// row whose record in round 4 is not the row's (its player wrote between rounds 3 and 4) sends the read to the
+// script, as do a score shared by more than placeEqualMax players of a shard, and what plainAroundFit refuses.
+
+// aroundNeed is how many neighbours each shard lists on either side of a player with ahead players before it and
+// after after it on its own shard: radius, or 2 * radius on a side where the window can reach further (fewer than
+// radius players on the other side of its own shard: aroundWindow shifts there, and the board has at least as
+// many players on a side as the player's shard has).
+func aroundNeed(ahead, after int64, radius int) (nb, na int) {
+	nb, na = 2*radius, 2*radius
+	if after >= int64(radius) {
+		nb = radius
+	}
+	if ahead >= int64(radius) {
+		na = radius
+	}
+	return nb, na
+}
+
+// aroundShardedPlain reads the aroundMe windows (radius, fields arg) of distinct players on a sharded board without
+// exactTop, by player (an empty window for a player without a score), or returns errUseScript.
+func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoard, players []string, radius,
+	arg int) (map[string][]Entry, error) {
+	found, _, err := s.readOwnShards(ctx, r, v, players, arg)
+	if err != nil {
+		return nil, err
+	}
+	n := len(v.shards)
+	type probe struct {
+		better      *redis.IntCmd
+		eq          *redis.StringSliceCmd
+		before, aft *redis.ZSliceCmd
+	}
+	sizes := make([]*redis.IntCmd, n)
+	probes := make([][]probe, len(found))
+	pipe := s.rdb.Pipeline()
+	for k := range n {
+		sizes[k] = pipe.ZCard(ctx, keyRanking.at(v.shards[k], r.Window, r.Period))
+	}
+	for i, p := range found {
+		nb, na := aroundNeed(p.ahead, p.after, radius)
+		probes[i] = make([]probe, n)
+		for k := range n {
+			z := keyRanking.at(v.shards[k], r.Window, r.Period)
+			pr := &probes[i][k]
+			pr.better = pipe.ZCount(ctx, z, "-inf", "("+p.row.xs)
+			pr.eq = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: z, Start: p.row.xs, Stop: p.row.xs, ByScore: true,
+				Count: placeEqualMax + 1})
+			if nb > 0 {
+				pr.before = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: z, Start: "(" + p.row.xs,
+					Stop: "-inf", ByScore: true, Rev: true, Count: int64(nb)})
+			}
+			if na > 0 {
+				pr.aft = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: z, Start: "(" + p.row.xs,
+					Stop: "+inf", ByScore: true, Count: int64(na)})
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, plainError(err)
+	}
+	var size int64
+	for _, c := range sizes {
+		size += c.Val()
+	}
+	out := make(map[string][]Entry, len(players))
+	for _, pl := range players {
+		out[pl] = []Entry{} // no score: an empty window
+	}
+	windows := make([][]shardRow, len(found))
+	starts := make([]int64, len(found))
+	for i, p := range found {
+		me := p.row
+		var at int64
+		var before, after []shardRow
+		for _, pr := range probes[i] {
+			at += pr.better.Val()
+			eq := pr.eq.Val()
+			if len(eq) > placeEqualMax {
+				return nil, errUseScript
+			}
+			for _, m := range eq {
+				row := shardRow{player: memberPlayer(m), xs: me.xs, x: me.x, tok: memberToken(m)}
+				switch {
+				case row.player == me.player: // its own member
+				case row.tok < me.tok: // tokens order as bytes
+					at++
+					before = append(before, row)
+				default:
+					after = append(after, row)
+				}
+			}
+			before = appendZRows(before, pr.before, me.player)
+			after = appendZRows(after, pr.aft, me.player)
+		}
+		slices.SortFunc(before, compareRows)
+		slices.SortFunc(after, compareRows)
+		// As in aroundSharded: every shard's own moment bounds the lists; min guards a player that moved between
+		// the round trips.
+		start, stop := aroundWindow(at, size, radius)
+		nb := min(max(at-start, 0), int64(len(before)))
+		starts[i] = at - nb
+		rows := make([]shardRow, 0, stop-start+1)
+		rows = append(rows, before[int64(len(before))-nb:]...)
+		rows = append(rows, me)
+		rows = append(rows, after[:min(max(stop-at, 0), int64(len(after)))]...)
+		windows[i] = rows
+	}
+	if arg&int(FieldUpdatedAt|FieldMeta) != 0 {
+		if err := s.fillRows(ctx, r, v, found, windows, arg); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range found {
+		entries := make([]Entry, len(windows[i]))
+		for k, row := range windows[i] {
+			entries[k] = r.Board.entryOf(row, starts[i]+int64(k)+1, 0, size)
+		}
+		out[p.row.player] = entries
+	}
+	return out, nil
+}
+
+// appendZRows appends the rows of a ZRANGE … WITHSCORES reply (nil: not asked) to rows, but player's own.
+func appendZRows(rows []shardRow, c *redis.ZSliceCmd, player string) []shardRow {
+	if c == nil {
+		return rows
+	}
+	for _, z := range c.Val() {
+		m, _ := z.Member.(string)
+		if pl := memberPlayer(m); pl != player {
+			rows = append(rows, shardRow{player: pl, xs: strconv.FormatFloat(z.Score, 'g', -1, 64), x: z.Score,
+				tok: memberToken(m)})
+		}
+	}
+	return rows
+}
+
+// fillRows reads the updatedAt and names (as arg asks) of the rows of windows (found[i]'s window is windows[i],
+// found[i] itself filled already) on their shards, in one pipeline; errUseScript when a row's record is not the
+// row's any more.
+func (s *Store) fillRows(ctx context.Context, r Resolved, v *cachedBoard, found []*placed, windows [][]shardRow,
+	arg int) error {
+	n := len(v.shards)
+	wantTs, wantMeta := arg&int(FieldUpdatedAt) != 0, arg&int(FieldMeta) != 0
+	type ref struct{ w, k int } // windows[w][k]
+	byShard := make([][]ref, n)
+	for w, rows := range windows {
+		for k, row := range rows {
+			if row.player != found[w].row.player {
+				sh := ShardOf(row.player, n)
+				byShard[sh] = append(byShard[sh], ref{w, k})
+			}
+		}
+	}
+	layouts := make([]recordLayout, n)
+	prefixes := make([]string, n)
+	if wantTs {
+		for k, refs := range byShard {
+			if len(refs) == 0 {
+				continue
+			}
+			prefixes[k] = recordsPrefix(v.shards[k], r.Window, r.Period)
+			l, err := s.lastLayout(ctx, keyState.at(v.shards[k], r.Window, r.Period), prefixes[k])
+			if err != nil {
+				return err
+			}
+			layouts[k] = l
+		}
+	}
+	recs := make([][]*redis.StringCmd, n)
+	metas := make([]*redis.SliceCmd, n)
+	pipe := s.rdb.Pipeline()
+	for k, refs := range byShard {
+		if len(refs) == 0 {
+			continue
+		}
+		ids := make([]string, len(refs))
+		for j, rf := range refs {
+			ids[j] = windows[rf.w][rf.k].player
+		}
+		if wantMeta {
+			metas[k] = pipe.HMGet(ctx, keyNames.of(v.shards[k]), ids...)
+		}
+		if wantTs {
+			recs[k] = make([]*redis.StringCmd, len(ids))
+			for j, id := range ids {
+				recs[k][j] = pipe.HGet(ctx, layouts[k].key(prefixes[k], id), id)
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return plainError(err)
+	}
+	for k, refs := range byShard {
+		for j, rf := range refs {
+			row := &windows[rf.w][rf.k]
+			if metas[k] != nil {
+				vals := metas[k].Val()
+				if len(vals) != len(refs) {
+					return errUseScript
+				}
+				row.meta = toString(vals[j])
+			}
+			if recs[k] != nil {
+				rec, err := recs[k][j].Result()
+				if err != nil {
+					return errUseScript // gone, or moved by a split of the records since the layout was seen
+				}
+				ts, member, tail, ok := recordMember(rec, row.player)
+				if !ok || tail || member != row.tok+row.player {
+					return errUseScript
+				}
+				row.ts = ts
+			}
+		}
+	}
+	return nil
+}
+
+// aroundShardedMany answers the Around reads of distinct players on a sharded board, by player: one plain read for
+// them all where it fits and can, else shardnear.lua's read for each (concurrently).
+func (s *Store) aroundShardedMany(ctx context.Context, r Resolved, v *cachedBoard, players []string, radius,
+	arg int) (map[string][]Entry, error) {
+	if plainAroundFit(r.Board, arg) {
+		out, err := s.aroundShardedPlain(ctx, r, v, players, radius, arg)
+		if !errors.Is(err, errUseScript) {
+			if err == nil {
+				s.plainReads.Add(int64(len(players)))
+				s.plainArounds.Add(int64(len(players)))
+			}
+			return out, err
+		}
+	}
+	out := make(map[string][]Entry, len(players))
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for _, pl := range players {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			es, err := s.aroundSharded(ctx, r, v, pl, radius, arg)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				first = cmp.Or(first, err)
+				return
+			}
+			out[pl] = es
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return nil, first
+	}
+	return out, nil
+}

@@ -1,0 +1,352 @@
+package leaderboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// nearCalls counts a store's shardnear.lua calls (a redistest.Commands hook).
+type nearCalls struct{ n atomic.Int64 }
+
+func (c *nearCalls) see(cmd redis.Cmder) {
+	a := cmd.Args()
+	if strings.HasPrefix(strings.ToLower(fmt.Sprint(a[0])), "fcall") && len(a) > 1 &&
+		strings.HasSuffix(fmt.Sprint(a[1]), "_shardnear") {
+		c.n.Add(1)
+	}
+}
+
+// TestShardedRanksPlain: rank reads of a sharded board without exactTop or tie ranks are answered without a script
+// (shardranks.go), alone (Rank) and many at once (Ranks: players of every shard, one twice, one absent), with
+// updatedAt and names or without, on boards of either order with heavy ties; every field equals the unsharded
+// twin's (the oracle: the same submissions on a board of one shard). With a tie rank the script answers, equal
+// too. Concurrent reads during writes answer every player, within the board, with a score the player had.
+func TestShardedRanksPlain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.SharedStandalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	calls := &nearCalls{}
+	rdb.AddHook(redistest.Commands{See: calls.see})
+	s, clock := shardStore(t, rdb)
+	for _, order := range []lb.Order{lb.Desc, lb.Asc} {
+		sharded := mustBoard(t, s, lb.Board{ID: "plain-" + string(order), Shards: 3, Order: order, Mode: lb.Best})
+		twin := mustBoard(t, s, lb.Board{ID: "plain-twin-" + string(order), Order: order, Mode: lb.Best})
+		rng := rand.New(rand.NewPCG(46, 7))
+		const players = 1500
+		for i := 0; i < players; i += 500 {
+			var subs []lb.Submission
+			for j := i; j < i+500; j++ {
+				sub := lb.Submission{Player: fmt.Sprint("p", j), Score: float64(rng.IntN(60))} // ~25 a score
+				if j%3 == 0 {
+					name := fmt.Sprint("name ", j)
+					sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"j":%d}`, j))
+				}
+				subs = append(subs, sub)
+			}
+			submitBoth(t, s, sharded.ID, twin.ID, subs, lb.Only(0))
+			clock.Set(clock.Now().Add(time.Second)) // updatedAt differs between the batches
+		}
+		for _, f := range []lb.Fields{0, lb.FieldUpdatedAt | lb.FieldMeta, lb.FieldTieRank | lb.FieldMeta} {
+			where := fmt.Sprintf("%s fields %d", order, f)
+			before := calls.n.Load()
+			for i := 0; i < 60; i++ {
+				pl := fmt.Sprint("p", rng.IntN(players+20)) // a few absent
+				g, err := s.Rank(ctx, lb.View{Board: sharded.ID}, pl, lb.Only(f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				w, err := s.Rank(ctx, lb.View{Board: twin.ID}, pl, lb.Only(f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (g == nil) != (w == nil) {
+					t.Fatalf("%s: Rank(%s) = %v, twin %v", where, pl, g, w)
+				}
+				if g != nil {
+					if d := entryDiff(*g, *w); d != "" {
+						t.Fatalf("%s: Rank(%s): %s", where, pl, d)
+					}
+				}
+			}
+			list := []string{"p1", "p2", "p3", "p4", "p5", "p6", "p2", "absent"}
+			for i := 0; i < 40; i++ {
+				list = append(list, fmt.Sprint("p", rng.IntN(players)))
+			}
+			g, err := s.Ranks(ctx, lb.View{Board: sharded.ID}, list, lb.Only(f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := s.Ranks(ctx, lb.View{Board: twin.ID}, list, lb.Only(f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Size != w.Size || g.Size != players {
+				t.Fatalf("%s: Ranks size %d, twin %d, want %d", where, g.Size, w.Size, players)
+			}
+			var once []lb.Entry // a sharded board answers a player listed twice once
+			seen := map[string]bool{}
+			for _, e := range w.Entries {
+				if !seen[e.PlayerID] {
+					seen[e.PlayerID] = true
+					once = append(once, e)
+				}
+			}
+			if d := entriesDiff(g.Entries, once); d != "" {
+				t.Fatalf("%s: Ranks: %s", where, d)
+			}
+			scripted := calls.n.Load() > before
+			if want := f&lb.FieldTieRank != 0; scripted != want {
+				t.Fatalf("%s: shardnear.lua called: %v, want %v", where, scripted, want)
+			}
+		}
+	}
+
+	// Reads during writes: every player answered, within the board, at a score it had (its scores only grow).
+	b := mustBoard(t, s, lb.Board{ID: "plain-live", Shards: 3, Order: lb.Desc, Mode: lb.Best})
+	const live = 300
+	var subs []lb.Submission
+	for j := 0; j < live; j++ {
+		subs = append(subs, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", j), Score: float64(j % 10)})
+	}
+	if _, err := s.SubmitMany(ctx, subs); err != nil {
+		t.Fatal(err)
+	}
+	var top atomic.Int64 // the highest score written so far, plus one
+	top.Store(10)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				score := top.Add(1) - 1
+				if _, err := s.Submit(ctx, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", (i*7+w)%live),
+					Score: float64(score)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var readers sync.WaitGroup
+	for r := 0; r < 8; r++ {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for i := 0; i < 150; i++ {
+				ceiling := top.Load()
+				pl := fmt.Sprint("q", (i*13+r)%live)
+				e, err := s.Rank(ctx, lb.View{Board: b.ID}, pl, lb.Only(0))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if e == nil || e.Rank < 1 || e.Rank > live || e.Score < 0 || e.Score >= float64(top.Load()) ||
+					e.Score != float64(int64(e.Score)) {
+					t.Errorf("Rank(%s) during writes = %+v (scores written below %d)", pl, e, ceiling)
+					return
+				}
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	wg.Wait()
+	// Quiet again: every rank is the one the board's top list gives.
+	page, err := s.Top(ctx, lb.View{Board: b.ID}, 0, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range page.Entries {
+		want.TieRank = 0 // not asked
+		g, err := s.Rank(ctx, lb.View{Board: b.ID}, want.PlayerID, lb.Only(lb.FieldUpdatedAt|lb.FieldMeta))
+		if err != nil || g == nil {
+			t.Fatalf("Rank(%s) = %v, %v", want.PlayerID, g, err)
+		}
+		if d := entryDiff(*g, want); d != "" {
+			t.Fatalf("Rank(%s) after the writes: %s", want.PlayerID, d)
+		}
+	}
+}
+
+// TestShardedAroundPlain: aroundMe on a sharded board without exactTop or tie ranks is answered without a script
+// (shardaround.go) for every player of a board with heavy ties (the ends included, where the window shifts) and
+// an absent one, at radius 0, 1 and 4, with updatedAt and names or without; every entry equals the unsharded
+// twin's. With a tie rank the script answers, equal too. Reads during writes answer windows of 2 × radius + 1
+// players with consecutive ranks, in the board's order, the player among them; quiet again, each is its slice of
+// the top list.
+func TestShardedAroundPlain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.SharedStandalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	calls := &nearCalls{}
+	rdb.AddHook(redistest.Commands{See: calls.see})
+	s, clock := shardStore(t, rdb)
+	for _, order := range []lb.Order{lb.Desc, lb.Asc} {
+		sharded := mustBoard(t, s, lb.Board{ID: "around-" + string(order), Shards: 3, Order: order, Mode: lb.Best})
+		twin := mustBoard(t, s, lb.Board{ID: "around-twin-" + string(order), Order: order, Mode: lb.Best})
+		rng := rand.New(rand.NewPCG(46, 9))
+		const players = 240
+		// The best 9 players all on shard 0 and the worst 9 on shard 1: the windows at the ends take 2 × radius
+		// players from one shard.
+		ids := onShards(t, "a", 3, players/3)
+		var subs []lb.Submission
+		for j := range players {
+			sub := lb.Submission{Player: ids[j%3][j/3], Score: float64(rng.IntN(30))} // ~8 a score
+			switch {
+			case j%3 == 0 && j/3 < 9:
+				sub.Score = float64(100 + j)
+			case j%3 == 1 && j/3 < 9:
+				sub.Score = float64(-100 - j)
+			}
+			if order == lb.Asc {
+				sub.Score = -sub.Score
+			}
+			if j%4 == 0 {
+				name := fmt.Sprint("name ", j)
+				sub.DisplayName, sub.Metadata = &name, json.RawMessage(fmt.Sprintf(`{"j":%d}`, j))
+			}
+			subs = append(subs, sub)
+			if j%80 == 79 {
+				submitBoth(t, s, sharded.ID, twin.ID, subs, lb.Only(0))
+				subs = nil
+				clock.Set(clock.Now().Add(time.Second))
+			}
+		}
+		for _, f := range []lb.Fields{0, lb.FieldUpdatedAt | lb.FieldMeta, lb.FieldTieRank} {
+			for _, radius := range []int{0, 1, 4} {
+				where := fmt.Sprintf("%s fields %d radius %d", order, f, radius)
+				before := calls.n.Load()
+				step := 1
+				if radius != 4 || f != lb.FieldUpdatedAt|lb.FieldMeta {
+					step = 7 // every player once, in the widest case; a sample otherwise (the ends included)
+				}
+				for j := 0; j <= players; j += step {
+					pl := "absent"
+					if j < players {
+						pl = ids[j%3][j/3]
+					}
+					g, err := s.Around(ctx, lb.View{Board: sharded.ID}, pl, radius, lb.Only(f))
+					if err != nil {
+						t.Fatal(err)
+					}
+					w, err := s.Around(ctx, lb.View{Board: twin.ID}, pl, radius, lb.Only(f))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if d := entriesDiff(g, w); d != "" {
+						t.Fatalf("%s: Around(%s): %s", where, pl, d)
+					}
+				}
+				scripted := calls.n.Load() > before
+				if want := f&lb.FieldTieRank != 0; scripted != want {
+					t.Fatalf("%s: shardnear.lua called: %v, want %v", where, scripted, want)
+				}
+			}
+		}
+	}
+
+	// Reads during writes.
+	b := mustBoard(t, s, lb.Board{ID: "around-live", Shards: 3, Order: lb.Desc, Mode: lb.Best})
+	const live, radius = 200, 3
+	var subs []lb.Submission
+	for j := range live {
+		subs = append(subs, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", j), Score: float64(j % 10)})
+	}
+	if _, err := s.SubmitMany(ctx, subs); err != nil {
+		t.Fatal(err)
+	}
+	var next atomic.Int64
+	next.Store(10)
+	stop := make(chan struct{})
+	var writers sync.WaitGroup
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Submit(ctx, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", (i*7+w)%live),
+					Score: float64(next.Add(1))}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var readers sync.WaitGroup
+	for r := range 8 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for i := 0; i < 60; i++ {
+				pl := fmt.Sprint("q", (i*13+r)%live)
+				es, err := s.Around(ctx, lb.View{Board: b.ID}, pl, radius, lb.Only(0))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mine := false
+				for k, e := range es {
+					mine = mine || e.PlayerID == pl
+					if k > 0 && (e.Rank != es[k-1].Rank+1 || e.Score > es[k-1].Score) || e.Rank < 1 || e.Rank > live {
+						t.Errorf("Around(%s) during writes: %v", pl, entryIDs(es))
+						return
+					}
+				}
+				if len(es) != 2*radius+1 || !mine {
+					t.Errorf("Around(%s) during writes: %d entries %v", pl, len(es), entryIDs(es))
+					return
+				}
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	writers.Wait()
+	page, err := s.Top(ctx, lb.View{Board: b.ID}, 0, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range page.Entries {
+		start := min(max(0, i-radius), live-1-2*radius)
+		want := slices.Clone(page.Entries[start : start+2*radius+1])
+		for k := range want {
+			want[k].TieRank = 0 // not asked
+		}
+		got, err := s.Around(ctx, lb.View{Board: b.ID}, e.PlayerID, radius, lb.Only(lb.FieldUpdatedAt|lb.FieldMeta))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := entriesDiff(got, want); d != "" {
+			t.Fatalf("Around(%s) after the writes: %s", e.PlayerID, d)
+		}
+	}
+}
