@@ -41,6 +41,11 @@ func TestAroundPlainMatchesScript(t *testing.T) {
 					top.Entries[len(top.Entries)-2].PlayerID}
 				for _, v := range plainViews(nb, at) {
 					for k := range 8 {
+						// The embedded store runs the scripts in Go's Lua, slowly under the race detector: five of
+						// the eight reads there (k 0, 2, 3, 4 and 6: every radius, the edges once).
+						if tg.Name == "embedded" && (k == 1 || k == 5 || k == 7) {
+							continue
+						}
 						ids := make([]string, 2+rnd.IntN(12))
 						for j := range ids {
 							ids[j] = fmt.Sprint("p", rnd.IntN(46)) // p40..p45 have no score

@@ -17,9 +17,10 @@ import (
 //
 //  1. and 2. the players read on their own shards as ranks are (readOwnShard): each one's score, arrival token,
 //     place on its shard, updatedAt and name;
-//  3. one pipeline to every shard: its size, and per player the players with a better score (ZCOUNT), those with
-//     the player's score (their members, at most placeEqualMax + 1), the nearest nb with a better score and the
-//     nearest na with a worse one (ZRANGE BYSCORE WITHSCORES): each shard's part of the board around the player;
+//  3. every shard at once, each in one MULTI/EXEC: its size, and per player the players with a better score
+//     (ZCOUNT), those with the player's score (their members, at most placeEqualMax + 1), the nearest nb with a
+//     better score and the nearest na with a worse one (ZRANGE BYSCORE WITHSCORES): each shard's part of the board
+//     around the player;
 //  4. when updatedAt or names are asked: the records and names of the players each window shows, on their shards.
 //
 // Each shard answers round 3 at one moment; the shards at moments within the read's span, as with the script. A
@@ -57,30 +58,41 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 	}
 	sizes := make([]*redis.IntCmd, n)
 	probes := make([][]probe, len(found))
-	pipe := s.rdb.Pipeline()
-	for k := range n {
-		sizes[k] = pipe.ZCard(ctx, keyRanking.at(v.shards[k], r.Window, r.Period))
-	}
-	for i, p := range found {
-		nb, na := aroundNeed(p.ahead, p.after, radius)
+	for i := range found {
 		probes[i] = make([]probe, n)
-		for k := range n {
-			z := keyRanking.at(v.shards[k], r.Window, r.Period)
-			pr := &probes[i][k]
-			pr.better = pipe.ZCount(ctx, z, "-inf", "("+p.row.xs)
-			pr.eq = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: z, Start: p.row.xs, Stop: p.row.xs, ByScore: true,
-				Count: placeEqualMax + 1})
-			if nb > 0 {
-				pr.before = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: z, Start: "(" + p.row.xs,
-					Stop: "-inf", ByScore: true, Rev: true, Count: int64(nb)})
-			}
-			if na > 0 {
-				pr.aft = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: z, Start: "(" + p.row.xs,
-					Stop: "+inf", ByScore: true, Count: int64(na)})
-			}
-		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	// Each shard in a transaction of its own (all at once): its counts and lists of one moment, so that no player
+	// shows twice (listed before the probe, then after it, having moved in between).
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			z := keyRanking.at(v.shards[k], r.Window, r.Period)
+			_, errs[k] = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				sizes[k] = pipe.ZCard(ctx, z)
+				for i, p := range found {
+					nb, na := aroundNeed(p.ahead, p.after, radius)
+					pr := &probes[i][k]
+					pr.better = pipe.ZCount(ctx, z, "-inf", "("+p.row.xs)
+					pr.eq = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: z, Start: p.row.xs, Stop: p.row.xs,
+						ByScore: true, Count: placeEqualMax + 1})
+					if nb > 0 {
+						pr.before = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: z, Start: "(" + p.row.xs,
+							Stop: "-inf", ByScore: true, Rev: true, Count: int64(nb)})
+					}
+					if na > 0 {
+						pr.aft = pipe.ZRangeArgsWithScores(ctx, redis.ZRangeArgs{Key: z, Start: "(" + p.row.xs,
+							Stop: "+inf", ByScore: true, Count: int64(na)})
+					}
+				}
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if err := firstError(errs); err != nil {
 		return nil, plainError(err)
 	}
 	var size int64

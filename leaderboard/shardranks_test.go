@@ -194,8 +194,8 @@ func TestShardedRanksPlain(t *testing.T) {
 // (shardaround.go) for every player of a board with heavy ties (the ends included, where the window shifts) and
 // an absent one, at radius 0, 1 and 4, with updatedAt and names or without; every entry equals the unsharded
 // twin's. With a tie rank the script answers, equal too. Reads during writes answer windows of 2 × radius + 1
-// players with consecutive ranks, in the board's order, the player among them; quiet again, each is its slice of
-// the top list.
+// players with consecutive ranks, in the board's order, no player twice, the player among them; quiet again, each
+// is its slice of the top list.
 func TestShardedAroundPlain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -314,8 +314,14 @@ func TestShardedAroundPlain(t *testing.T) {
 					return
 				}
 				mine := false
+				seen := map[string]bool{}
 				for k, e := range es {
 					mine = mine || e.PlayerID == pl
+					if seen[e.PlayerID] {
+						t.Errorf("Around(%s) during writes: %s twice: %v", pl, e.PlayerID, entryIDs(es))
+						return
+					}
+					seen[e.PlayerID] = true
 					if k > 0 && (e.Rank != es[k-1].Rank+1 || e.Score > es[k-1].Score) || e.Rank < 1 || e.Rank > live {
 						t.Errorf("Around(%s) during writes: %v", pl, entryIDs(es))
 						return

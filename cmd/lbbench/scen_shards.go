@@ -232,10 +232,10 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 		"write boards, the read boards): the commands the server sent per request, summed over the primaries "+
 		"(without the background ones: SMEMBERS, CLUSTER …, PING), the primaries they went to, and the commands "+
 		"its scripts ran there (MONITOR's lua lines). Round trips, from the code (leaderboard/shardwrite.go, "+
-		"shardread.go): a submission to a sharded board makes three in a row (a block of arrival numbers from "+
+		"shardranks.go, shardaround.go): a submission to a sharded board makes three in a row (a block of arrival numbers from "+
 		"shard 0, unless a block being taken covers it; the submit script on the player's shard; its placement "+
-		"on the other shards, in parallel), rank and aroundMe two (the player found and placed on its shard, then "+
-		"placed on the other shards in parallel), top one (every shard in parallel) when the server's top cache "+
+		"on the other shards, in parallel), rank and aroundMe (these queries ask no tie rank) three without a "+
+		"script (the player's record and a snapshot of its shard, then every shard in parallel), top one (every shard in parallel) when the server's top cache "+
 		"does not answer it.")
 	cmds := commandTable("8c. Sharded boards: Redis's time per submission by command, summed over the primaries",
 		"board", "submission")
