@@ -245,13 +245,8 @@ var stateFields = []string{"cnt", "lvl", "sp", "hv"}
 // period's state it read (HMGET stateFields) and the record layout of that moment, which it remembers.
 func (s *Store) snapshotState(r Resolved, def *redis.StringCmd, state *redis.SliceCmd,
 	recPrefix string) ([]any, recordLayout, error) {
-	switch d, err := def.Result(); {
-	case err == redis.Nil:
-		return nil, recordLayout{}, errorf(NotFound, "no leaderboard with this id")
-	case err != nil:
-		return nil, recordLayout{}, plainError(err)
-	case defSum(d) != r.Board.sum:
-		return nil, recordLayout{}, &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
+	if err := defHolds(def, r.Board.sum); err != nil {
+		return nil, recordLayout{}, err
 	}
 	st, err := state.Result()
 	if err != nil {
@@ -263,6 +258,20 @@ func (s *Store) snapshotState(r Resolved, def *redis.StringCmd, state *redis.Sli
 	now := layoutOf(st[0], st[1], st[2], st[3])
 	s.layouts.set(recPrefix, now)
 	return st, now, nil
+}
+
+// defHolds is check_def of common.lua for a plain read that read the definition (GET def): NOT_FOUND when the board
+// (or the shard) has none, errStaleDef when it is not the one whose SHA-1 is sum.
+func defHolds(def *redis.StringCmd, sum string) error {
+	switch d, err := def.Result(); {
+	case err == redis.Nil:
+		return errorf(NotFound, "no leaderboard with this id")
+	case err != nil:
+		return plainError(err)
+	case defSum(d) != sum:
+		return &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
+	}
+	return nil
 }
 
 // plainReply makes ranks.lua's reply from a plain read's two round trips, or returns false when the snapshot

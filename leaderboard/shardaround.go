@@ -17,7 +17,7 @@ import (
 //
 //  1. and 2. the players read on their own shards as ranks are (readOwnShard): each one's score, arrival token,
 //     place on its shard, updatedAt and name;
-//  3. every shard at once, each in one MULTI/EXEC: its size, and per player the players with a better score
+//  3. every shard at once, each in one MULTI/EXEC: its definition, its size, and per player the players with a better score
 //     (ZCOUNT), those with the player's score (their members, at most placeEqualMax + 1), the nearest nb with a
 //     better score and the nearest na with a worse one (ZRANGE BYSCORE WITHSCORES): each shard's part of the board
 //     around the player;
@@ -57,6 +57,7 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 		before, aft *redis.ZSliceCmd
 	}
 	sizes := make([]*redis.IntCmd, n)
+	defs := make([]*redis.StringCmd, n)
 	probes := make([][]probe, len(found))
 	for i := range found {
 		probes[i] = make([]probe, n)
@@ -71,6 +72,7 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 			defer wg.Done()
 			z := keyRanking.at(v.shards[k], r.Window, r.Period)
 			_, errs[k] = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				defs[k] = pipe.Get(ctx, keyDef.of(v.shards[k]))
 				sizes[k] = pipe.ZCard(ctx, z)
 				for i, p := range found {
 					nb, na := aroundNeed(p.ahead, p.after, radius)
@@ -92,8 +94,14 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 		}()
 	}
 	wg.Wait()
-	if err := firstError(errs); err != nil {
-		return nil, plainError(err)
+	for k, err := range errs {
+		if err != nil && err != redis.Nil {
+			return nil, plainError(err)
+		}
+		// As check_def: a shard that lost its keys makes the read NOT_FOUND (the ledger restores it), not short.
+		if err := defHolds(defs[k], v.b.sum); err != nil {
+			return nil, err
+		}
 	}
 	var size int64
 	for _, c := range sizes {

@@ -18,13 +18,17 @@ import (
 const placeEqualMax = 32
 
 // placeOn is nearOn (which it calls when the plain count does not fit): for probes that only count, the players
-// ahead of each probe on each shard, those with a better score, and each shard's size.
-func (s *Store) placeOn(ctx context.Context, v *cachedBoard, w Window, p string, fields int, probes [][]shardProbe) (
-	[]nearShard, error) {
+// ahead of each probe on each shard, those with a better score, and each shard's size. With read, it also checks
+// each shard's definition as the script would (defHolds): a read of a board whose shard lost its keys answers
+// NOT_FOUND (the ledger restores it), never a count short of that shard; a submission's placement, made after the
+// submission was applied, does not fail on it.
+func (s *Store) placeOn(ctx context.Context, v *cachedBoard, w Window, p string, fields int, probes [][]shardProbe,
+	read bool) ([]nearShard, error) {
 	if !plainPlaceFits(v.b, probes) {
 		return s.nearOn(ctx, v, w, p, fields, probes)
 	}
 	type counts struct {
+		def        *redis.StringCmd
 		size       *redis.IntCmd
 		better, eq []*redis.IntCmd
 		members    []*redis.StringSliceCmd
@@ -38,6 +42,9 @@ func (s *Store) placeOn(ctx context.Context, v *cachedBoard, w Window, p string,
 		z := keyRanking.at(v.shards[k], w, p)
 		c := &counts{size: pipe.ZCard(ctx, z), better: make([]*redis.IntCmd, len(list)), eq: make([]*redis.IntCmd, len(list)),
 			members: make([]*redis.StringSliceCmd, len(list))}
+		if read {
+			c.def = pipe.Get(ctx, keyDef.of(v.shards[k]))
+		}
 		for j, pr := range list {
 			if pr.x == "-inf" {
 				continue // before everybody
@@ -55,7 +62,7 @@ func (s *Store) placeOn(ctx context.Context, v *cachedBoard, w Window, p string,
 		}
 		cs[k] = c
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, redisError(err)
 	}
 	out := make([]nearShard, len(probes))
@@ -63,6 +70,11 @@ func (s *Store) placeOn(ctx context.Context, v *cachedBoard, w Window, p string,
 		c := cs[k]
 		if c == nil {
 			continue
+		}
+		if c.def != nil {
+			if err := defHolds(c.def, v.b.sum); err != nil {
+				return nil, err
+			}
 		}
 		sh := nearShard{asked: true, size: c.size.Val(), probes: make([]nearProbe, len(list))}
 		for j, pr := range list {

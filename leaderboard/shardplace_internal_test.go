@@ -89,7 +89,7 @@ func TestPlaceOnMatchesScript(t *testing.T) {
 			}
 			calls := func() int { scripts.mu.Lock(); defer scripts.mu.Unlock(); return len(scripts.items) }
 			before := calls()
-			plain, err := s.placeOn(ctx, v, AllTime, "all", 0, probes)
+			plain, err := s.placeOn(ctx, v, AllTime, "all", 0, probes, true)
 			if err != nil {
 				t.Fatal(err)
 			}

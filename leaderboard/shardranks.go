@@ -37,7 +37,7 @@ func (s *Store) ranksShardedPlain(ctx context.Context, r Resolved, v *cachedBoar
 			probes[k] = []shardProbe{} // its size
 		}
 	}
-	near, err := s.placeOn(ctx, v, r.Window, r.Period, 0, probes)
+	near, err := s.placeOn(ctx, v, r.Window, r.Period, 0, probes, true)
 	if err != nil {
 		return nil, err
 	}

@@ -356,3 +356,55 @@ func TestShardedAroundPlain(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedPlainReadsSeeALostShard: when one shard of a board lost its keys (a failover to a replica that had
+// not copied them, say), the plain reads answer NOT_FOUND as the scripts' definition check does (and a ledgered
+// store then restores the board), never a rank or a window short of that shard's players.
+func TestShardedPlainReadsSeeALostShard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := redistest.SharedStandalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	s, _ := shardStore(t, rdb)
+	b := mustBoard(t, s, lb.Board{ID: "lost", Shards: 3})
+	ids := onShards(t, "l", 3, 20)
+	var subs []lb.Submission
+	for k, list := range ids {
+		for i, id := range list {
+			subs = append(subs, lb.Submission{Board: b.ID, Player: id, Score: float64(3*i + k)})
+		}
+	}
+	if _, err := s.SubmitMany(ctx, subs); err != nil {
+		t.Fatal(err)
+	}
+	v := lb.View{Board: b.ID}
+	for _, opt := range []lb.ReadOption{lb.Only(0), lb.Only(lb.FieldUpdatedAt | lb.FieldMeta)} {
+		if e, err := s.Rank(ctx, v, ids[0][5], opt); err != nil || e == nil || e.Rank != 45 {
+			t.Fatalf("Rank before the loss = %+v, %v; want rank 45", e, err)
+		}
+	}
+	// Shard 1 loses every key.
+	base := s.ShardKeyBases(b)[1]
+	keys, err := rdb.Keys(ctx, base+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("shard 1's keys: %v %v", keys, err)
+	}
+	if err := rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, opt := range []lb.ReadOption{lb.Only(0), lb.Only(lb.FieldUpdatedAt | lb.FieldMeta)} {
+		e, err := s.Rank(ctx, v, ids[0][5], opt)
+		if lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("Rank after shard 1 lost its keys = %+v, %v; want NOT_FOUND", e, err)
+		}
+		p, err := s.Ranks(ctx, v, []string{ids[0][5], ids[2][3]}, opt)
+		if lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("Ranks after shard 1 lost its keys = %+v, %v; want NOT_FOUND", p, err)
+		}
+		es, err := s.Around(ctx, v, ids[2][3], 2, opt)
+		if lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("Around after shard 1 lost its keys = %v, %v; want NOT_FOUND", entryIDs(es), err)
+		}
+	}
+}

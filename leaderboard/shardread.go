@@ -380,7 +380,7 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 			second[k] = []shardProbe{} // its size
 		}
 	}
-	near2, err := s.placeOn(ctx, v, r.Window, r.Period, fields, second)
+	near2, err := s.placeOn(ctx, v, r.Window, r.Period, fields, second, true)
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -335,7 +335,7 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 		var near []nearShard
 		var err error
 		if slices.ContainsFunc(lists[pk], func(l []shardProbe) bool { return len(l) > 0 }) {
-			near, err = s.placeOn(ctx, v, pk.w, pk.p, 0, lists[pk])
+			near, err = s.placeOn(ctx, v, pk.w, pk.p, 0, lists[pk], false)
 		}
 		if err != nil {
 			for _, d := range done {
