@@ -59,6 +59,7 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 	sizes := make([]*redis.IntCmd, n)
 	defs := make([]*redis.StringCmd, n)
 	probes := make([][]probe, len(found))
+	still := make([]*redis.FloatCmd, len(found)) // each player's own member, on its shard, in round 3
 	for i := range found {
 		probes[i] = make([]probe, n)
 	}
@@ -76,6 +77,9 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 				sizes[k] = pipe.ZCard(ctx, z)
 				for i, p := range found {
 					nb, na := aroundNeed(p.ahead, p.after, radius)
+					if ShardOf(p.row.player, n) == k {
+						still[i] = pipe.ZScore(ctx, z, p.row.tok+p.row.player)
+					}
 					pr := &probes[i][k]
 					pr.better = pipe.ZCount(ctx, z, "-inf", "("+p.row.xs)
 					pr.eq = pipe.ZRangeArgs(ctx, redis.ZRangeArgs{Key: z, Start: p.row.xs, Stop: p.row.xs,
@@ -113,8 +117,13 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 	}
 	windows := make([][]shardRow, len(found))
 	starts := make([]int64, len(found))
+	var moved []string // players that wrote between rounds 2 and 3: their shard's counts are not of their place
 	for i, p := range found {
 		me := p.row
+		if x, err := still[i].Result(); err != nil || x != me.x {
+			moved = append(moved, me.player)
+			continue
+		}
 		var at int64
 		var before, after []shardRow
 		for _, pr := range probes[i] {
@@ -156,11 +165,22 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 		}
 	}
 	for i, p := range found {
+		if windows[i] == nil {
+			continue // moved
+		}
 		entries := make([]Entry, len(windows[i]))
 		for k, row := range windows[i] {
 			entries[k] = r.Board.entryOf(row, starts[i]+int64(k)+1, 0, size)
 		}
 		out[p.row.player] = entries
+	}
+	for _, pl := range moved {
+		// Read again by the script path, which finds and places the player on its shard at one moment.
+		es, err := s.aroundSharded(ctx, r, v, pl, radius, arg)
+		if err != nil {
+			return nil, err
+		}
+		out[pl] = es
 	}
 	return out, nil
 }
