@@ -21,6 +21,17 @@ import (
 // nearCalls counts a store's shardnear.lua calls (a redistest.Commands hook).
 type nearCalls struct{ n atomic.Int64 }
 
+// nearStore is a store on the shared standalone Redis (shardStore) whose shardnear.lua calls are counted.
+func nearStore(t *testing.T) (*lb.Store, *testClock, *nearCalls) {
+	srv := redistest.SharedStandalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	calls := &nearCalls{}
+	rdb.AddHook(redistest.Commands{See: calls.see})
+	s, clock := shardStore(t, rdb)
+	return s, clock, calls
+}
+
 func (c *nearCalls) see(cmd redis.Cmder) {
 	a := cmd.Args()
 	if strings.HasPrefix(strings.ToLower(fmt.Sprint(a[0])), "fcall") && len(a) > 1 &&
@@ -37,12 +48,7 @@ func (c *nearCalls) see(cmd redis.Cmder) {
 func TestShardedRanksPlain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { rdb.Close() })
-	calls := &nearCalls{}
-	rdb.AddHook(redistest.Commands{See: calls.see})
-	s, clock := shardStore(t, rdb)
+	s, clock, calls := nearStore(t)
 	for _, order := range []lb.Order{lb.Desc, lb.Asc} {
 		sharded := mustBoard(t, s, lb.Board{ID: "plain-" + string(order), Shards: 3, Order: order, Mode: lb.Best})
 		twin := mustBoard(t, s, lb.Board{ID: "plain-twin-" + string(order), Order: order, Mode: lb.Best})
@@ -117,62 +123,19 @@ func TestShardedRanksPlain(t *testing.T) {
 	}
 
 	// Reads during writes: every player answered, within the board, at a score it had (its scores only grow).
-	b := mustBoard(t, s, lb.Board{ID: "plain-live", Shards: 3, Order: lb.Desc, Mode: lb.Best})
 	const live = 300
-	var subs []lb.Submission
-	for j := 0; j < live; j++ {
-		subs = append(subs, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", j), Score: float64(j % 10)})
-	}
-	if _, err := s.SubmitMany(ctx, subs); err != nil {
-		t.Fatal(err)
-	}
-	var top atomic.Int64 // the highest score written so far, plus one
-	top.Store(10)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 2; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				score := top.Add(1) - 1
-				if _, err := s.Submit(ctx, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", (i*7+w)%live),
-					Score: float64(score)}); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	var readers sync.WaitGroup
-	for r := 0; r < 8; r++ {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for i := 0; i < 150; i++ {
-				ceiling := top.Load()
-				pl := fmt.Sprint("q", (i*13+r)%live)
-				e, err := s.Rank(ctx, lb.View{Board: b.ID}, pl, lb.Only(0))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if e == nil || e.Rank < 1 || e.Rank > live || e.Score < 0 || e.Score >= float64(top.Load()) ||
-					e.Score != float64(int64(e.Score)) {
-					t.Errorf("Rank(%s) during writes = %+v (scores written below %d)", pl, e, ceiling)
-					return
-				}
-			}
-		}()
-	}
-	readers.Wait()
-	close(stop)
-	wg.Wait()
+	b := duringWrites(t, s, "plain-live", live, 150, func(board string, top *atomic.Int64, i, r int) error {
+		pl := fmt.Sprint("q", (i*13+r)%live)
+		e, err := s.Rank(ctx, lb.View{Board: board}, pl, lb.Only(0))
+		if err != nil {
+			return err
+		}
+		if e == nil || e.Rank < 1 || e.Rank > live || e.Score < 0 || e.Score >= float64(top.Load()) ||
+			e.Score != float64(int64(e.Score)) {
+			return fmt.Errorf("Rank(%s) during writes = %+v (scores written below %d)", pl, e, top.Load())
+		}
+		return nil
+	})
 	// Quiet again: every rank is the one the board's top list gives.
 	page, err := s.Top(ctx, lb.View{Board: b.ID}, 0, live)
 	if err != nil {
@@ -199,12 +162,7 @@ func TestShardedRanksPlain(t *testing.T) {
 func TestShardedAroundPlain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { rdb.Close() })
-	calls := &nearCalls{}
-	rdb.AddHook(redistest.Commands{See: calls.see})
-	s, clock := shardStore(t, rdb)
+	s, clock, calls := nearStore(t)
 	for _, order := range []lb.Order{lb.Desc, lb.Asc} {
 		sharded := mustBoard(t, s, lb.Board{ID: "around-" + string(order), Shards: 3, Order: order, Mode: lb.Best})
 		twin := mustBoard(t, s, lb.Board{ID: "around-twin-" + string(order), Order: order, Mode: lb.Best})
@@ -270,73 +228,30 @@ func TestShardedAroundPlain(t *testing.T) {
 	}
 
 	// Reads during writes.
-	b := mustBoard(t, s, lb.Board{ID: "around-live", Shards: 3, Order: lb.Desc, Mode: lb.Best})
 	const live, radius = 200, 3
-	var subs []lb.Submission
-	for j := range live {
-		subs = append(subs, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", j), Score: float64(j % 10)})
-	}
-	if _, err := s.SubmitMany(ctx, subs); err != nil {
-		t.Fatal(err)
-	}
-	var next atomic.Int64
-	next.Store(10)
-	stop := make(chan struct{})
-	var writers sync.WaitGroup
-	for w := range 2 {
-		writers.Add(1)
-		go func() {
-			defer writers.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				if _, err := s.Submit(ctx, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", (i*7+w)%live),
-					Score: float64(next.Add(1))}); err != nil {
-					t.Error(err)
-					return
-				}
+	b := duringWrites(t, s, "around-live", live, 60, func(board string, _ *atomic.Int64, i, r int) error {
+		pl := fmt.Sprint("q", (i*13+r)%live)
+		es, err := s.Around(ctx, lb.View{Board: board}, pl, radius, lb.Only(0))
+		if err != nil {
+			return err
+		}
+		mine := false
+		seen := map[string]bool{}
+		for k, e := range es {
+			mine = mine || e.PlayerID == pl
+			if seen[e.PlayerID] {
+				return fmt.Errorf("Around(%s) during writes: %s twice: %v", pl, e.PlayerID, entryIDs(es))
 			}
-		}()
-	}
-	var readers sync.WaitGroup
-	for r := range 8 {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for i := 0; i < 60; i++ {
-				pl := fmt.Sprint("q", (i*13+r)%live)
-				es, err := s.Around(ctx, lb.View{Board: b.ID}, pl, radius, lb.Only(0))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mine := false
-				seen := map[string]bool{}
-				for k, e := range es {
-					mine = mine || e.PlayerID == pl
-					if seen[e.PlayerID] {
-						t.Errorf("Around(%s) during writes: %s twice: %v", pl, e.PlayerID, entryIDs(es))
-						return
-					}
-					seen[e.PlayerID] = true
-					if k > 0 && (e.Rank != es[k-1].Rank+1 || e.Score > es[k-1].Score) || e.Rank < 1 || e.Rank > live {
-						t.Errorf("Around(%s) during writes: %v", pl, entryIDs(es))
-						return
-					}
-				}
-				if len(es) != 2*radius+1 || !mine {
-					t.Errorf("Around(%s) during writes: %d entries %v", pl, len(es), entryIDs(es))
-					return
-				}
+			seen[e.PlayerID] = true
+			if k > 0 && (e.Rank != es[k-1].Rank+1 || e.Score > es[k-1].Score) || e.Rank < 1 || e.Rank > live {
+				return fmt.Errorf("Around(%s) during writes: %v", pl, entryIDs(es))
 			}
-		}()
-	}
-	readers.Wait()
-	close(stop)
-	writers.Wait()
+		}
+		if len(es) != 2*radius+1 || !mine {
+			return fmt.Errorf("Around(%s) during writes: %d entries %v", pl, len(es), entryIDs(es))
+		}
+		return nil
+	})
 	page, err := s.Top(ctx, lb.View{Board: b.ID}, 0, live)
 	if err != nil {
 		t.Fatal(err)
@@ -407,4 +322,61 @@ func TestShardedPlainReadsSeeALostShard(t *testing.T) {
 			t.Fatalf("Around after shard 1 lost its keys = %v, %v; want NOT_FOUND", entryIDs(es), err)
 		}
 	}
+}
+
+// duringWrites makes a board of 3 shards (DESC, BEST) of live players q0.. with scores 0..9, and runs read from 8
+// readers (reader r's i-th read, reads each) while 2 writers give players new best scores, each the board's best
+// so far (top: that score plus one, at least); it returns the board once the readers are done and the writers
+// stopped. A read's error fails the test.
+func duringWrites(t *testing.T, s *lb.Store, id string, live, reads int,
+	read func(board string, top *atomic.Int64, i, r int) error) *lb.Board {
+	t.Helper()
+	ctx := context.Background()
+	b := mustBoard(t, s, lb.Board{ID: id, Shards: 3, Order: lb.Desc, Mode: lb.Best})
+	var subs []lb.Submission
+	for j := range live {
+		subs = append(subs, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", j), Score: float64(j % 10)})
+	}
+	if _, err := s.SubmitMany(ctx, subs); err != nil {
+		t.Fatal(err)
+	}
+	var top atomic.Int64
+	top.Store(10)
+	stop := make(chan struct{})
+	var writers, readers sync.WaitGroup
+	for w := range 2 {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				score := top.Add(1) - 1
+				if _, err := s.Submit(ctx, lb.Submission{Board: b.ID, Player: fmt.Sprint("q", (i*7+w)%live),
+					Score: float64(score)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for r := range 8 {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for i := range reads {
+				if err := read(b.ID, &top, i, r); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	readers.Wait()
+	close(stop)
+	writers.Wait()
+	return b
 }
