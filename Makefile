@@ -26,9 +26,9 @@ NORACE := CGO_ENABLED=0 $(GO)
 test: test-deps tidy
 	$(NORACE) vet -trimpath $(PKGS)
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
-	@# Without the race detector: the export of a 1,000,000-player board (memory flat, every row, 40-130 s) and the
-	@# tail estimate's accuracy on 1,000,000 players (under the race detector it runs on 100,000), side by side,
-	@# and, in a process of its own, the stack and heap an idle websocket keeps (race instrumentation doubles stacks).
+	@# Without the race detector (both skip under it): the export of a 1,000,000-player board (memory flat, every
+	@# row, 40-130 s) and the tail estimate's accuracy on 1,000,000 players, side by side, and, in a process of its
+	@# own, the stack and heap an idle websocket keeps (race instrumentation doubles stacks).
 	LB_EXPORT_PLAYERS=1000000 $(NORACE) test -trimpath -count=1 -timeout 5m \
 		-run '^(TestExportMemoryFlat|TestTailEstimateAccuracy)$$' ./internal/server ./leaderboard
 	$(NORACE) test -trimpath -count=1 -timeout 1m -run '^(TestIdleConnectionStack|TestIdleConnectionHeap)$$' \
