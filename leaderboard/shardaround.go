@@ -11,7 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// aroundMe on a sharded board without a script. shardnear.lua built every neighbour row in Lua (its member parsed,
+// aroundMe on a sharded board: without a script where it can (aroundShardedPlain), else through shardnear.lua
+// (aroundSharded, the path of tie ranks and exactTop boards).
+//
+// Without a script. shardnear.lua built every neighbour row in Lua (its member parsed,
 // its record and name read when asked, the row made and returned): most of Redis's time in an aroundMe read of a
 // sharded board (BENCHMARKS.md, table 8e). The plain read, for every player of a group at once:
 //
@@ -40,6 +43,22 @@ func aroundNeed(ahead, after int64, radius int) (nb, na int) {
 		na = radius
 	}
 	return nb, na
+}
+
+// aroundRows is the aroundMe window of me, at players ahead of it among n (the players a window may show), from its
+// neighbours on every shard (before, after; unsorted): radius either side, as aroundWindow places them, and the
+// first row's 0-based rank. The lists hold enough for every shard's own moment (each lists nb before and na after
+// as aroundNeed asks); min only guards a player that moved between the round trips.
+func aroundRows(me shardRow, before, after []shardRow, at, n int64, radius int) ([]shardRow, int64) {
+	slices.SortFunc(before, compareRows)
+	slices.SortFunc(after, compareRows)
+	start, stop := aroundWindow(at, n, radius)
+	nb := min(max(at-start, 0), int64(len(before)))
+	rows := make([]shardRow, 0, stop-start+1)
+	rows = append(rows, before[int64(len(before))-nb:]...)
+	rows = append(rows, me)
+	rows = append(rows, after[:min(max(stop-at, 0), int64(len(after)))]...)
+	return rows, at - nb
 }
 
 // aroundShardedPlain reads the aroundMe windows (radius, fields arg) of distinct players on a sharded board without
@@ -146,17 +165,8 @@ func (s *Store) aroundShardedPlain(ctx context.Context, r Resolved, v *cachedBoa
 			before = appendZRows(before, pr.before, me.player)
 			after = appendZRows(after, pr.aft, me.player)
 		}
-		slices.SortFunc(before, compareRows)
-		slices.SortFunc(after, compareRows)
-		// As in aroundSharded: every shard's own moment bounds the lists; min guards a player that moved between
-		// the round trips.
-		start, stop := aroundWindow(at, size, radius)
-		nb := min(max(at-start, 0), int64(len(before)))
-		starts[i] = at - nb
-		rows := make([]shardRow, 0, stop-start+1)
-		rows = append(rows, before[int64(len(before))-nb:]...)
-		rows = append(rows, me)
-		rows = append(rows, after[:min(max(stop-at, 0), int64(len(after)))]...)
+		rows, start := aroundRows(me, before, after, at, size, radius)
+		starts[i] = start
 		windows[i] = rows
 	}
 	if arg&int(FieldUpdatedAt|FieldMeta) != 0 {
@@ -317,6 +327,88 @@ func (s *Store) aroundShardedMany(ctx context.Context, r Resolved, v *cachedBoar
 	wg.Wait()
 	if first != nil {
 		return nil, first
+	}
+	return out, nil
+}
+
+// aroundSharded is Around on a sharded board: the player found on its shard, with its 2 * radius neighbours there
+// either side, then every other shard's neighbours of its place, merged into the window around the player's rank
+// on the whole board.
+func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, player string, radius, arg int) ([]Entry, error) {
+	fields := arg & int(FieldUpdatedAt|FieldMeta|FieldTieRank)
+	// The window is radius players either side of the player, more on one side only within radius of the top or
+	// the bottom (aroundWindow). A player with radius players ahead (after) on its own shard has as many on the
+	// board, so the other shards need list only radius after (before) it: the board's nearest k on a side are
+	// among every shard's nearest k. exactTop boards end the window at the exact tier instead: both sides kept.
+	var narrow func(ahead, after int64) (int, int)
+	if r.Board.ExactTop == 0 {
+		narrow = func(ahead, after int64) (int, int) { return aroundNeed(ahead, after, radius) }
+	}
+	found, size, err := s.placePlayers(ctx, r, v, fields, []string{player}, 2*radius, 2*radius, narrow)
+	if err != nil {
+		return nil, err
+	}
+	f, ok := found[player]
+	if !ok {
+		return []Entry{}, nil
+	}
+	me, at, better := f.row, f.ahead, f.better
+	if r.Board.approxAt(at + 1) {
+		// Beyond exactTop: the player's own estimated entry, as on a board of one shard.
+		tie := int64(0)
+		if arg&int(FieldTieRank) != 0 {
+			tie = min(better+1, at+1)
+		}
+		return []Entry{r.Board.entryOf(me, at+1, tie, size)}, nil
+	}
+	var before, after []shardRow
+	for _, pr := range f.near {
+		// A write of the player's between the two round trips may list it among its own neighbours.
+		for _, row := range pr.before {
+			if row.player != player {
+				before = append(before, row)
+			}
+		}
+		for _, row := range pr.after {
+			if row.player != player {
+				after = append(after, row)
+			}
+		}
+	}
+	rows, start := aroundRows(me, before, after, at, r.Board.exactRows(size), radius)
+	ties := map[float64]int64{me.x: better + 1}
+	if arg&int(FieldTieRank) != 0 {
+		// A neighbour's tie rank is 1 + the players with a better score on every shard: one more round trip for
+		// the scores the window has besides the player's.
+		var probes []shardProbe
+		for _, row := range rows {
+			if _, ok := ties[row.x]; !ok {
+				ties[row.x] = 0
+				probes = append(probes, shardProbe{x: row.xs})
+			}
+		}
+		if len(probes) > 0 {
+			near, err := s.nearOnShards(ctx, v, r.Window, r.Period, 0, probes)
+			if err != nil {
+				return nil, err
+			}
+			for j, pr := range probes {
+				var b int64
+				for _, sh := range near {
+					b += sh.probes[j].better
+				}
+				x, _ := strconv.ParseFloat(pr.x, 64)
+				ties[x] = b + 1
+			}
+		}
+	}
+	out := make([]Entry, len(rows))
+	for k, row := range rows {
+		tie := int64(0)
+		if arg&int(FieldTieRank) != 0 {
+			tie = ties[row.x]
+		}
+		out[k] = r.Board.entryOf(row, start+int64(k)+1, tie, size)
 	}
 	return out, nil
 }

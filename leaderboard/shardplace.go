@@ -104,6 +104,48 @@ func (s *Store) placeOn(ctx context.Context, v *cachedBoard, w Window, p string,
 	return out, nil
 }
 
+// placeElsewhere places each of found on the shards it does not live on (placeOn: one round trip, every shard at
+// once), adding the players ahead of it and those with a better score there to its own counts and its probes'
+// answers to its near; it returns the board's size: each shard's as this round counted it, else known[k] (-1: not
+// known, so it is counted).
+func (s *Store) placeElsewhere(ctx context.Context, r Resolved, v *cachedBoard, fields int, found []*placed,
+	known []int64) (int64, error) {
+	n := len(v.shards)
+	probes := make([][]shardProbe, n)
+	whose := make([][]*placed, n) // the player of each probe
+	for k := range probes {
+		for _, p := range found {
+			if ShardOf(p.row.player, n) != k {
+				// The player is not on shard k: no own member to look for there (player '').
+				probes[k] = append(probes[k], shardProbe{x: p.row.xs, tok: p.row.tok, nb: p.nb, na: p.na})
+				whose[k] = append(whose[k], p)
+			}
+		}
+		if probes[k] == nil && known[k] < 0 {
+			probes[k] = []shardProbe{} // its size
+		}
+	}
+	near, err := s.placeOn(ctx, v, r.Window, r.Period, fields, probes, true)
+	if err != nil {
+		return 0, err
+	}
+	var size int64
+	for k := range near {
+		if near[k].asked {
+			size += near[k].size
+		} else {
+			size += known[k]
+		}
+		for j, pr := range near[k].probes {
+			p := whose[k][j]
+			p.ahead += pr.ahead
+			p.better += pr.better
+			p.near = append(p.near, pr)
+		}
+	}
+	return size, nil
+}
+
 // plainPlaceFits reports whether placeOn may count probes with plain commands: a board without exactTop, and probes
 // that neither list neighbours nor look for a player.
 func plainPlaceFits(b *Board, probes [][]shardProbe) bool {

@@ -22,49 +22,22 @@ func (s *Store) ranksShardedPlain(ctx context.Context, r Resolved, v *cachedBoar
 	if err != nil {
 		return nil, err
 	}
-	n := len(v.shards)
-	// Place each player found on the shards it is not on.
-	probes := make([][]shardProbe, n)
-	whose := make([][]*placed, n)
-	for k := range probes {
-		for _, p := range found {
-			if ShardOf(p.row.player, n) != k {
-				probes[k] = append(probes[k], shardProbe{x: p.row.xs, tok: p.row.tok})
-				whose[k] = append(whose[k], p)
-			}
-		}
-		if probes[k] == nil && !owns[k].asked {
-			probes[k] = []shardProbe{} // its size
+	known := make([]int64, len(v.shards)) // each shard's size, where its own players were read
+	for k, o := range owns {
+		known[k] = -1
+		if o.asked {
+			known[k] = o.size
 		}
 	}
-	near, err := s.placeOn(ctx, v, r.Window, r.Period, 0, probes, true)
+	size, err := s.placeElsewhere(ctx, r, v, 0, found, known)
 	if err != nil {
 		return nil, err
-	}
-	var size int64
-	for k := range near {
-		if near[k].asked {
-			size += near[k].size
-		} else {
-			size += owns[k].size
-		}
-		for j, pr := range near[k].probes {
-			whose[k][j].ahead += pr.ahead
-		}
 	}
 	byID := make(map[string]*placed, len(found))
 	for _, p := range found {
 		byID[p.row.player] = p
 	}
-	page := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: size,
-		Entries: make([]Entry, 0, len(found))}
-	for _, pl := range players {
-		if p, ok := byID[pl]; ok {
-			delete(byID, pl) // a player listed twice is answered once
-			page.Entries = append(page.Entries, r.Board.entryOf(p.row, p.ahead+1, 0, size))
-		}
-	}
-	return page, nil
+	return r.rankPage(players, byID, size, false), nil
 }
 
 // ownShard is a plain read of players on their own shard: those found, placed there, and the shard's size then.

@@ -328,17 +328,18 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 type placed struct {
 	row           shardRow
 	ahead, better int64
-	after         int64 // the players after it on its own shard (plain reads only: readOwnShard)
-	nb, na        int   // the neighbours to list on the other shards
+	after         int64       // the players after it on its own shard (plain reads only: readOwnShard)
+	nb, na        int         // the neighbours to list on the other shards
+	near          []nearProbe // its probes' answers (neighbours) on every shard, unmerged (script reads only)
 }
 
 // placePlayers finds players on their shards and places them on every other shard: two parallel round trips (the
 // first asks only the shards that have players; the second every other shard, and the first ones again only for
 // players that live elsewhere). nb, na: neighbours to list either side of each player, on its shard and, unless
 // narrow tells fewer from its place there (its players ahead and after), on every other shard. It returns the
-// players found, by id, their neighbours (every shard's, unmerged), and the board's size.
+// players found, by id (each with its neighbours of every shard), and the board's size.
 func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fields int, players []string,
-	nb, na int, narrow func(ahead, after int64) (nb, na int)) (map[string]*placed, map[string][]nearProbe, int64, error) {
+	nb, na int, narrow func(ahead, after int64) (nb, na int)) (map[string]*placed, int64, error) {
 	first := make([][]shardProbe, len(v.shards))
 	for _, pl := range players {
 		k := ShardOf(pl, len(v.shards))
@@ -346,59 +347,53 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 	}
 	near1, err := s.nearOn(ctx, v, r.Window, r.Period, fields, first)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
 	found := map[string]*placed{}
-	lists := map[string][]nearProbe{}
 	var order []*placed
+	known := make([]int64, len(v.shards)) // each shard's size, where the first round asked it
 	for k, sh := range near1 {
+		known[k] = -1
+		if sh.asked {
+			known[k] = sh.size
+		}
 		for j, pr := range sh.probes {
 			if pr.me == nil {
 				continue
 			}
-			pl := first[k][j].player
-			p := &placed{row: *pr.me, ahead: pr.ahead, better: pr.better, nb: nb, na: na}
+			p := &placed{row: *pr.me, ahead: pr.ahead, better: pr.better, nb: nb, na: na, near: []nearProbe{pr}}
 			if narrow != nil {
 				p.nb, p.na = narrow(pr.ahead, sh.size-pr.ahead-1)
 			}
-			found[pl] = p
+			found[first[k][j].player] = p
 			order = append(order, p)
-			lists[pl] = append(lists[pl], pr)
 		}
 	}
-	second := make([][]shardProbe, len(v.shards))
-	whose := make([][]*placed, len(v.shards)) // the player of each probe of second
-	for k := range second {
-		for _, p := range order {
-			if ShardOf(p.row.player, len(v.shards)) != k {
-				// The player is not on shard k: no own member to look for there (player '').
-				second[k] = append(second[k], shardProbe{x: p.row.xs, tok: p.row.tok, nb: p.nb, na: p.na})
-				whose[k] = append(whose[k], p)
-			}
-		}
-		if second[k] == nil && !near1[k].asked {
-			second[k] = []shardProbe{} // its size
-		}
-	}
-	near2, err := s.placeOn(ctx, v, r.Window, r.Period, fields, second, true)
+	size, err := s.placeElsewhere(ctx, r, v, fields, order, known)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
-	var size int64
-	for k := range v.shards {
-		if near2[k].asked {
-			size += near2[k].size
-		} else {
-			size += near1[k].size
+	return found, size, nil
+}
+
+// rankPage is the Ranks page of players on a sharded board of size players: the entry of each player found (each
+// once, in the order of players), with its tie rank when tie.
+func (r Resolved) rankPage(players []string, found map[string]*placed, size int64, tie bool) *Page {
+	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: size,
+		Entries: make([]Entry, 0, len(found))}
+	for _, pl := range players {
+		f, ok := found[pl]
+		if !ok {
+			continue
 		}
-		for j, pr := range near2[k].probes {
-			p := whose[k][j]
-			p.ahead += pr.ahead
-			p.better += pr.better
-			lists[p.row.player] = append(lists[p.row.player], pr)
+		delete(found, pl) // a player listed twice is answered once
+		var t int64
+		if tie {
+			t = f.better + 1
 		}
+		p.Entries = append(p.Entries, r.Board.entryOf(f.row, f.ahead+1, t, size))
 	}
-	return found, lists, size, nil
+	return p
 }
 
 // ranksSharded is Ranks on a sharded board: the players found on their shards, then placed on the others; by plain
@@ -413,117 +408,11 @@ func (s *Store) ranksSharded(ctx context.Context, r Resolved, v *cachedBoard, pl
 			return p, err
 		}
 	}
-	found, _, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta|FieldTieRank), players, 0, 0, nil)
+	found, size, err := s.placePlayers(ctx, r, v, arg&int(FieldUpdatedAt|FieldMeta|FieldTieRank), players, 0, 0, nil)
 	if err != nil {
 		return nil, err
 	}
-	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: size,
-		Entries: make([]Entry, 0, len(found))}
-	for _, pl := range players {
-		f, ok := found[pl]
-		if !ok {
-			continue
-		}
-		delete(found, pl) // a player listed twice is answered once
-		tie := int64(0)
-		if arg&int(FieldTieRank) != 0 {
-			tie = f.better + 1
-		}
-		p.Entries = append(p.Entries, r.Board.entryOf(f.row, f.ahead+1, tie, size))
-	}
-	return p, nil
-}
-
-// aroundSharded is Around on a sharded board: the player found on its shard, with its 2 * radius neighbours there
-// either side, then every other shard's neighbours of its place, merged into the window around the player's rank
-// on the whole board.
-func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, player string, radius, arg int) ([]Entry, error) {
-	fields := arg & int(FieldUpdatedAt|FieldMeta|FieldTieRank)
-	// The window is radius players either side of the player, more on one side only within radius of the top or
-	// the bottom (aroundWindow). A player with radius players ahead (after) on its own shard has as many on the
-	// board, so the other shards need list only radius after (before) it: the board's nearest k on a side are
-	// among every shard's nearest k. exactTop boards end the window at the exact tier instead: both sides kept.
-	var narrow func(ahead, after int64) (int, int)
-	if r.Board.ExactTop == 0 {
-		narrow = func(ahead, after int64) (int, int) { return aroundNeed(ahead, after, radius) }
-	}
-	found, lists, size, err := s.placePlayers(ctx, r, v, fields, []string{player}, 2*radius, 2*radius, narrow)
-	if err != nil {
-		return nil, err
-	}
-	f, ok := found[player]
-	if !ok {
-		return []Entry{}, nil
-	}
-	me, at, better := f.row, f.ahead, f.better
-	if r.Board.approxAt(at + 1) {
-		// Beyond exactTop: the player's own estimated entry, as on a board of one shard.
-		tie := int64(0)
-		if arg&int(FieldTieRank) != 0 {
-			tie = min(better+1, at+1)
-		}
-		return []Entry{r.Board.entryOf(me, at+1, tie, size)}, nil
-	}
-	var before, after []shardRow
-	for _, pr := range lists[player] {
-		// A write of the player's between the two round trips may list it among its own neighbours.
-		for _, row := range pr.before {
-			if row.player != player {
-				before = append(before, row)
-			}
-		}
-		for _, row := range pr.after {
-			if row.player != player {
-				after = append(after, row)
-			}
-		}
-	}
-	start, stop := aroundWindow(at, r.Board.exactRows(size), radius)
-	slices.SortFunc(before, compareRows)
-	slices.SortFunc(after, compareRows)
-	rows := make([]shardRow, 0, stop-start+1)
-	// The bounds hold for every shard's own moment (each lists min(its players ahead, 2 * radius) before); min
-	// only guards a player that moved between the round trips.
-	n := min(max(at-start, 0), int64(len(before)))
-	start = at - n
-	rows = append(rows, before[int64(len(before))-n:]...)
-	rows = append(rows, me)
-	rows = append(rows, after[:min(max(stop-at, 0), int64(len(after)))]...)
-	ties := map[float64]int64{me.x: better + 1}
-	if arg&int(FieldTieRank) != 0 {
-		// A neighbour's tie rank is 1 + the players with a better score on every shard: one more round trip for
-		// the scores the window has besides the player's.
-		var probes []shardProbe
-		for _, row := range rows {
-			if _, ok := ties[row.x]; !ok {
-				ties[row.x] = 0
-				probes = append(probes, shardProbe{x: row.xs})
-			}
-		}
-		if len(probes) > 0 {
-			near, err := s.nearOnShards(ctx, v, r.Window, r.Period, 0, probes)
-			if err != nil {
-				return nil, err
-			}
-			for j, pr := range probes {
-				var b int64
-				for _, sh := range near {
-					b += sh.probes[j].better
-				}
-				x, _ := strconv.ParseFloat(pr.x, 64)
-				ties[x] = b + 1
-			}
-		}
-	}
-	out := make([]Entry, len(rows))
-	for k, row := range rows {
-		tie := int64(0)
-		if arg&int(FieldTieRank) != 0 {
-			tie = ties[row.x]
-		}
-		out[k] = r.Board.entryOf(row, start+int64(k)+1, tie, size)
-	}
-	return out, nil
+	return r.rankPage(players, found, size, arg&int(FieldTieRank) != 0), nil
 }
 
 // sizeSharded is Size on a sharded board: the players of every shard.
