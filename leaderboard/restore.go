@@ -24,9 +24,14 @@ const restoreBatch = 5000
 // else meanwhile, so other boards' writes wait behind each call: the calls are kept short (BENCHMARKS.md, "The ledger").
 const applyCallEvents = maxLedgerItems
 
-// DefaultRestoreShare is Config.RestoreShare's default: a restore does not rest, since its board answers
-// UNAVAILABLE until it is done; an operator who would rather keep the other boards' writes fast sets less.
+// DefaultRestoreShare is Config.RestoreShare's default: a restore does not rest for a share of its time (its
+// pace is Config.RestoreRate's); an operator who would rather keep the other boards' writes fast sets less.
 const DefaultRestoreShare = 1.0
+
+// DefaultRestoreRate is Config.RestoreRate's default, in events a second: a board of 1,000,000 events restores in
+// 40 s, within the ledger issue's 45 s, and what a faster restore would take goes to the other boards' writes
+// (BENCHMARKS.md, "The ledger": at full speed a restore kept the writers of other boards to 0.4 of their rate).
+const DefaultRestoreRate = 25_000
 
 // restoreLockTTL is how long a restorer holds a board before another process may take over (refreshed while it
 // works).
@@ -41,8 +46,10 @@ type RestoreReport struct {
 	Err      error
 	Restored bool // the board is readable and whole again
 	// Applying is the time spent in script calls applying events, Resting the time rested after them
-	// (Config.RestoreShare); a catch-up does not rest.
+	// (Config.RestoreShare and Config.RestoreRate); a catch-up does not rest.
 	Applying, Resting time.Duration
+
+	due time.Time // when the events applied so far are due at Config.RestoreRate
 }
 
 // restorer runs a store's restores: one per board in this process, and one per board among processes (a lock in
@@ -427,8 +434,8 @@ func plainCall(_ context.Context, _ string, _ int64, call func() error) error { 
 
 // applyEvents applies recorded events of one board in order, each with the clock it was recorded with:
 // consecutive submissions recorded together go in shared calls.
-// A restore (rep not nil: the events go into keys nobody reads) rests after each call for Config.RestoreShare,
-// and counts its time in rep.
+// A restore (rep not nil: the events go into keys nobody reads) rests after each call (restRestore) and counts
+// its time in rep.
 func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent, rep *RestoreReport) error {
 	restore := rep != nil
 	for i := 0; i < len(evs); {
@@ -453,7 +460,7 @@ func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent
 			return err
 		}
 		if restore {
-			if err := s.restRestore(ctx, time.Since(start), rep); err != nil {
+			if err := s.restRestore(ctx, start, len(chunk), rep); err != nil {
 				return err
 			}
 		}
@@ -462,19 +469,33 @@ func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent
 	return nil
 }
 
-// restRestore rests a restore after a script call that took worked, for Config.RestoreShare.
-func (s *Store) restRestore(ctx context.Context, worked time.Duration, rep *RestoreReport) error {
+// restRestore rests a restore after a script call of n events that started at start: for Config.RestoreShare
+// of the call's time, and until those events are due at Config.RestoreRate. Time the restore spent elsewhere
+// (reading PostgreSQL) earns no credit: the pace starts again from a call that begins after its due time.
+func (s *Store) restRestore(ctx context.Context, start time.Time, n int, rep *RestoreReport) error {
+	now := time.Now()
+	worked := now.Sub(start)
 	rep.Applying += worked
-	share := s.cfg.RestoreShare
-	if share <= 0 || share > 1 {
-		share = DefaultRestoreShare
+	var rest time.Duration
+	if share := s.cfg.RestoreShare; share > 0 && share < 1 {
+		rest = time.Duration(float64(worked) * (1 - share) / share)
 	}
-	if share == 1 {
+	rate := s.cfg.RestoreRate
+	if rate == 0 {
+		rate = DefaultRestoreRate
+	}
+	if rate > 0 {
+		if rep.due.Before(start) {
+			rep.due = start
+		}
+		rep.due = rep.due.Add(time.Duration(float64(n) * float64(time.Second) / rate))
+		rest = max(rest, rep.due.Sub(now))
+	}
+	if rest <= 0 {
 		return nil
 	}
-	start := time.Now()
-	defer func() { rep.Resting += time.Since(start) }()
-	t := time.NewTimer(time.Duration(float64(worked) * (1 - share) / share))
+	defer func() { rep.Resting += time.Since(now) }()
+	t := time.NewTimer(rest)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -113,6 +113,10 @@ type Config struct {
 	// call it rests for the rest, so that the other boards' writes keep their turns on Redis meanwhile. From
 	// above 0 to 1 (no rest). Default DefaultRestoreShare.
 	RestoreShare float64
+	// RestoreRate is the most events a second a restore from the ledger (and a void's replay of a closed
+	// period) applies, so that it leaves Redis and the machine to the other boards' writes; a catch-up is not
+	// paced. Negative: no limit. Default DefaultRestoreRate.
+	RestoreRate float64
 }
 
 // Store is the leaderboard service's data layer over one Redis (standalone or Cluster). It is safe for

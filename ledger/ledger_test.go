@@ -715,26 +715,29 @@ func TestRestoreKeepsTheFence(t *testing.T) {
 }
 
 // TestRestoreRests: a restore works Config.RestoreShare of its time in script calls and rests the rest (README
-// LEDGER_RESTORE_SHARE), so other boards' writes keep their turns; with a share of 1 it never rests. The board it
-// restores is the one it lost either way.
+// LEDGER_RESTORE_SHARE), and applies at most Config.RestoreRate events a second (LEDGER_RESTORE_RATE), so other
+// boards' writes keep their turns; with a share of 1 and no rate it never rests. The board it restores is the one
+// it lost either way.
 func TestRestoreRests(t *testing.T) {
 	pg := pgtest.Shared(t)
 	rdb := redistest.Standalone(t).Client(t)
 	l := openLedger(t, pg.Database(t))
 	c := newClock()
-	for _, share := range []float64{0.25, 1} {
-		t.Run(fmt.Sprint(share), func(t *testing.T) {
+	const events = 3000
+	for _, tc := range []struct{ share, rate float64 }{{0.25, -1}, {1, -1}, {1, 5000}} {
+		t.Run(fmt.Sprintf("share=%v,rate=%v", tc.share, tc.rate), func(t *testing.T) {
 			ctx := ctxT(t, 2*time.Minute)
 			reports := make(chan leaderboard.RestoreReport, 1)
-			s := leaderboard.New(rdb, leaderboard.Config{Prefix: "lr", Clock: c.Now, Ledger: l, RestoreShare: share,
-				PublishCommand: leaderboard.PublishNone, OnRestore: func(r leaderboard.RestoreReport) { reports <- r }})
-			id := fmt.Sprintf("rests-%v", share)
+			s := leaderboard.New(rdb, leaderboard.Config{Prefix: "lr", Clock: c.Now, Ledger: l, RestoreShare: tc.share,
+				RestoreRate: tc.rate, PublishCommand: leaderboard.PublishNone,
+				OnRestore: func(r leaderboard.RestoreReport) { reports <- r }})
+			id := fmt.Sprintf("rests-%v-%v", tc.share, tc.rate)
 			if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id}); err != nil {
 				t.Fatal(err)
 			}
 			// Requests of 1000 items: each is recorded at one moment, so the restore applies it in calls of 128
 			// events, long enough that a timer's lateness cannot pass for a rest.
-			for i := 0; i < 3000; i += 1000 {
+			for i := 0; i < events; i += 1000 {
 				subs := make([]leaderboard.Submission, 1000)
 				for k := range subs {
 					subs[k] = leaderboard.Submission{Board: id, Player: fmt.Sprintf("p%04d", (i+k)%2500),
@@ -748,13 +751,18 @@ func TestRestoreRests(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := <-reports
-			if !r.Restored || r.Events < 3000 || r.Applying <= 0 {
-				t.Fatalf("report %+v: want a restore of the board's 3000+ events", r)
+			if !r.Restored || r.Events < events || r.Applying <= 0 {
+				t.Fatalf("report %+v: want a restore of the board's %d+ events", r, events)
 			}
-			// Each rest is a timer of at least (1-share)/share of the call before it.
-			want := time.Duration(float64(r.Applying) * (1 - share) / share)
-			if r.Resting < want-time.Millisecond || (share == 1 && r.Resting != 0) {
-				t.Fatalf("share %v: applied %v, rested %v; want a rest of at least %v", share, r.Applying, r.Resting, want)
+			// Each rest is a timer of at least (1-share)/share of the call before it, and lasts until the events
+			// applied so far are due at the rate: every call and its rest together take at least its events' time.
+			want := time.Duration(float64(r.Applying) * (1 - tc.share) / tc.share)
+			if tc.rate > 0 {
+				want = time.Duration(events*float64(time.Second)/tc.rate) - r.Applying
+			}
+			if r.Resting < want-time.Millisecond || (want <= 0 && r.Resting != 0) {
+				t.Fatalf("share %v, rate %v: applied %v, rested %v; want a rest of at least %v", tc.share, tc.rate,
+					r.Applying, r.Resting, want)
 			}
 			if d := before.diff(snap(ctx, t, s, vs)); d != "" {
 				t.Fatalf("rebuilt board differs: %s", d)

@@ -141,12 +141,14 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	}
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes,
-		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare})
+		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare,
+		RestoreRate: restoreRate(cfg.LedgerRestoreRate)})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
 	// and live screens must not wait behind a flood of queries. It writes nothing, but knows the ledger: a board
 	// being restored is UNAVAILABLE to it, not gone.
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
-		Clock: cfg.Clock, Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore})
+		Clock: cfg.Clock, Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare,
+		RestoreRate: restoreRate(cfg.LedgerRestoreRate)})
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
@@ -345,4 +347,12 @@ func (a *App) Close() {
 			a.log.Warn("tracing shutdown", "err", err)
 		}
 	}
+}
+
+// restoreRate is LEDGER_RESTORE_RATE as leaderboard.Config.RestoreRate takes it: 0 (no limit) is negative there.
+func restoreRate(perSecond float64) float64 {
+	if perSecond == 0 {
+		return -1
+	}
+	return perSecond
 }

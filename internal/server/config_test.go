@@ -109,6 +109,37 @@ func TestLedgerConfig(t *testing.T) {
 	}
 }
 
+// README ("Configuration"): a restore applies at most 25,000 events a second by default; LEDGER_RESTORE_RATE takes
+// a non-negative integer, 0 for no limit (a negative rate in the store's Config), and refuses anything else.
+func TestLedgerRestoreRateConfig(t *testing.T) {
+	for v, want := range map[string]float64{"": 25_000, "1000": 1000, "0": 0} {
+		c, err := LoadConfig(nil, func(k string) string {
+			if k == "LEDGER_RESTORE_RATE" {
+				return v
+			}
+			return ""
+		})
+		if err != nil || c.LedgerRestoreRate != want {
+			t.Fatalf("LEDGER_RESTORE_RATE=%q: %v, %v; want %v", v, c.LedgerRestoreRate, err, want)
+		}
+	}
+	if restoreRate(0) >= 0 || restoreRate(1000) != 1000 {
+		t.Fatalf("restoreRate(0) = %v, restoreRate(1000) = %v; want no limit (negative) and 1000",
+			restoreRate(0), restoreRate(1000))
+	}
+	for _, v := range []string{"-1", "fast", "1.5"} {
+		_, err := LoadConfig(nil, func(k string) string {
+			if k == "LEDGER_RESTORE_RATE" {
+				return v
+			}
+			return ""
+		})
+		if err == nil || !strings.Contains(err.Error(), "LEDGER_RESTORE_RATE") {
+			t.Fatalf("LEDGER_RESTORE_RATE=%q: %v; want an error that names it", v, err)
+		}
+	}
+}
+
 // README ("Configuration"): a restore does not rest by default (a share of 1); LEDGER_RESTORE_SHARE takes a number
 // above 0 and at most 1, and anything else is a configuration error that names it.
 func TestLedgerRestoreShareConfig(t *testing.T) {
