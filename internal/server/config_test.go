@@ -109,7 +109,7 @@ func TestLedgerConfig(t *testing.T) {
 	}
 }
 
-// README ("Configuration"): a restore applies at most 25,000 events a second by default; LEDGER_RESTORE_RATE takes
+// README ("Configuration"): a restore applies at most 25,000 events a second by default (its row says so); LEDGER_RESTORE_RATE takes
 // a non-negative integer, 0 for no limit (a negative rate in the store's Config), and refuses anything else.
 func TestLedgerRestoreRateConfig(t *testing.T) {
 	for v, want := range map[string]float64{"": 25_000, "1000": 1000, "0": 0} {
@@ -122,6 +122,9 @@ func TestLedgerRestoreRateConfig(t *testing.T) {
 		if err != nil || c.LedgerRestoreRate != want {
 			t.Fatalf("LEDGER_RESTORE_RATE=%q: %v, %v; want %v", v, c.LedgerRestoreRate, err, want)
 		}
+	}
+	if row := readmeRow(t, "Configuration", "`LEDGER_RESTORE_RATE`", ""); row[2] != "`25000`" {
+		t.Errorf("README: LEDGER_RESTORE_RATE defaults to %s; LoadConfig: 25000", row[2])
 	}
 	if restoreRate(0) >= 0 || restoreRate(1000) != 1000 {
 		t.Fatalf("restoreRate(0) = %v, restoreRate(1000) = %v; want no limit (negative) and 1000",
