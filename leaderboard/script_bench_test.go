@@ -23,8 +23,10 @@ import (
 // as redis-us/item. Each sub-benchmark loads a fresh board with LB_BENCH_PLAYERS players (default 100,000), then
 // measures b.N items from LB_BENCH_WORKERS goroutines (default 64) over go-redis's AutoPipeliner. The items are
 // the load generator's mix (cmd/lbbench): even items bring a new player, odd ones resubmit an earlier player with
-// another score. Sub-benchmarks: the board (ALL_TIME; ALL_TIME, DAILY and WEEKLY; exactTop 1000) and the items per
-// call (1: submitScore; 100: a submitScores batch).
+// another score. Sub-benchmarks: the board (ALL_TIME; ALL_TIME, DAILY and WEEKLY; exactTop 1000; ALL_TIME with
+// replies that ask no rank; 3 shards, all on this one Redis, with and without ranks) and the items per call (1:
+// submitScore; 100: a submitScores batch). fcalls/item counts every script call (a sharded board's arrival
+// counter and shardnear calls too); a sharded board's plain placement commands show with LB_BENCH_COMMANDS.
 //
 // Timing on a shared machine moves by ±15 %; for a count that does not, run Redis under callgrind and let the
 // benchmark dump its counters around the measured phase:
@@ -43,13 +45,18 @@ func BenchmarkSubmitScript(b *testing.B) {
 	players := envInt("LB_BENCH_PLAYERS", 100_000)
 	workers := envInt("LB_BENCH_WORKERS", 64)
 	ctx := context.Background()
+	norank := []lb.ReadOption{lb.Only(lb.FieldUpdatedAt)} // a reply without rank: a sharded board places less
 	boards := []struct {
 		name string
 		def  lb.Board
+		opts []lb.ReadOption
 	}{
-		{"alltime", lb.Board{}},
-		{"3windows", lb.Board{Windows: []lb.Window{lb.AllTime, lb.Daily, lb.Weekly}}},
-		{"exacttop", lb.Board{ExactTop: 1000}},
+		{"alltime", lb.Board{}, nil},
+		{"3windows", lb.Board{Windows: []lb.Window{lb.AllTime, lb.Daily, lb.Weekly}}, nil},
+		{"exacttop", lb.Board{ExactTop: 1000}, nil},
+		{"alltime-norank", lb.Board{}, norank},
+		{"3shards", lb.Board{Shards: 3}, nil},
+		{"3shards-norank", lb.Board{Shards: 3}, norank},
 	}
 	run := 0
 	for _, bd := range boards {
@@ -78,7 +85,7 @@ func BenchmarkSubmitScript(b *testing.B) {
 								for k := range subs {
 									subs[k] = benchItem("b", i+int64(k))
 								}
-								out, err := s.SubmitMany(ctx, subs)
+								out, err := s.SubmitMany(ctx, subs, bd.opts...)
 								if err != nil {
 									b.Error(err)
 									return
@@ -113,6 +120,7 @@ func BenchmarkSubmitScript(b *testing.B) {
 				}
 				b.ReportMetric(fc.Usec/float64(fc.Calls), "redis-us/call")
 				b.ReportMetric(fc.Usec/float64(b.N), "redis-us/item")
+				b.ReportMetric(float64(fc.Calls)/float64(b.N), "fcalls/item")
 				if os.Getenv("LB_BENCH_COMMANDS") != "" { // the commands' share, as BenchmarkReadScript reports it
 					for c, st := range stats {
 						if !redisinfo.IsScriptCommand(c) && c != "config|resetstat" && c != "info" {
