@@ -109,18 +109,23 @@ func TestLedgerConfig(t *testing.T) {
 	}
 }
 
-// README ("Configuration"): a restore applies at most 25,000 events a second by default (its row says so); LEDGER_RESTORE_RATE takes
-// a non-negative integer, 0 for no limit (a negative rate in the store's Config), and refuses anything else.
+// loadWith is LoadConfig with one environment variable set, name to value, and no flags.
+func loadWith(name, value string) (Config, error) {
+	return LoadConfig(nil, func(k string) string {
+		if k == name {
+			return value
+		}
+		return ""
+	})
+}
+
+// README ("Configuration"): a restore applies at most 25,000 events a second by default (its row says so);
+// LEDGER_RESTORE_RATE takes a non-negative integer, 0 for no limit (a negative rate in the store's Config), and
+// refuses anything else.
 func TestLedgerRestoreRateConfig(t *testing.T) {
 	for v, want := range map[string]float64{"": 25_000, "1000": 1000, "0": 0} {
-		c, err := LoadConfig(nil, func(k string) string {
-			if k == "LEDGER_RESTORE_RATE" {
-				return v
-			}
-			return ""
-		})
-		if err != nil || c.LedgerRestoreRate != want {
-			t.Fatalf("LEDGER_RESTORE_RATE=%q: %v, %v; want %v", v, c.LedgerRestoreRate, err, want)
+		if c, err := loadWith("LEDGER_RESTORE_RATE", v); err != nil || c.LedgerRestoreRate != want {
+			t.Fatalf("LEDGER_RESTORE_RATE=%q: %v; want %v", v, err, want)
 		}
 	}
 	if row := readmeRow(t, "Configuration", "`LEDGER_RESTORE_RATE`", ""); row[2] != "`25000`" {
@@ -131,13 +136,7 @@ func TestLedgerRestoreRateConfig(t *testing.T) {
 			restoreRate(0), restoreRate(1000))
 	}
 	for _, v := range []string{"-1", "fast", "1.5"} {
-		_, err := LoadConfig(nil, func(k string) string {
-			if k == "LEDGER_RESTORE_RATE" {
-				return v
-			}
-			return ""
-		})
-		if err == nil || !strings.Contains(err.Error(), "LEDGER_RESTORE_RATE") {
+		if _, err := loadWith("LEDGER_RESTORE_RATE", v); err == nil || !strings.Contains(err.Error(), "LEDGER_RESTORE_RATE") {
 			t.Fatalf("LEDGER_RESTORE_RATE=%q: %v; want an error that names it", v, err)
 		}
 	}
@@ -147,24 +146,12 @@ func TestLedgerRestoreRateConfig(t *testing.T) {
 // above 0 and at most 1, and anything else is a configuration error that names it.
 func TestLedgerRestoreShareConfig(t *testing.T) {
 	for v, want := range map[string]float64{"": 1, "0.25": 0.25, "0.5": 0.5} {
-		c, err := LoadConfig(nil, func(k string) string {
-			if k == "LEDGER_RESTORE_SHARE" {
-				return v
-			}
-			return ""
-		})
-		if err != nil || c.LedgerRestoreShare != want {
-			t.Fatalf("LEDGER_RESTORE_SHARE=%q: %v, %v; want %v", v, c.LedgerRestoreShare, err, want)
+		if c, err := loadWith("LEDGER_RESTORE_SHARE", v); err != nil || c.LedgerRestoreShare != want {
+			t.Fatalf("LEDGER_RESTORE_SHARE=%q: %v; want %v", v, err, want)
 		}
 	}
 	for _, v := range []string{"0", "-0.5", "1.5", "half", "NaN"} {
-		_, err := LoadConfig(nil, func(k string) string {
-			if k == "LEDGER_RESTORE_SHARE" {
-				return v
-			}
-			return ""
-		})
-		if err == nil || !strings.Contains(err.Error(), "LEDGER_RESTORE_SHARE") {
+		if _, err := loadWith("LEDGER_RESTORE_SHARE", v); err == nil || !strings.Contains(err.Error(), "LEDGER_RESTORE_SHARE") {
 			t.Fatalf("LEDGER_RESTORE_SHARE=%q: %v; want an error that names it", v, err)
 		}
 	}
