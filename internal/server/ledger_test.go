@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -579,8 +580,16 @@ func testLedgerWrites(t *testing.T, clock *closeClock, cfg Config) {
 	if got, want := kinds("dedupe"), fmt.Sprint([]leaderboard.EventKind{create, submit}); got != want {
 		t.Errorf("dedupe in the ledger: %s, want %s", got, want)
 	}
-	if n := len(ledgerKinds(t, pool, "reads")); n != 21 {
-		t.Errorf("reads in the ledger: %d events, want 21 (the create and 20 items)", n)
+	// "reads": the create and its 20 items; and, when the close check ran before this count, the close of the
+	// DAILY periods that ended before the board was created (nobody played them, but every closed period is fenced,
+	// and with the ledger the fence is an event).
+	ks := ledgerKinds(t, pool, "reads")
+	if n := len(ks); n > 0 && ks[n-1] == leaderboard.EventClose {
+		ks = ks[:n-1]
+	}
+	if got, want := fmt.Sprint(ks), fmt.Sprint(append([]leaderboard.EventKind{create}, slices.Repeat(
+		[]leaderboard.EventKind{submit}, 20)...)); got != want {
+		t.Errorf("reads in the ledger: %s, want %s (the create and 20 items)", got, want)
 	}
 
 	// Seasons: start (a retry changes nothing), a score, end (again: nothing), each in the ledger.
