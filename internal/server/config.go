@@ -25,25 +25,25 @@ type Config struct {
 	// LedgerCheckInterval (LEDGER_CHECK_INTERVAL): how often every board the ledger holds is compared with Redis
 	// (lost boards restored, lagging ones caught up); default 5s.
 	LedgerCheckInterval time.Duration
-	// LedgerRestoreShare (LEDGER_RESTORE_SHARE): the share of its time a restore from the ledger spends applying
-	// events, above 0 and at most 1; it rests the rest, so other boards' writes keep their turns. Default 1.
-	LedgerRestoreShare float64
 	// LedgerRestoreRate (LEDGER_RESTORE_RATE): the most events a second a restore from the ledger applies, so
 	// that other boards' writes keep most of Redis and the machine; 0: no limit. Default 25000.
 	LedgerRestoreRate float64
-	KeyPrefix         string      // KEY_PREFIX: default "lb"; starts every Redis key
-	APIKeys           string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
-	CORSOrigins       []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
-	PublicOrigins     []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
-	TrustedProxies    []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose CLIENT_ADDR_HEADER counts; default none
-	ClientAddrHeader  string      // CLIENT_ADDR_HEADER: the one header the trusted proxies name the client in; default X-Forwarded-For
-	IPv6Prefix        int         // IPV6_PREFIX: IPv6 clients in one prefix of this length count as one address; default 64
-	Demo              bool        // DEMO, -demo: run the demo simulator and dashboard board
-	DemoSettings      demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
-	Introspection     bool        // INTROSPECTION, -introspection: default true
-	LogLevel          slog.Level
-	ShowVersion       bool   // -version: print the build (see Build) and exit
-	LogFormat         string // LOG_FORMAT: "text" (default) or "json"
+	// LedgerRestoreShare (LEDGER_RESTORE_SHARE): the share of its time a restore from the ledger spends applying
+	// events, above 0 and at most 1; it rests the rest, so other boards' writes keep their turns. Default 1.
+	LedgerRestoreShare float64
+	KeyPrefix          string      // KEY_PREFIX: default "lb"; starts every Redis key
+	APIKeys            string      // API_KEYS: comma-separated role:key pairs (no flag: keys must not show in ps)
+	CORSOrigins        []string    // CORS_ORIGINS, -cors-origins: origins allowed cross-origin (and for websockets)
+	PublicOrigins      []string    // PUBLIC_ORIGIN: the origins users open the dashboard at; default: the listen port on loopback
+	TrustedProxies     []string    // TRUSTED_PROXIES: CIDRs/addresses of proxies whose CLIENT_ADDR_HEADER counts; default none
+	ClientAddrHeader   string      // CLIENT_ADDR_HEADER: the one header the trusted proxies name the client in; default X-Forwarded-For
+	IPv6Prefix         int         // IPV6_PREFIX: IPv6 clients in one prefix of this length count as one address; default 64
+	Demo               bool        // DEMO, -demo: run the demo simulator and dashboard board
+	DemoSettings       demo.Config // DEMO_RATE, DEMO_PLAYERS, DEMO_SEED (see demo.ConfigFromEnv)
+	Introspection      bool        // INTROSPECTION, -introspection: default true
+	LogLevel           slog.Level
+	ShowVersion        bool   // -version: print the build (see Build) and exit
+	LogFormat          string // LOG_FORMAT: "text" (default) or "json"
 
 	MaxBodyBytes            int64         // MAX_BODY_BYTES: request body size; default 1 MiB
 	MaxBatch                int           // MAX_BATCH: requests in one batched POST (a JSON array); default 10, 0: refused
