@@ -1,6 +1,7 @@
 package leaderboard
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -117,38 +118,48 @@ func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius
 			return nil, err
 		}
 	}
-	if len(left) == 1 {
-		p, err := s.read(ctx, v, aroundScript, left[0], radius, arg)
+	err := aroundEach(left, out, func(id string) ([]Entry, error) {
+		p, err := s.read(ctx, v, aroundScript, id, radius, arg)
 		if err != nil {
 			return nil, err
 		}
-		out[left[0]] = p.Entries
-		return out, nil
+		return p.Entries, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// aroundEach sets out[id] to read(id) for each of ids, concurrently (a lone one in this goroutine), and returns the
+// first error: the reads of the players that no shared read answered.
+func aroundEach(ids []string, out map[string][]Entry, read func(id string) ([]Entry, error)) error {
+	if len(ids) == 1 {
+		es, err := read(ids[0])
+		if err == nil {
+			out[ids[0]] = es
+		}
+		return err
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var first error
-	for _, id := range left {
+	for _, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p, err := s.read(ctx, v, aroundScript, id, radius, arg)
+			es, err := read(id)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if first == nil {
-					first = err
-				}
+				first = cmp.Or(first, err)
 				return
 			}
-			out[id] = p.Entries
+			out[id] = es
 		}()
 	}
 	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	return out, nil
+	return first
 }
 
 // aroundPlain reads the Around replies ({size, entry...}, as around.lua's without tie ranks; updatedAt and names

@@ -23,6 +23,16 @@ func shardStore(t *testing.T, rdb redis.UniversalClient) (*lb.Store, *testClock)
 	return lb.New(rdb, lb.Config{Prefix: redistest.Prefix(t), Clock: clock.Now}), clock
 }
 
+// seenShardStore is shardStore on a client of its own to the shared standalone Redis, whose commands see hears
+// (a redistest.Commands hook): tests that count what a read or submission sends.
+func seenShardStore(t *testing.T, see func(redis.Cmder)) (*lb.Store, *testClock) {
+	srv := redistest.SharedStandalone(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(redistest.Commands{See: see})
+	return shardStore(t, rdb)
+}
+
 // onShards returns, for each shard of a board of the given shards, n player ids that ShardOf puts there.
 func onShards(t *testing.T, tag string, shards, n int) [][]string {
 	t.Helper()

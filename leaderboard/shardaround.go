@@ -1,7 +1,6 @@
 package leaderboard
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -307,26 +306,10 @@ func (s *Store) aroundShardedMany(ctx context.Context, r Resolved, v *cachedBoar
 		}
 	}
 	out := make(map[string][]Entry, len(players))
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for _, pl := range players {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			es, err := s.aroundSharded(ctx, r, v, pl, radius, arg)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				first = cmp.Or(first, err)
-				return
-			}
-			out[pl] = es
-		}()
-	}
-	wg.Wait()
-	if first != nil {
-		return nil, first
+	if err := aroundEach(players, out, func(pl string) ([]Entry, error) {
+		return s.aroundSharded(ctx, r, v, pl, radius, arg)
+	}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

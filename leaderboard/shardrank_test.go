@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leaderboard/leaderboard/internal/redistest"
 	lb "github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -46,12 +45,8 @@ func (c *placements) count() int {
 func TestShardedSubmissionRankWhenAsked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { rdb.Close() })
 	hook := &placements{}
-	rdb.AddHook(redistest.Commands{See: hook.see})
-	s, _ := shardStore(t, rdb)
+	s, _ := seenShardStore(t, hook.see)
 	sharded := mustBoard(t, s, lb.Board{ID: "ask", Shards: 3, Order: lb.Desc, Mode: lb.Best})
 	twin := mustBoard(t, s, lb.Board{ID: "ask-twin", Order: lb.Desc, Mode: lb.Best})
 
@@ -224,12 +219,9 @@ func rankOrNil(p *int64) any {
 func TestShardedAroundListsRadiusElsewhere(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { rdb.Close() })
 	var mu sync.Mutex
 	var lists [][2]int // nb, na of every probe that lists neighbours by score (not a '?' probe) since the last reset
-	rdb.AddHook(redistest.Commands{See: func(cmd redis.Cmder) {
+	s, _ := seenShardStore(t, func(cmd redis.Cmder) {
 		a := cmd.Args()
 		if len(a) < 4 || !strings.EqualFold(fmt.Sprint(a[0]), "fcall") || !strings.HasSuffix(fmt.Sprint(a[1]), "_shardnear") {
 			return
@@ -247,8 +239,7 @@ func TestShardedAroundListsRadiusElsewhere(t *testing.T) {
 				}
 			}
 		}
-	}})
-	s, _ := shardStore(t, rdb)
+	})
 	sharded := mustBoard(t, s, lb.Board{ID: "around", Shards: 3})
 	twin := mustBoard(t, s, lb.Board{ID: "around-twin"})
 	const players, radius = 300, 4

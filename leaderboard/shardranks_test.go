@@ -23,12 +23,8 @@ type nearCalls struct{ n atomic.Int64 }
 
 // nearStore is a store on the shared standalone Redis (shardStore) whose shardnear.lua calls are counted.
 func nearStore(t *testing.T) (*lb.Store, *testClock, *nearCalls) {
-	srv := redistest.SharedStandalone(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { rdb.Close() })
 	calls := &nearCalls{}
-	rdb.AddHook(redistest.Commands{See: calls.see})
-	s, clock := shardStore(t, rdb)
+	s, clock := seenShardStore(t, calls.see)
 	return s, clock, calls
 }
 
