@@ -74,11 +74,7 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 		for i, e := range evs {
 			var period string
 			var err error
-			args, period, err = s.appendItem(args, b, e.submission(board), now, e.Fingerprint)
-			if err == nil && e.Voided {
-				args = args[:len(args)-submitItemArgs-2*len(b.Windows)]
-				err = errorf(Invalid, "voided: %s", e.VoidReason)
-			}
+			args, period, err = s.appendEvent(args, b, board, e, now)
 			if err != nil {
 				// Refused here, and again by any restore: not sent, but its seq is in the call's range.
 				out[i].Err = err
@@ -124,6 +120,27 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 		}
 	}
 	return out, nil
+}
+
+// appendEvent appends a recorded submission's script arguments as appendItem does, with the clock it was recorded
+// and first applied with (LedgerEvent.RecordedAt; now when unset) as the item's own: one call of a restore or
+// catch-up carries events recorded at different times, each applied again as it was. A voided event is refused
+// (Invalid), as every restore refuses it; on an error args is returned as it was.
+func (s *Store) appendEvent(args []any, b *Board, board string, e *LedgerEvent, now time.Time) ([]any, string, error) {
+	clock := now
+	if !e.RecordedAt.IsZero() {
+		clock = e.RecordedAt
+	}
+	n := len(args)
+	args, period, err := s.appendItem(args, b, e.submission(board), clock, e.Fingerprint)
+	if err != nil {
+		return args, "", err
+	}
+	if e.Voided {
+		return args[:n], "", errorf(Invalid, "voided: %s", e.VoidReason)
+	}
+	args[n+submitClockItemArg] = clock.Unix()
+	return args, period, nil
 }
 
 // seenResult is the result of a submission the index applied before (a retry the ledger recognised after its

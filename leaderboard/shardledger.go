@@ -92,10 +92,7 @@ func (s *Store) applySubmitsSharded(ctx context.Context, board string, v *cached
 	for i, e := range evs {
 		c := byShard[ShardOf(e.Player, b.Shards)]
 		n := len(c.args)
-		args, period, err := s.appendItem(c.args, b, e.submission(board), now, e.Fingerprint)
-		if err == nil && e.Voided {
-			args, err = args[:n], errorf(Invalid, "voided: %s", e.VoidReason)
-		}
+		args, period, err := s.appendEvent(c.args, b, board, e, now)
 		if err != nil {
 			out[i].Err = err // refused here, and again by any restore: its seq passes with the call's range
 			continue

@@ -223,10 +223,12 @@ func (s *Store) publishArg() string {
 
 // submitItemArgs is the number of a submission's script arguments before its windows' (two per window);
 // submitArrivalItemArg is the place of its arrival number among them (”: the period's own counter gives it; a
-// sharded board's submissions carry the board's, shardwrite.go).
+// sharded board's submissions carry the board's, shardwrite.go), submitClockItemArg the place of its clock (unix
+// s; ”: the call's, submitNowArg; a recorded event carries its own, appendEvent).
 const (
-	submitItemArgs       = 10
+	submitItemArgs       = 11
 	submitArrivalItemArg = 9
+	submitClockItemArg   = 10
 )
 
 // appendItem validates one submission and appends its script arguments to args; it returns them and the period
@@ -285,7 +287,7 @@ func (s *Store) appendItem(args []any, b *Board, sub Submission, now time.Time, 
 	if fp == "" {
 		fp = fingerprint(sub, score)
 	}
-	args = append(args, sub.Player, score, sub.EventID, fp, hasName, name, hasMeta, meta, at.Unix(), "")
+	args = append(args, sub.Player, score, sub.EventID, fp, hasName, name, hasMeta, meta, at.Unix(), "", "")
 	var first string
 	loc := b.Location()
 	for i, w := range b.Windows {

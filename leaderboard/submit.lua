@@ -4,8 +4,10 @@
 -- separated), now (unix s, the caller's clock), number of items, submissions allowed per player and minute (0: no
 -- limit), fields (the parts of the reply to fill: F_TIE, F_META and F_PREV of common.lua, a bit set), then per
 -- item: player, score, eventId, payload fingerprint, hasName, name, hasMeta, meta, updatedAt (unix s), arrival
--- number ('': the period's own counter gives it; a sharded board gives its board-wide one, see shard.go), and per
--- window: period, expireAt (unix s, 0: never); for SEASON '' and the caller's clock (unix ms, the same reading as
+-- number ('': the period's own counter gives it; a sharded board gives its board-wide one, see shard.go), clock
+-- (unix s; '': the call's, now; a recorded event carries the one it was first applied with, so that a restore's
+-- call applies events recorded at different times each as it was), and per window: period, expireAt (unix s, 0:
+-- never); for SEASON '' and the caller's clock (unix ms, the same reading as
 -- now): the season running at updatedAt, if its grace has not passed (season_of), else none and the window is
 -- skipped.
 -- Reply per item: {'ok'|'dup', rank, approximate, internal score, updatedAt, meta, prevRank|'', prevScore|'',
@@ -13,7 +15,7 @@
 -- written ('ok' items carry the event the call published, if any; items with an arrival number 0 and '' when none,
 -- then the player's token in that window and its token before, '' for a new player), or {'err', code, message}.
 -- Checks in order: the eventId (a retry gets the first result back, and is not counted), the submission limit
--- (RATE_LIMITED; only applied items count, in the minute of 'now'), then the item's own checks.
+-- (RATE_LIMITED; only applied items count, in the minute of the item's clock), then the item's own checks.
 -- Closed periods: a window period with a close fence (fence_key) is final. A calendar one refuses the item
 -- (PERIOD_CLOSED, nothing written), as Go refuses a late score past the grace; a season is skipped, as a season
 -- whose grace is over is (season_of), and the item counts for the board's other windows.
@@ -43,7 +45,7 @@ local maxPerMin = tonum(ARGV[14])
 local fields = tonum(ARGV[15])
 local wantTie, wantMeta, wantPrev = has(fields, F_TIE), has(fields, F_META), has(fields, F_PREV)
 local FIRST = 16
-local stride = 10 + 2 * #wins
+local stride = 11 + 2 * #wins
 local SEQMAX_HI = 2 ^ 31 -- the arrival counter stays below 2^63
 local SIZE_EVERY = 500  -- ms between published size changes of one window period (below the live top)
 
@@ -217,6 +219,8 @@ local function plan(i0)
     hasName = ARGV[i0 + 4] == '1', name = ARGV[i0 + 5], hasMeta = ARGV[i0 + 6] == '1', meta = ARGV[i0 + 7],
     ts = ARGV[i0 + 8] + 0 } -- an integer the caller printed: + 0 converts once, tonumber twice
   if ARGV[i0 + 9] ~= '' then it.arrival = ARGV[i0 + 9] + 0 end
+  local clock = now -- the item's: the limit's minute and the periods' checks read it
+  if ARGV[i0 + 10] ~= '' then clock = ARGV[i0 + 10] + 0 end
   local player = it.player
 
   if it.eventId ~= '' then
@@ -236,7 +240,7 @@ local function plan(i0)
   end
 
   if maxPerMin > 0 then
-    it.lkey = limit_key(now, player)
+    it.lkey = limit_key(clock, player)
     if (tonum(rcall('GET', it.lkey)) or 0) >= maxPerMin then
       return nil, refuse('RATE_LIMITED', 'too many submissions for this player: the board allows ' .. maxPerMin ..
         ' a minute')
@@ -248,7 +252,7 @@ local function plan(i0)
   -- A window without a period for this item (SEASON when no season takes it) is skipped; an item no window
   -- takes is refused after the loop, with nothing written (planning only reads).
   for wi, w in ipairs(wins) do
-    local p, exp = ARGV[i0 + 10 + 2 * (wi - 1)], ARGV[i0 + 11 + 2 * (wi - 1)] + 0
+    local p, exp = ARGV[i0 + 11 + 2 * (wi - 1)], ARGV[i0 + 12 + 2 * (wi - 1)] + 0
     if p == '' then -- SEASON: exp is the caller's clock in ms
       seasons = seasons or season_state()
       p, exp = season_of(seasons, it.ts, exp)
@@ -258,13 +262,13 @@ local function plan(i0)
     end
     if p and exp > 0 and LG and exp <= LG.ttlnow then
       -- A ledgered event for a period whose keys have expired by today's clock (a restore): nothing to write.
-      if exp <= now then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
+      if exp <= clock then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
       p = nil
     end
     if p then
       local ttl = 0
       if exp > 0 then
-        ttl = exp - now
+        ttl = exp - clock
         if ttl <= 0 then return nil, refuse('PERIOD_CLOSED', 'the period ' .. p .. ' is closed') end
         if LG then ttl = exp - LG.ttlnow end -- keys live by today's clock
         if it.namesTTL and ttl > it.namesTTL then it.namesTTL = ttl end

@@ -64,29 +64,48 @@ func openBench(b *testing.B) (*ledger.Ledger, error) {
 	return ledger.Open(context.Background(), ledger.Config{URL: pg.Database(b)})
 }
 
-// BenchmarkRestore measures a restore from the ledger: a board of LB_BENCH_EVENTS events (default 100,000; one
-// player each, scores with heavy ties) rebuilt b.N times. It reports Redis's CPU (INFO cpu: the process's user and
-// system time, which a busy machine does not inflate as it does commandstats' wall-clock µs) and the wall time per
-// event.
+// BenchmarkRestore measures a restore from the ledger: a board of one player an event, scores with heavy ties,
+// rebuilt b.N times. It reports Redis's CPU (INFO cpu: the process's user and system time, which a busy machine
+// does not inflate as it does commandstats' wall-clock µs) and the wall time per event. The board is written
+// two ways: fill=bulk, LB_BENCH_EVENTS events (default 100,000) in calls of 1,000 (each call one recording), and
+// fill=single, LB_BENCH_SINGLE_EVENTS (default 20,000) one a call, as game servers send them, each a recording
+// of its own at a clock one millisecond on. LB_BENCH_RATE sets Config.RestoreRate (default: the store's).
 func BenchmarkRestore(b *testing.B) {
-	n := 100_000
-	if v, err := strconv.Atoi(os.Getenv("LB_BENCH_EVENTS")); err == nil && v > 0 {
-		n = v
+	envInt := func(name string, def int) int {
+		if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v != 0 {
+			return v
+		}
+		return def
 	}
+	for _, fill := range []struct {
+		name       string
+		n, perCall int
+	}{{"bulk", envInt("LB_BENCH_EVENTS", 100_000), 1000}, {"single", envInt("LB_BENCH_SINGLE_EVENTS", 20_000), 1}} {
+		b.Run("fill="+fill.name, func(b *testing.B) {
+			benchRestore(b, fill.n, fill.perCall, float64(envInt("LB_BENCH_RATE", 0)))
+		})
+	}
+}
+
+func benchRestore(b *testing.B, n, perCall int, rate float64) {
 	rdb := redistest.Standalone(b).Client(b)
 	lg, err := openBench(b)
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := leaderboard.New(rdb, leaderboard.Config{Prefix: "br", Ledger: lg, PublishCommand: leaderboard.PublishNone})
+	var tick atomic.Int64
+	t0 := time.Now()
+	clock := func() time.Time { return t0.Add(time.Duration(tick.Add(1)) * time.Millisecond) }
+	s := leaderboard.New(rdb, leaderboard.Config{Prefix: "br", Ledger: lg, PublishCommand: leaderboard.PublishNone,
+		RestoreRate: rate, Clock: clock})
 	ctx := context.Background()
 	id := fmt.Sprintf("restore-%d", time.Now().UnixNano())
 	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id}); err != nil {
 		b.Fatal(err)
 	}
-	for i := 0; i < n; i += 1000 {
-		subs := make([]leaderboard.Submission, 0, 1000)
-		for k := i; k < min(i+1000, n); k++ {
+	for i := 0; i < n; i += perCall {
+		subs := make([]leaderboard.Submission, 0, perCall)
+		for k := i; k < min(i+perCall, n); k++ {
 			subs = append(subs, leaderboard.Submission{Board: id, Player: fmt.Sprintf("p%d", k), Score: float64(k % 997)})
 		}
 		submitAll(ctx, b, s, subs)

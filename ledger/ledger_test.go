@@ -273,6 +273,78 @@ func TestRestoreAfterFlush(t *testing.T) {
 	}
 }
 
+// TestRestoreAppliesEachEventAtItsClock: a restore applies many events in one script call, each with the clock
+// it was recorded with, not the call's: a submission limit counts in each event's own minute, and a score without
+// achievedAt lands in the day its event was recorded in. Checked against what the live writes made (every field of
+// every entry); it fails when the items of a call share its first event's clock (the minute-1 scores then count
+// in minute 0, past the limit, and the second day's score lands on the first day).
+func TestRestoreAppliesEachEventAtItsClock(t *testing.T) {
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pgtest.Shared(t).Database(t))
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) { restoreAtClocks(t, rdb, l, shards) })
+	}
+}
+
+func restoreAtClocks(t *testing.T, rdb redis.UniversalClient, l *ledger.Ledger, shards int) {
+	ctx := ctxT(t, time.Minute)
+	c := newClock()
+	set := func(at time.Time) {
+		c.mu.Lock()
+		c.now = at
+		c.mu.Unlock()
+	}
+	s := newStore(rdb, l, c)
+	id := fmt.Sprintf("clocks-%d", shards)
+	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id, Mode: leaderboard.Sum, MaxSubmitsPerMinute: 2, Shards: shards,
+		Windows: []leaderboard.Window{leaderboard.AllTime, leaderboard.Daily}}); err != nil {
+		t.Fatal(err)
+	}
+	day := c.Now().Truncate(24 * time.Hour).Add(24*time.Hour - 2*time.Minute) // two minutes before a day ends
+	submit := func(at time.Time, player string, score float64) error {
+		set(at)
+		outs, err := s.SubmitMany(ctx, []leaderboard.Submission{{Board: id, Player: player, Score: score}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return outs[0].Err
+	}
+	for _, sub := range []struct {
+		at      time.Duration // from day
+		player  string
+		score   float64
+		limited bool
+	}{
+		{1 * time.Second, "p", 1, false}, {2 * time.Second, "p", 2, false}, // minute 0: the limit reached
+		{61 * time.Second, "p", 4, false}, {62 * time.Second, "p", 8, false}, // minute 1: a new count
+		{63 * time.Second, "p", 16, true},                                      // minute 1: past the limit
+		{119 * time.Second, "q", 1, false}, {121 * time.Second, "q", 2, false}, // the first day's end, the next day
+	} {
+		err := submit(day.Add(sub.at), sub.player, sub.score)
+		if got := leaderboard.ErrorCode(err) == leaderboard.RateLimited; got != sub.limited || (err != nil && !got) {
+			t.Fatalf("%s's %g at +%v: %v, want rate limited %t", sub.player, sub.score, sub.at, err, sub.limited)
+		}
+	}
+	set(day.Add(3 * time.Minute)) // the next day
+	vs := []leaderboard.View{{Board: id, Window: leaderboard.AllTime, Period: leaderboard.AllPeriod}}
+	for _, d := range []time.Time{day, day.Add(3 * time.Minute)} {
+		vs = append(vs, leaderboard.View{Board: id, Window: leaderboard.Daily, Period: d.Format("2006-01-02")})
+	}
+	before := snap(ctx, t, s, vs)
+	if e := before[vs[0]].Entries; len(e) != 2 || e[0].Score != 15 || e[1].Score != 3 {
+		t.Fatalf("all time before the rebuild: %+v, want p 15 and q 3", e)
+	}
+	if e := before[vs[2]].Entries; len(e) != 1 || e[0].PlayerID != "q" || e[0].Score != 2 {
+		t.Fatalf("the second day before the rebuild: %+v, want q 2", e)
+	}
+	if err := s.Rebuild(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if d := before.diff(snap(ctx, t, s, vs)); d != "" {
+		t.Fatalf("rebuilt board differs from what the live writes made: %s", d)
+	}
+}
+
 // waitRestored reads every view until it answers; each answer until then must be UNAVAILABLE.
 func waitRestored(ctx context.Context, t *testing.T, s *leaderboard.Store, vs []leaderboard.View) {
 	t.Helper()
