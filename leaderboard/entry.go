@@ -101,12 +101,15 @@ func TopPercent(rank, size int64) float64 {
 	return 100 * float64(rank) / float64(size)
 }
 
-// userScore converts a score of the index (negated on DESC boards) to the user's scale, and back.
+// userScore converts a score of the index (negated on DESC boards) to the user's scale, and back. A zero comes
+// out as 0 on either order (+ 0 turns -0 into 0): whether the index kept a submitted -0's sign depends on the
+// encoding Redis chose for the sorted set (a listpack drops it, a skiplist keeps it), which differs between the
+// shards of a board and an unsharded one.
 func (b *Board) userScore(x float64) float64 {
 	if b.Order == Desc {
-		return -x + 0 // + 0 turns -0 into 0
+		return -x + 0
 	}
-	return x
+	return x + 0
 }
 
 func toInt(v any) int64 {
