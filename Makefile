@@ -29,11 +29,12 @@ NORACE := CGO_ENABLED=0 $(GO)
 # to build every test binary from another directory here, 44 s without).
 LONGEST := ./internal/server ./leaderboard ./pubsub ./ledger ./cmd/lbbench
 
-# The runs without the race detector (both tests skip under it): the export of a 1,000,000-player board (memory
-# flat, every row) and the tail estimate's accuracy on 1,000,000 players. They run beside the race run at the lowest
+# The runs without the race detector (these tests skip under it): the export of a 1,000,000-player board (memory
+# flat, every row), the tail estimate's accuracy on 1,000,000 players, and the sharded boards' twin tests (every
+# read of sharded twins against an unsharded board, one at a time: a minute of reads). They run beside the race run at the lowest
 # CPU priority (nice 19, their redis-server too), so they take the cores the race run leaves idle (a quarter of
 # them: its tests wait on sockets and timers) and yield the rest; their output follows the race run's.
-BIG_TESTS := '^(TestExportMemoryFlat|TestTailEstimateAccuracy)$$'
+BIG_TESTS := '^(TestExportMemoryFlat|TestTailEstimateAccuracy|TestShardedTwin.*)$$'
 
 test: test-deps tidy
 	$(NORACE) vet -trimpath $(PKGS)

@@ -44,6 +44,15 @@ func newTwins(t *testing.T, s *lb.Store, clock *testClock, def lb.Board) *twins 
 	return tw
 }
 
+// skipTwinsUnderRace skips a twin test under -race or -short: its submissions and reads go one at a time (nothing
+// for the race detector to see) and take about a minute on 2 cores with it; make test runs the twin tests without
+// it, beside the race run (the Makefile's BIG_TESTS).
+func skipTwinsUnderRace(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("sequential reads for about a minute on 2 cores: make test runs them without -race (BIG_TESTS)")
+	}
+}
+
 // errCode is an error's code, or "" for none.
 func errCode(err error) string {
 	if err == nil {
@@ -396,9 +405,7 @@ func twinStore(t *testing.T) (*lb.Store, *testClock) {
 // without score changes, removals and re-entries: the twins read as the unsharded board does.
 func TestShardedTwinModes(t *testing.T) {
 	t.Parallel()
-	if testing.Short() || raceEnabled {
-		t.Skip("about a minute of reads on 2 cores: run without -short and -race")
-	}
+	skipTwinsUnderRace(t)
 	for _, def := range []lb.Board{
 		{ID: "best-desc", Mode: lb.Best, Order: lb.Desc},
 		{ID: "best-asc", Mode: lb.Best, Order: lb.Asc},
@@ -468,6 +475,7 @@ func TestShardedTwinModes(t *testing.T) {
 // unsharded board estimates.)
 func TestShardedTwinExactTop(t *testing.T) {
 	t.Parallel()
+	skipTwinsUnderRace(t)
 	for _, def := range []lb.Board{
 		{ID: "x-best", Mode: lb.Best, Order: lb.Desc, ExactTop: 4},
 		{ID: "x-best-asc", Mode: lb.Best, Order: lb.Asc, ExactTop: 3},
@@ -498,6 +506,7 @@ func TestShardedTwinExactTop(t *testing.T) {
 // differ in the last bit, on BEST and SUM boards of both orders.
 func TestShardedTwinScoreLimits(t *testing.T) {
 	t.Parallel()
+	skipTwinsUnderRace(t)
 	negZero := math.Copysign(0, -1)
 	edge := []float64{lb.MaxScore, -lb.MaxScore, 0, negZero, math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64,
 		1e-300, 0.1, math.Nextafter(0.1, 1), 0.30000000000000004, lb.MaxScore - 1, -lb.MaxScore + 1, 2.5e-308}
@@ -537,6 +546,7 @@ func TestShardedTwinScoreLimits(t *testing.T) {
 // duplicates that return the first result and change nothing, as on the unsharded board.
 func TestShardedTwinEventIDs(t *testing.T) {
 	t.Parallel()
+	skipTwinsUnderRace(t)
 	for _, def := range []lb.Board{{ID: "e-best", Mode: lb.Best}, {ID: "e-sum", Mode: lb.Sum, Order: lb.Asc}} {
 		t.Run(def.ID, func(t *testing.T) {
 			t.Parallel()
@@ -592,9 +602,7 @@ func (tw *twins) season(start string, endsAt time.Time) {
 // time zone other than UTC; every period read by its key.
 func TestShardedTwinWindows(t *testing.T) {
 	t.Parallel()
-	if testing.Short() || raceEnabled {
-		t.Skip("about a minute of reads on 2 cores: run without -short and -race")
-	}
+	skipTwinsUnderRace(t)
 	s, clock := twinStore(t)
 	// Sunday 2031-08-31 22:00 in Tokyo: a day, an ISO week and a month end two hours later.
 	tokyo, err := time.LoadLocation("Asia/Tokyo")
@@ -639,6 +647,7 @@ func TestShardedTwinWindows(t *testing.T) {
 // back, and S to S') reads as a fresh board of its new definition: nothing of the old shards shows.
 func TestShardedTwinRecreate(t *testing.T) {
 	t.Parallel()
+	skipTwinsUnderRace(t)
 	ctx := context.Background()
 	s, clock := twinStore(t)
 	def := lb.Board{ID: "re", Mode: lb.Sum}
