@@ -65,6 +65,11 @@ type LedgerEvent struct {
 	// Voided is set on a submission an EventVoid voided (VoidReason says why): it no longer counts.
 	Voided     bool
 	VoidReason string
+
+	// noneVoided is set, before it is applied, on an EventVoid that voided nothing (what it names was voided
+	// already, or is no submission of the board): it passes the gate without marking the board for a rebuild
+	// (voidScript).
+	noneVoided bool
 }
 
 // Appended is what the ledger says of an event it was asked to record.

@@ -251,7 +251,7 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 		if err != nil {
 			return nil, err
 		}
-		return reply, call(markLedgerScript, []string{v.keys}, v.b.sum)
+		return reply, call(voidScript(e), []string{v.keys}, v.b.sum)
 	case EventCreate:
 		if dup && !restore {
 			return s.createdBefore(ctx, board)
@@ -287,6 +287,16 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 		return reply, call(seasonLedgerScript, []string{v.keys}, args...)
 	}
 	return nil, fmt.Errorf("ledger: event %d of board %q has unknown kind %d", e.Seq, board, e.Kind)
+}
+
+// voidScript is the script an EventVoid passes the gate with: mark.lua, which marks the board until the rebuild
+// that takes the void's submissions out is done, or pass.lua for a void that voided nothing (noneVoided), which no
+// rebuild is owed for. A void applied without its count (a catch-up's) marks.
+func voidScript(e *LedgerEvent) *script {
+	if e.noneVoided {
+		return passLedgerScript
+	}
+	return markLedgerScript
 }
 
 // removeArgs are the remove script's arguments for a removal of player applied with clock now, on the board (or

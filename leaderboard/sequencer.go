@@ -336,6 +336,9 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 // applyOne applies a write of one event other than a submission.
 func (q *sequencer) applyOne(ctx context.Context, w *ledgerWrite, now time.Time) {
 	e := &w.events[0]
+	if a := w.appended[0]; e.Kind == EventVoid && !a.Duplicate && a.Voided == 0 {
+		e.noneVoided = true
+	}
 	w.reply, w.err = q.s.applyEvent(ctx, w.board, e, w.appended[0].Duplicate, false, now, q.gapped)
 	if ErrorCode(w.err) == NotFound && e.Kind != EventCreate {
 		w.err = q.s.missing(ctx, w.board)

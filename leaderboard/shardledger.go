@@ -213,7 +213,7 @@ func (s *Store) applyEventSharded(ctx context.Context, board string, v *cachedBo
 		}
 		return r[k], nil
 	case EventVoid:
-		r, err := s.ledgeredOnShards(ctx, board, first, gapped, every(markLedgerScript, b.sum))
+		r, err := s.ledgeredOnShards(ctx, board, first, gapped, every(voidScript(e), b.sum))
 		if err != nil {
 			return nil, err
 		}
