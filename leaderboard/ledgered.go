@@ -23,8 +23,11 @@ import (
 // and a retry with its eventId finds it).
 func errRestoring(board string) error {
 	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; try again", board),
-		Err: ErrNotApplied}
+		Err: errRestoringNow}
 }
+
+// errRestoringNow is in the chain of errRestoring: a restore of the board runs (in this process or another).
+var errRestoringNow = fmt.Errorf("a restore of the board runs: %w", ErrNotApplied)
 
 // ErrNotApplied is in the chain of an UNAVAILABLE error whose write is known not to have been applied (see
 // OutcomeUnknown).

@@ -90,6 +90,12 @@ func (r *restorer) start(q *sequencer, board string) <-chan struct{} {
 // Rebuild rebuilds a board from the ledger (rebuildLeaderboard): its keys are purged and its events applied again
 // into fresh ones, then switched in; meanwhile the board answers UNAVAILABLE. It returns when the board is whole.
 func (s *Store) Rebuild(ctx context.Context, board string) error {
+	return s.rebuild(ctx, board, true)
+}
+
+// rebuild is Rebuild; without force it rebuilds the board only when Redis lacks it or a void marked it, and
+// otherwise applies the events Redis lacks (restoreBoard).
+func (s *Store) rebuild(ctx context.Context, board string, force bool) error {
 	if s.seq == nil {
 		return errorf(Invalid, "rebuildLeaderboard needs the ledger (DATABASE_URL)")
 	}
@@ -100,7 +106,7 @@ func (s *Store) Rebuild(ctx context.Context, board string) error {
 	// board answers UNAVAILABLE until it is done.
 	done := make(chan RestoreReport, 1)
 	go func() {
-		rep := s.seq.restoreBoard(context.WithoutCancel(ctx), board, true)
+		rep := s.seq.restoreBoard(context.WithoutCancel(ctx), board, force)
 		if f := s.cfg.OnRestore; f != nil {
 			f(rep)
 		}

@@ -3,7 +3,10 @@ package leaderboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -87,7 +90,7 @@ func (s *Store) VoidScoreEvents(ctx context.Context, board string, ids []string,
 	}
 	n := w.appended[0].Voided
 	if n > 0 && !w.appended[0].Duplicate {
-		if err := s.Rebuild(ctx, board); err != nil {
+		if err := s.rebuildAfterVoid(ctx, board); err != nil {
 			return n, err
 		}
 	}
@@ -97,4 +100,28 @@ func (s *Store) VoidScoreEvents(ctx context.Context, board string, ids []string,
 		return n, err
 	}
 	return n, nil
+}
+
+// heldPoll is how often a void whose rebuild another restore holds off looks whether that restore ended.
+const heldPoll = 50 * time.Millisecond
+
+// rebuildAfterVoid rebuilds a board after a recorded void. Another restore may hold the board (a ledger check's,
+// another void's, another process's): it may have read the board's events before this void, so this one waits for
+// it to end, then rebuilds the board if it is still marked (restoreBoard; otherwise it only catches up). Past the
+// request's deadline the answer is UNAVAILABLE with the outcome open: the void is recorded, and the mark has the
+// board rebuilt by the next ledger check.
+func (s *Store) rebuildAfterVoid(ctx context.Context, board string) error {
+	err := s.Rebuild(ctx, board)
+	for errors.Is(err, errRestoringNow) {
+		t := time.NewTimer(heldPoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &Error{Code: Unavailable, Message: fmt.Sprintf("the void is recorded; leaderboard %q is being "+
+				"restored, and is rebuilt without the voided events after it", board), Err: ctx.Err()}
+		case <-t.C:
+		}
+		err = s.rebuild(ctx, board, false)
+	}
+	return err
 }

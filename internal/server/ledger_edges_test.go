@@ -48,6 +48,7 @@ func TestLedgerVoidWhoseRebuildFailed(t *testing.T) {
 	clock := &closeClock{t: ledgerStart}
 	cfg := ledgerConfig(t, clock)
 	cfg.LedgerCheckInterval = 100 * time.Millisecond
+	cfg.RequestTimeout = 2 * time.Second // the void waits for the held restore until its deadline
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "v", "mode": "SUM"})
 	s.submit(t, map[string]any{"board": "v", "playerId": "cheat", "score": 5, "eventId": "c1"})

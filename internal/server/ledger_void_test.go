@@ -1,8 +1,11 @@
 package server
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // A void that voids nothing (ids the board never had, or voided already: it answers 0) owes the board no rebuild:
@@ -45,5 +48,60 @@ func TestLedgerVoidOfNothingRebuildsNothing(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("the ledger check after voids of nothing started %d restores, want 0 (every board is whole)", n)
+	}
+}
+
+// A void recorded while another restore holds the board (a ledger check's, a concurrent void's, another
+// process's) waits for that restore and then rebuilds the board: it answers how many it voided, and the board
+// answers without the voided events from then on. The call answered UNAVAILABLE at once instead, without
+// extensions.outcome, which says nothing was applied (README, "Errors"), while the void was recorded (scoreEvents
+// showed it voided, and a retry answered 0); concurrent voids of one board got that answer too.
+func TestLedgerVoidWhileTheBoardIsHeld(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = time.Hour // no ledger check rebuilds the board behind the test's back
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "held", "mode": "SUM"})
+	s.submit(t, map[string]any{"board": "held", "playerId": "cheat", "score": 5, "eventId": "c1"})
+	s.submit(t, map[string]any{"board": "held", "playerId": "cheat", "score": 1000, "eventId": "c2"})
+
+	// Another process restores the board: it holds the board's restore lock (leaderboard/restore.go).
+	rdb := redisClient(t, s)
+	lock := leaderboard.RestoreLockKey(cfg.KeyPrefix, "held")
+	if err := rdb.Set(ctxT(t, 5*time.Second), lock, "another process", 30*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan gqlResponse, 1)
+	go func() {
+		answer <- s.do(t, testAdminKey, voidMutation, map[string]any{"b": "held", "ids": []string{"c2"}, "r": "fraud"})
+	}()
+	// Once the ledger has the void, that other restore ends.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		evs := s.scoreEvents(t, "held", "cheat", 10, nil).Events
+		if len(evs) == 2 && evs[1].Voided {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the void of c2 is not recorded after 5 s:%s", renderEvents(evs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := rdb.Del(ctxT(t, 5*time.Second), lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answer
+	if len(r.Errors) > 0 {
+		t.Fatalf("voidScoreEvents answered %+v while the ledger has c2 voided", r.Errors)
+	}
+	var n struct{ VoidScoreEvents int }
+	if err := json.Unmarshal(r.Data, &n); err != nil || n.VoidScoreEvents != 1 {
+		t.Fatalf("voidScoreEvents answered %s (%v), want 1", r.Data, err)
+	}
+	var out struct{ Rank *entry }
+	s.must(t, "", `{ rank(board: "held", playerId: "cheat") { playerId score } }`, nil, &out)
+	if out.Rank == nil || out.Rank.Score != 5 {
+		t.Fatalf("cheat after the void of c2 answered: %+v, want score 5", out.Rank)
 	}
 }
