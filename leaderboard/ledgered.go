@@ -29,6 +29,16 @@ func errRestoring(board string) error {
 // errRestoringNow is in the chain of errRestoring: a restore of the board runs (in this process or another).
 var errRestoringNow = fmt.Errorf("a restore of the board runs: %w", ErrNotApplied)
 
+// errRecordedRestoring is the error of a write the ledger recorded while its board is being restored: Redis did not
+// take it, the restore will (it applies every event recorded until it switches the board in). So its outcome is
+// not known to be "not applied" (OutcomeUnknown holds: a retry must carry the same eventId), unlike errRestoring's.
+func errRecordedRestoring(board string) error {
+	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; the "+
+		"write is recorded and the restore applies it: retry it only with the same eventId", board), Err: errRecorded}
+}
+
+var errRecorded = errors.New("recorded in the ledger, to be applied by the board's restore")
+
 // ErrNotApplied is in the chain of an UNAVAILABLE error whose write is known not to have been applied (see
 // OutcomeUnknown).
 var ErrNotApplied = errors.New("not applied")

@@ -2,6 +2,7 @@ package leaderboard
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,6 +190,11 @@ func (q *sequencer) commit(round []*ledgerWrite) func() {
 
 // apply applies the recorded writes of one board, in order; consecutive submissions go in shared calls.
 func (q *sequencer) apply(ctx context.Context, ws []*ledgerWrite, now time.Time) {
+	defer func() {
+		for _, w := range ws {
+			w.recorded()
+		}
+	}()
 	for i := 0; i < len(ws); {
 		if ws[i].kind != EventSubmit {
 			q.applyOne(ctx, ws[i], now)
@@ -342,6 +348,20 @@ func (q *sequencer) applyOne(ctx context.Context, w *ledgerWrite, now time.Time)
 	w.reply, w.err = q.s.applyEvent(ctx, w.board, e, w.appended[0].Duplicate, false, now, q.gapped)
 	if ErrorCode(w.err) == NotFound && e.Kind != EventCreate {
 		w.err = q.s.missing(ctx, w.board)
+	}
+}
+
+// recorded turns a recorded write's errRestoring (its board is being restored, so Redis did not take it) into
+// errRecordedRestoring: errRestoring says nothing was applied, but the ledger has the event and the restore applies
+// it with the others it takes.
+func (w *ledgerWrite) recorded() {
+	if errors.Is(w.err, errRestoringNow) {
+		w.err = errRecordedRestoring(w.board)
+	}
+	for k := range w.outs {
+		if errors.Is(w.outs[k].Err, errRestoringNow) {
+			w.outs[k].Err = errRecordedRestoring(w.board)
+		}
 	}
 }
 

@@ -1,0 +1,71 @@
+package server
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// A submission the ledger records while its board is being restored is applied by that restore (it takes every
+// event recorded until it switches the board in), so its UNAVAILABLE must leave the outcome open
+// (extensions.outcome UNKNOWN: retry only with the same eventId). It said nothing was applied (no outcome), and a
+// client that retried a SUM delta without an eventId, as the README allows then, counted it twice. A board's
+// definition cached before the board was lost (another server's cache, or a rebuild starting between a
+// submission's check and its apply) lets a submission reach the ledger while the board is restored.
+func TestLedgerSubmitRecordedDuringRestore(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = time.Hour // the test starts the restore itself
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "lost", "mode": "SUM"})
+	s.submit(t, map[string]any{"board": "lost", "playerId": "p", "score": 10}) // the server caches the definition
+
+	// Redis loses the board, and another process restores it (it holds the board's restore lock).
+	deleteBoardKeys(t, s, "lost")
+	rdb := redisClient(t, s)
+	lock := leaderboard.RestoreLockKey(cfg.KeyPrefix, "lost")
+	if err := rdb.Set(ctxT(t, 5*time.Second), lock, "another process", 30*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := s.do(t, testSubmitKey, submitMutation, map[string]any{"in": map[string]any{"board": "lost", "playerId": "p",
+		"score": 1}})
+	recorded := len(s.scoreEvents(t, "lost", "p", 10, nil).Events) == 2
+	if err := rdb.Del(ctxT(t, 5*time.Second), lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case len(r.Errors) == 0:
+		t.Logf("the submission during the restore answered %s", r.Data)
+	case !recorded:
+		t.Logf("the submission during the restore was refused before the ledger: %+v", r.Errors)
+	case r.Errors[0].Code() != "UNAVAILABLE" || r.Errors[0].Extensions["outcome"] != "UNKNOWN":
+		t.Errorf("the submission the ledger recorded during the restore answered %+v, want UNAVAILABLE with "+
+			"outcome UNKNOWN: the restore applies it", r.Errors)
+	}
+	// The oracle: the restored board holds every recorded event.
+	want := 10.0
+	if recorded {
+		want = 11
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var out struct{ Rank *entry }
+		rr := s.do(t, "", `{ rank(board: "lost", playerId: "p") { playerId score } }`, nil)
+		if len(rr.Errors) == 0 {
+			if err := json.Unmarshal(rr.Data, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Rank == nil || out.Rank.Score != want {
+				t.Fatalf("p on the restored board: %+v, want score %v", out.Rank, want)
+			}
+			return
+		}
+		if rr.Errors[0].Code() != "UNAVAILABLE" || time.Now().After(deadline) {
+			t.Fatalf("rank while the board is restored: %+v", rr.Errors)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
