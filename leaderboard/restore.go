@@ -114,7 +114,7 @@ func (s *Store) rebuild(ctx context.Context, board string, force bool) error {
 	}()
 	select {
 	case rep := <-done:
-		return rep.Err
+		return s.ledgerError(ctx, board, rep.Err) // a board from before the ledger has nothing to rebuild from
 	case <-ctx.Done():
 		return &Error{Code: Unavailable, Message: fmt.Sprintf("the rebuild of leaderboard %q goes on after this "+
 			"request's deadline; the board answers UNAVAILABLE until it is done", board), Err: ctx.Err()}

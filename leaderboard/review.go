@@ -47,8 +47,8 @@ func (s *Store) ScoreEvents(ctx context.Context, board, player string, first int
 	if err != nil {
 		return nil, "", err
 	}
-	if !ok {
-		return nil, "", errorf(NotFound, "no leaderboard with id %q", board)
+	if !ok { // a board Redis holds from before the ledger has no record: BAD_USER_INPUT (ledgerError)
+		return nil, "", s.ledgerError(ctx, board, errorf(NotFound, "no leaderboard with id %q", board))
 	}
 	evs, err = s.seq.ledger.PlayerEvents(ctx, lb.Key, player, from, first+1)
 	if err != nil {

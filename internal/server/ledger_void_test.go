@@ -105,3 +105,26 @@ func TestLedgerVoidWhileTheBoardIsHeld(t *testing.T) {
 		t.Fatalf("cheat after the void of c2 answered: %+v, want score 5", out.Rank)
 	}
 }
+
+// A board created before the ledger was on has no record (README, "Durability"): the ledger's admin fields answer
+// BAD_USER_INPUT for it, as voidScoreEvents and the writes do, and change nothing. scoreEvents and
+// rebuildLeaderboard answered NOT_FOUND ("no leaderboard with id") for a board that exists and is read.
+func TestLedgerFieldsOnABoardFromBeforeTheLedger(t *testing.T) {
+	t.Parallel()
+	off := startServer(t, testConfig(t))
+	off.create(t, map[string]any{"id": "old", "mode": "SUM"})
+	off.submit(t, map[string]any{"board": "old", "playerId": "p", "score": 3, "eventId": "e1"})
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.RedisURL, cfg.KeyPrefix = off.App.cfg.RedisURL, off.App.cfg.KeyPrefix // the same Redis and board
+	on := startServer(t, cfg)
+	on.wantCode(t, testAdminKey, "BAD_USER_INPUT", scoreEventsQuery, map[string]any{"b": "old", "p": "p"})
+	on.wantCode(t, testAdminKey, "BAD_USER_INPUT", voidMutation, map[string]any{"b": "old", "ids": []string{"e1"},
+		"r": "fraud"})
+	on.wantCode(t, testAdminKey, "BAD_USER_INPUT", rebuildMutation, map[string]any{"id": "old"})
+	on.wantCode(t, testAdminKey, "NOT_FOUND", scoreEventsQuery, map[string]any{"b": "none", "p": "p"})
+	on.wantCode(t, testAdminKey, "NOT_FOUND", rebuildMutation, map[string]any{"id": "none"})
+	if got := on.top(t, "old", 10); len(got) != 1 || got[0].PlayerID != "p" || got[0].Score != 3 {
+		t.Fatalf("the board after the refused calls: %+v, want p 3", got)
+	}
+}
