@@ -46,6 +46,13 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 		return false, err
 	}
 	if s.seq != nil {
+		// No restore runs while the deletion is recorded and carried out: one that had read the board's events
+		// would switch the deleted board back in. While one runs, the deletion is refused before the ledger.
+		release, err := s.holdBoard(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		defer release()
 		if _, err := s.writeOne(ctx, id, LedgerEvent{Kind: EventDelete}); err != nil {
 			if ErrorCode(err) != NotFound {
 				return false, err

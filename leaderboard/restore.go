@@ -121,6 +121,26 @@ func (s *Store) rebuild(ctx context.Context, board string, force bool) error {
 	}
 }
 
+// holdBoard takes a board's restore lock (restoreBoard's) for a write that must not interleave with a restore: a
+// deletion, which a restore that read the board's events before it would undo by switching the board back in. It
+// answers errRestoring (nothing done) while a restore holds the board; release gives the lock back.
+func (s *Store) holdBoard(ctx context.Context, board string) (release func(), err error) {
+	lock, token := keyRestoring.of(s.makeKeyBase(board)), rand.Text()
+	got, err := s.rdb.SetNX(ctx, lock, token, restoreLockTTL).Result()
+	if err != nil {
+		return nil, redisError(err)
+	}
+	if !got {
+		return nil, errRestoring(board)
+	}
+	return func() {
+		s.rdb.Eval(context.WithoutCancel(ctx), releaseLockLua, []string{lock}, token)
+	}, nil
+}
+
+// releaseLockLua deletes a lock (KEYS[1]) if it still holds this holder's token (ARGV[1]).
+const releaseLockLua = `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end`
+
 // restoreBoard restores board from the ledger when Redis lacks it (or always, with force), or applies the
 // events Redis lacks when only the newest are missing.
 func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) (rep RestoreReport) {
@@ -149,8 +169,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 		rep.Err = errRestoring(board) // another process restores it
 		return rep
 	}
-	defer s.rdb.Eval(context.WithoutCancel(ctx), `if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end`,
-		[]string{lock}, token)
+	defer s.rdb.Eval(context.WithoutCancel(ctx), releaseLockLua, []string{lock}, token)
 	keep := func() { s.rdb.Expire(ctx, lock, restoreLockTTL) }
 
 	// The board's definition, from its first event: how many shards hold it.

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -67,5 +69,58 @@ func TestLedgerSubmitRecordedDuringRestore(t *testing.T) {
 			t.Fatalf("rank while the board is restored: %+v", rr.Errors)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// deleteLeaderboard while the board is being rebuilt: either the deletion is refused (nothing recorded, the board
+// stays) or the board is gone for good; never a deleted board back in Redis. The restore read the board's events
+// before the deletion, the deletion was recorded and found no definition to delete (it waits aside during a
+// restore: the call answered false), and the restore then switched the board in: a board the ledger has deleted,
+// readable, whose every write is refused as "created before the ledger", and which no ledger check removes.
+func TestLedgerDeleteDuringRebuild(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = time.Hour
+	cfg.LedgerRestoreRate = 2000 // 3,000 events: a rebuild of about 1.5 s
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "d", "mode": "SUM"})
+	for range 30 {
+		in := make([]map[string]any, 100)
+		for j := range in {
+			in[j] = map[string]any{"board": "d", "playerId": fmt.Sprint("p", j), "score": 1}
+		}
+		s.must(t, testSubmitKey, submitsMutation, map[string]any{"in": in}, nil)
+	}
+	rebuilt := make(chan gqlResponse, 1)
+	go func() { rebuilt <- s.do(t, testAdminKey, rebuildMutation, map[string]any{"id": "d"}) }()
+	// The rebuild runs: the board answers UNAVAILABLE.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := s.do(t, "", `{ top(board: "d", first: 1) { playerId } }`, nil)
+		if len(r.Errors) > 0 && r.Errors[0].Code() == "UNAVAILABLE" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the board never answered UNAVAILABLE during its rebuild: %s %+v", r.Data, r.Errors)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	del := s.do(t, testAdminKey, `mutation { deleteLeaderboard(id: "d") }`, nil)
+	if r := <-rebuilt; len(r.Errors) > 0 && r.Errors[0].Code() != "NOT_FOUND" {
+		t.Errorf("rebuildLeaderboard: %+v", r.Errors)
+	}
+	recorded := slices.Contains(ledgerKinds(t, ledgerPool(t, cfg.DatabaseURL), "d"), leaderboard.EventDelete) ||
+		len(ledgerKinds(t, ledgerPool(t, cfg.DatabaseURL), "d")) == 0 // the live board of that id is gone
+	var out struct{ Leaderboard *struct{ ID string } }
+	s.must(t, "", `{ leaderboard(id: "d") { id } }`, nil, &out)
+	switch {
+	case recorded && out.Leaderboard != nil:
+		t.Fatalf("deleteLeaderboard during the rebuild answered %s %+v; the ledger deleted the board, but after "+
+			"the rebuild Redis has it again", del.Data, del.Errors)
+	case !recorded && out.Leaderboard == nil:
+		t.Fatalf("deleteLeaderboard answered %s %+v; the ledger holds the board, Redis does not", del.Data, del.Errors)
+	case !recorded && (len(del.Errors) == 0 || del.Errors[0].Code() != "UNAVAILABLE"):
+		t.Fatalf("a deletion the ledger did not record answered %s %+v", del.Data, del.Errors)
 	}
 }
