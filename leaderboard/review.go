@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -77,8 +78,10 @@ func (s *Store) VoidScoreEvents(ctx context.Context, board string, ids []string,
 			return 0, err
 		}
 	}
-	if reason == "" || len(reason) > MaxVoidReason || !utf8.ValidString(reason) {
-		return 0, errorf(Invalid, "reason must be 1 to %d bytes of UTF-8", MaxVoidReason)
+	// The ledger keeps the reason as text (events.void_reason, standings' reason), which cannot hold a NUL: one
+	// would fail the commit the void shares with the board's other writes.
+	if reason == "" || len(reason) > MaxVoidReason || !utf8.ValidString(reason) || strings.IndexByte(reason, 0) >= 0 {
+		return 0, errorf(Invalid, "reason must be 1 to %d bytes of UTF-8, without NUL", MaxVoidReason)
 	}
 	if _, err := s.loadBoard(ctx, board); err != nil {
 		return 0, err

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,5 +128,44 @@ func TestLedgerFieldsOnABoardFromBeforeTheLedger(t *testing.T) {
 	on.wantCode(t, testAdminKey, "NOT_FOUND", rebuildMutation, map[string]any{"id": "none"})
 	if got := on.top(t, "old", 10); len(got) != 1 || got[0].PlayerID != "p" || got[0].Score != 3 {
 		t.Fatalf("the board after the refused calls: %+v, want p 3", got)
+	}
+}
+
+// A void's reason with a NUL (valid UTF-8, and a String GraphQL takes) is BAD_USER_INPUT before the ledger: the
+// ledger keeps reasons as text, which cannot hold a NUL. It reached PostgreSQL, failed the commit it shared with
+// the board's other writes, and every write of that round answered INTERNAL, the void too.
+func TestLedgerVoidReasonWithNUL(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = time.Hour
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "nul", "mode": "SUM"})
+	s.submit(t, map[string]any{"board": "nul", "playerId": "a", "score": 1, "eventId": "x"})
+	s.wantCode(t, testAdminKey, "BAD_USER_INPUT", voidMutation, map[string]any{"b": "nul", "ids": []string{"x"},
+		"r": "a\x00b"})
+	// Submissions to the board alongside such voids are not failed by them.
+	var wg sync.WaitGroup
+	errs := make([]gqlResponse, 40)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%4 == 0 {
+				s.do(t, testAdminKey, voidMutation, map[string]any{"b": "nul", "ids": []string{"x"}, "r": "\x00"})
+				return
+			}
+			errs[i] = s.do(t, testSubmitKey, submitMutation, map[string]any{"in": map[string]any{"board": "nul",
+				"playerId": fmt.Sprint("p", i), "score": 1}})
+		}()
+	}
+	wg.Wait()
+	for i, r := range errs {
+		if len(r.Errors) > 0 {
+			t.Errorf("submission %d beside voids with a NUL in the reason: %+v", i, r.Errors)
+		}
+	}
+	if evs := s.scoreEvents(t, "nul", "a", 10, nil).Events; len(evs) != 1 || evs[0].Voided {
+		t.Errorf("a's events after refused voids:%s", renderEvents(evs))
 	}
 }
