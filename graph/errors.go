@@ -62,7 +62,8 @@ func ErrorPresenter(log *slog.Logger) graphql.ErrorPresenterFunc {
 				log.LogAttrs(ctx, slog.LevelWarn, "data store unavailable", slog.String("path", gqlErr.Path.String()),
 					slog.String("err", err.Error()))
 				if isMutation(ctx) && leaderboard.OutcomeUnknown(err) {
-					gqlErr.Message = "the data store did not answer in time: the write may or may not have been applied; " +
+					// The store's message says why (a lost answer, a restore that will apply the recorded write).
+					gqlErr.Message = lbErr.Message + ": the write may or may not have been applied; " +
 						"retry it with the same eventId"
 					gqlErr.Extensions["outcome"] = OutcomeUnknown
 				}

@@ -33,8 +33,8 @@ var errRestoringNow = fmt.Errorf("a restore of the board runs: %w", ErrNotApplie
 // take it, the restore will (it applies every event recorded until it switches the board in). So its outcome is
 // not known to be "not applied" (OutcomeUnknown holds: a retry must carry the same eventId), unlike errRestoring's.
 func errRecordedRestoring(board string) error {
-	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; the "+
-		"write is recorded and the restore applies it: retry it only with the same eventId", board), Err: errRecorded}
+	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger, which "+
+		"recorded the write (the restore applies it)", board), Err: errRecorded}
 }
 
 var errRecorded = errors.New("recorded in the ledger, to be applied by the board's restore")
