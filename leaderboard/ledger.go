@@ -119,6 +119,17 @@ type Ledger interface {
 	FrozenPlayers(ctx context.Context, key int64, w Window, period string, version int, players []string) ([]Entry, error)
 	// Announced records the outbox id of the close event that announced a version.
 	Announced(ctx context.Context, key int64, w Window, period string, version int, outboxID string) error
+	// Refuse marks recorded submissions of a board that the index refused when they were applied as not counting
+	// (voided at recorded, with the refusal as the reason), unless they are voided already.
+	Refuse(ctx context.Context, board string, recorded time.Time, refusals []Refusal) error
+}
+
+// Refusal is a recorded submission the index refused (a submission limit, a total out of range, a closed
+// period): its client was told so, and no later restore may count it, although the events before it may then be
+// others (a void's rebuild). Ledger.Refuse marks it.
+type Refusal struct {
+	Seq    int64
+	Reason string
 }
 
 // FrozenPeriod is one version of a closed period's final standings as the ledger keeps them. Version 1 is

@@ -3,6 +3,7 @@ package leaderboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -326,12 +327,23 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 			dup[i] = it.w.appended[it.k].Duplicate
 		}
 		outs, err := q.s.applySubmitEvents(ctx, board, evs, dup, fields, false, now, q.gapped)
+		var refused []Refusal
 		for i, it := range chunk {
 			if err != nil {
 				it.w.outs[it.k].Err = err
 				continue
 			}
 			it.w.outs[it.k] = outs[i]
+			if e := outs[i].Err; e != nil && !dup[i] && IsRefusal(e) {
+				refused = append(refused, Refusal{Seq: evs[i].Seq, Reason: fmt.Sprintf("refused (%s): %s",
+					ErrorCode(e), ErrorMessage(e))})
+			}
+		}
+		if len(refused) > 0 {
+			// Marked before the answers go: a void's rebuild replays the board without the voided events, which
+			// could let a refused one count (a submission limit no longer reached). A failed mark leaves the
+			// refusal to the replay, which refuses it again unless a void changed what came before it.
+			_ = q.ledger.Refuse(ctx, board, now, refused)
 		}
 		if err != nil && ErrorCode(err) == NotFound {
 			q.restore.start(q, board)

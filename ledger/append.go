@@ -418,3 +418,28 @@ func appendArgs(b leaderboard.AppendBatch) columns {
 	}
 	return c
 }
+
+// Refuse marks the board's submissions the index refused when they were applied as voided at recorded, with the
+// refusal as the reason, unless they are voided already: replays skip them as they skip voided ones. One statement,
+// committed on its own (the refusals are rare: a round of writes that has some).
+func (l *Ledger) Refuse(ctx context.Context, board string, recorded time.Time, refusals []leaderboard.Refusal) error {
+	if len(refusals) == 0 {
+		return nil
+	}
+	ctx, cancel := l.bound(ctx)
+	defer cancel()
+	key, err := l.key(ctx, l.pool, board)
+	if err != nil || key == 0 {
+		return err
+	}
+	seqs := make([]int64, len(refusals))
+	reasons := make([]string, len(refusals))
+	for i, r := range refusals {
+		seqs[i], reasons[i] = r.Seq, strings.ReplaceAll(r.Reason, "\x00", "") // text holds no NUL
+	}
+	_, err = l.pool.Exec(ctx, `UPDATE events SET voided_ms = $2, void_reason = r.reason
+		FROM unnest($3::bigint[], $4::text[]) AS r(seq, reason)
+		WHERE board_key = $1 AND kind = $5 AND events.seq = r.seq AND voided_ms IS NULL`,
+		key, recorded.UnixMilli(), seqs, reasons, int16(leaderboard.EventSubmit))
+	return err
+}

@@ -378,6 +378,62 @@ func flushAll(ctx context.Context, t *testing.T, rdb redis.UniversalClient) {
 	}
 }
 
+// TestRefusedStaysRefused: a submission the index refused (here past the board's submission limit) never counts
+// later. The ledger marks it (scoreEvents shows it voided, the refusal its reason), so a void's rebuild, which
+// replays the board without the voided event before it (the limit then not reached), refuses it again, and voiding
+// it answers 0. Checked against a model of what the clients were told, on 1 and 3 shards; without the mark the
+// rebuilt board counted the refused 100.
+func TestRefusedStaysRefused(t *testing.T) {
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pgtest.Shared(t).Database(t))
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			ctx := ctxT(t, time.Minute)
+			s := newStore(rdb, l, newClock())
+			id := fmt.Sprintf("refused-%d", shards)
+			if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id, Mode: leaderboard.Sum, MaxSubmitsPerMinute: 1,
+				Shards: shards}); err != nil {
+				t.Fatal(err)
+			}
+			for _, sub := range []struct {
+				player, event string
+				score         float64
+				code          leaderboard.Code
+			}{{"p", "a", 1, ""}, {"p", "b", 100, leaderboard.RateLimited}, {"q", "c", 5, ""}} {
+				outs, err := s.SubmitMany(ctx, []leaderboard.Submission{{Board: id, Player: sub.player,
+					Score: sub.score, EventID: sub.event}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := leaderboard.ErrorCode(outs[0].Err); got != sub.code {
+					t.Fatalf("event %s: %v, want code %q", sub.event, outs[0].Err, sub.code)
+				}
+			}
+			evs, _, err := s.ScoreEvents(ctx, id, "p", 10, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != 2 || evs[0].Voided || !evs[1].Voided ||
+				!strings.HasPrefix(evs[1].VoidReason, "refused (RATE_LIMITED): ") {
+				t.Fatalf("p's events: %+v, want a counting and b voided as refused (RATE_LIMITED)", evs)
+			}
+			if n, err := s.VoidScoreEvents(ctx, id, []string{"a"}, "fraud"); err != nil || n != 1 {
+				t.Fatalf("void of a: %d, %v; want 1", n, err)
+			}
+			if n, err := s.VoidScoreEvents(ctx, id, []string{"b"}, "fraud"); err != nil || n != 0 {
+				t.Fatalf("void of the refused b: %d, %v; want 0", n, err)
+			}
+			p, err := s.Top(ctx, leaderboard.View{Board: id, Window: leaderboard.AllTime, Period: leaderboard.AllPeriod}, 0, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(p.Entries) != 1 || p.Entries[0].PlayerID != "q" || p.Entries[0].Score != 5 || p.Size != 1 {
+				t.Fatalf("after the void of a: %+v (size %d), want q 5 alone", p.Entries, p.Size)
+			}
+		})
+	}
+}
+
 // TestLedgerDown: while the database is unreachable, writes answer UNAVAILABLE and change nothing in Redis,
 // reads go on; once it is back, writes succeed again.
 func TestLedgerDown(t *testing.T) {
