@@ -84,13 +84,20 @@ func (s *Store) aroundMany(ctx context.Context, v View, players []string, radius
 			ids = append(ids, id)
 		}
 	}
-	var sharded map[string][]Entry
-	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
-		sharded, err = s.aroundShardedMany(ctx, r, cb, ids, radius, arg)
+	var out map[string][]Entry
+	err := s.byLayout(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+		out, err = s.aroundShardedMany(ctx, r, cb, ids, radius, arg)
 		return err
-	}); ok {
-		return sharded, err
-	}
+	}, func() (err error) {
+		out, err = s.aroundManyUnsharded(ctx, v, ids, radius, arg)
+		return err
+	})
+	return out, err
+}
+
+// aroundManyUnsharded is aroundMany of distinct ids on a board of one shard.
+func (s *Store) aroundManyUnsharded(ctx context.Context, v View, ids []string, radius, arg int) (map[string][]Entry,
+	error) {
 	out := make(map[string][]Entry, len(ids))
 	left := ids
 	if len(ids) > 1 {

@@ -71,6 +71,11 @@ func ErrorMessage(err error) string {
 // the caller's (Store.fresh reloads it and tries again).
 var errStaleDef = errors.New("the leaderboard definition changed")
 
+// errLayout is errStaleDef of a read whose path does not fit the board it found: a plain read of a board that is
+// sharded now, or a sharded read of one that is not (the board was created again with another shard count since
+// its definition was cached). Store.byLayout chooses the path again.
+var errLayout = fmt.Errorf("%w: its shard count changed", errStaleDef)
+
 // redisError wraps an error returned by go-redis. Replies of our scripts that start with "LB_<CODE> " become
 // typed errors; connection failures become Unavailable; the rest is Internal.
 func redisError(err error) error {

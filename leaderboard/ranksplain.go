@@ -72,13 +72,19 @@ func plainRanksFit(b *Board, arg int) bool {
 
 // ranks answers Ranks: with the plain read when it fits and can, else with ranks.lua.
 func (s *Store) ranks(ctx context.Context, v View, players []string, arg int) (*Page, error) {
-	var sp *Page
-	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
-		sp, err = s.ranksSharded(ctx, r, cb, players, arg)
+	var p *Page
+	err := s.byLayout(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+		p, err = s.ranksSharded(ctx, r, cb, players, arg)
 		return err
-	}); ok {
-		return sp, err
-	}
+	}, func() (err error) {
+		p, err = s.ranksUnsharded(ctx, v, players, arg)
+		return err
+	})
+	return p, err
+}
+
+// ranksUnsharded is ranks on a board of one shard.
+func (s *Store) ranksUnsharded(ctx context.Context, v View, players []string, arg int) (*Page, error) {
 	var p *Page
 	fits := func(b *Board) bool { return plainRanksFit(b, arg) }
 	err := s.plainRead(ctx, v, fits, func(r Resolved) error {
@@ -110,6 +116,9 @@ func (s *Store) plainRead(ctx context.Context, v View, fits func(*Board) bool, r
 		r, err := s.Resolve(ctx, v)
 		if err != nil {
 			return err
+		}
+		if r.Board.Sharded() {
+			return errLayout // a read of shard 0 alone
 		}
 		if !fits(r.Board) {
 			return errUseScript

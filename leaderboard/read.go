@@ -64,13 +64,14 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 		return s.frozenTop(ctx, f, offset, first)
 	}
 	var p *Page
-	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+	err := s.byLayout(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
 		p, err = s.topSharded(ctx, r, cb, offset, first)
 		return err
-	}); ok {
-		return p, err
-	}
-	return s.read(ctx, v, topScript, offset, first)
+	}, func() (err error) {
+		p, err = s.read(ctx, v, topScript, offset, first)
+		return err
+	})
+	return p, err
 }
 
 // Fields are the parts of an Entry that a read fills besides the player id, rank, approximate flag, score and
@@ -147,6 +148,9 @@ func (s *Store) readWith(ctx context.Context, v View, script *script, args []any
 		r, err := s.Resolve(ctx, v)
 		if err != nil {
 			return err
+		}
+		if r.Board.Sharded() {
+			return errLayout // a script on shard 0 alone
 		}
 		argv := make([]any, 0, 3+len(args))
 		argv = append(argv, r.Board.sum, windowCodes[r.Window], r.Period)
@@ -227,6 +231,13 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 		}
 		return err
 	})
+	if errors.Is(err, errLayout) { // re-created with shards since b was cached: ranks chooses again
+		p, err := s.ranks(ctx, v, []string{player}, arg)
+		if err != nil || len(p.Entries) == 0 {
+			return nil, err
+		}
+		return &p.Entries[0], nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -314,17 +325,21 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 		return s.aroundGrouped(ctx, v, player, radius, arg) // sharded boards too: their plain reads group as well
 	}
 	var out []Entry
-	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+	err = s.byLayout(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
 		out, err = s.aroundSharded(ctx, r, cb, player, radius, arg)
 		return err
-	}); ok {
-		return out, err
-	}
-	p, err := s.read(ctx, v, aroundScript, player, radius, arg)
+	}, func() error {
+		p, err := s.read(ctx, v, aroundScript, player, radius, arg)
+		if err != nil {
+			return err
+		}
+		out = p.Entries
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	return p.Entries, nil
+	return out, nil
 }
 
 // Size returns the number of players with a score in the ranking.
@@ -336,26 +351,53 @@ func (s *Store) Size(ctx context.Context, v View) (int64, error) {
 		return f.fp.Size, nil
 	}
 	var n int64
-	if ok, err := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
+	err := s.byLayout(ctx, v, func(r Resolved, cb *cachedBoard) (err error) {
 		n, err = s.sizeSharded(ctx, r, cb)
 		return err
-	}); ok {
-		return n, err
-	}
-	r, err := s.Resolve(ctx, v)
-	if err != nil {
-		return 0, err
-	}
-	release, err := s.reads.acquire(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer release()
-	n, err = s.rdb.HGet(ctx, s.stateKey(r.Board.ID, r.Window, r.Period), "cnt").Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, redisError(err)
-	}
-	return n, nil
+	}, func() (err error) {
+		n, err = s.sizeUnsharded(ctx, v)
+		return err
+	})
+	return n, err
+}
+
+// sizeUnsharded is Size on a board of one shard: its count, read with its definition (in one MULTI), so that a
+// board created again since its definition was cached is read again as it is now (fresh).
+func (s *Store) sizeUnsharded(ctx context.Context, v View) (int64, error) {
+	var n int64
+	err := s.fresh(v.Board, func() error {
+		r, err := s.Resolve(ctx, v)
+		if err != nil {
+			return err
+		}
+		if r.Board.Sharded() {
+			return errLayout // shard 0's count alone
+		}
+		release, err := s.reads.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
+		var def *redis.StringCmd
+		var cnt *redis.StringCmd
+		_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			def = p.Get(ctx, keyDef.of(s.keyBase(r.Board.ID)))
+			cnt = p.HGet(ctx, s.stateKey(r.Board.ID, r.Window, r.Period), "cnt")
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return redisError(err)
+		}
+		if d, err := def.Result(); err != nil || defSum(d) != r.Board.sum {
+			return errStaleDef // deleted (the retry's Resolve says NOT_FOUND), or created again
+		}
+		n, err = cnt.Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return redisError(err)
+		}
+		return nil
+	})
+	return n, err
 }
 
 // page reads a {size, entry...} reply, or a {size, epoch, version, entry...} one (a read WithVersion: its rows

@@ -263,8 +263,42 @@ func (b *Board) entryOf(r shardRow, rank, tie, size int64) Entry {
 	return e
 }
 
+// byLayout runs sharded on a sharded board's view and plain on any other, choosing again when the path taken
+// found the board created again with another layout since its definition was cached: errLayout (plain must
+// refuse a board that resolves sharded, as readWith and plainRead do, or a board re-created with shards would be
+// read on shard 0 alone), or NOT_FOUND from a shard of the layout before while the board exists with another
+// definition.
+func (s *Store) byLayout(ctx context.Context, v View, sharded func(Resolved, *cachedBoard) error,
+	plain func() error) error {
+	var err error
+	for range 3 {
+		var used string // the definition the sharded read was of
+		ok, serr := s.shardedRead(ctx, v, func(r Resolved, cb *cachedBoard) error {
+			used = r.Board.sum
+			return sharded(r, cb)
+		})
+		err = serr
+		if !ok {
+			err = plain()
+		}
+		if ok && ErrorCode(err) == NotFound && used != "" {
+			s.boards.Delete(v.Board)
+			if now, lerr := s.loadBoard(ctx, v.Board); lerr == nil && now.b.sum != used {
+				continue
+			}
+			return err
+		}
+		if !errors.Is(err, errLayout) {
+			return err
+		}
+		s.boards.Delete(v.Board)
+	}
+	return err
+}
+
 // shardedRead runs read on a sharded board's view (with the board's cache entry), again when the definition
 // changed under it. ok is false when the board is not sharded (or cannot be loaded: the plain path says why).
+// Use it through byLayout.
 func (s *Store) shardedRead(ctx context.Context, v View, read func(Resolved, *cachedBoard) error) (ok bool, err error) {
 	cb, err := s.loadBoard(ctx, v.Board)
 	if err != nil || !cb.b.Sharded() {
@@ -280,7 +314,7 @@ func (s *Store) shardedRead(ctx context.Context, v View, read func(Resolved, *ca
 			return err
 		}
 		if !cb.b.Sharded() {
-			return errStaleDef
+			return errLayout
 		}
 		release, err := s.reads.acquire(ctx)
 		if err != nil {
