@@ -264,7 +264,11 @@ func (s *Store) frozenStandings(ctx context.Context, key int64, fp FrozenPeriod)
 	}
 }
 
-// sameRows reports whether two standings agree in every field a frozen row keeps.
+// sameRows reports whether two standings agree in the ranking a void can change: each row's player, rank,
+// tieRank, score and updatedAt. Display names and metadata are the board's, not the period's (reads of a closed
+// period show their latest values, and a player renamed by a submission to a later period is renamed there too):
+// a difference in them alone is no correction of the period, which would otherwise be sent with the reason of any
+// void after a rename. A correction that is due carries the names and metadata of its moment.
 func sameRows(a, b []Entry) bool {
 	if len(a) != len(b) {
 		return false
@@ -272,8 +276,7 @@ func sameRows(a, b []Entry) bool {
 	for i := range a {
 		x, y := &a[i], &b[i]
 		if x.PlayerID != y.PlayerID || x.Rank != y.Rank || x.TieRank != y.TieRank || x.Score != y.Score ||
-			x.UpdatedAt.UnixMilli() != y.UpdatedAt.UnixMilli() || string(x.Metadata) != string(y.Metadata) ||
-			(x.DisplayName == nil) != (y.DisplayName == nil) || (x.DisplayName != nil && *x.DisplayName != *y.DisplayName) {
+			x.UpdatedAt.UnixMilli() != y.UpdatedAt.UnixMilli() {
 			return false
 		}
 	}
