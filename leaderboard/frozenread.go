@@ -183,7 +183,11 @@ func (s *Store) frozenPeriods(ctx context.Context, b *Board, w Window, have []Cl
 	added := false
 	for _, fp := range fps {
 		if !seen[fp.Period] && fp.Size > 0 {
-			out = append(out, ClosedPeriod{Period: fp.Period, Size: fp.Size, EndedAt: fp.EndedAt})
+			end := fp.EndedAt
+			if w != Season { // a calendar period ends at a local midnight, shown as Periods shows it from Redis
+				end = end.In(b.Location())
+			}
+			out = append(out, ClosedPeriod{Period: fp.Period, Size: fp.Size, EndedAt: end})
 			added = true
 		}
 	}

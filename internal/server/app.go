@@ -180,7 +180,11 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	})
 	a.Metrics.WatchStreams(a.streams)
 	a.exports = newExports(opts, exportsConfig{Max: cfg.ExportConcurrency,
-		Store:    leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish, Clock: cfg.Clock},
+		// The exports' store knows the ledger, as the hub's does: an export of a closed period Redis no longer
+		// holds pages its frozen standings, and a board being restored is UNAVAILABLE, not an empty period.
+		Store: leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish, Clock: cfg.Clock,
+			Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare,
+			RestoreRate: restoreRate(cfg.LedgerRestoreRate)},
 		Resolver: a.Store, ReadKeyRequired: keys.ReadKeyRequired, ClientAddr: px.clientAddr, Streams: a.streams,
 		Log: log, WriteTimeout: cfg.WriteTimeout, RequestTimeout: cfg.RequestTimeout})
 	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
