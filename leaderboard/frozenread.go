@@ -41,11 +41,24 @@ type frozenView struct {
 	fp  FrozenPeriod
 }
 
-// frozen returns the frozen standings to answer a read of v from: with the ledger on, when v names a period
-// explicitly, the period is over, and Redis does not hold it. nil: read Redis.
+// frozen returns the frozen standings to answer a read of v from: with the ledger on, when the period v names
+// (explicitly, or by default the latest season of a SEASON window, whose final standings stay the default for
+// reads once it ended) is over, and Redis does not hold it. nil: read Redis.
 func (s *Store) frozen(ctx context.Context, v View) (*frozenView, error) {
-	if s.seq == nil || v.Period == "" || v.Window == AllTime {
+	if s.seq == nil || v.Window == AllTime {
 		return nil, nil
+	}
+	if v.Period == "" { // the current period: open for a calendar window, so only a SEASON window's may be over
+		if v.Window != "" && v.Window != Season {
+			return nil, nil
+		}
+		b, err := s.Board(ctx, v.Board)
+		if err != nil {
+			return nil, err
+		}
+		if v.Window == "" && b.DefaultWindow() != Season {
+			return nil, nil
+		}
 	}
 	r, err := s.Resolve(ctx, v)
 	if err != nil {
