@@ -58,6 +58,12 @@ type Snapshot struct {
 // a time in proportion to the period's size (seconds for a million players); ctx, and the client's socket
 // timeout, must allow for that.
 func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
+	if s.seq != nil && v.Window != "" && v.Period != "" {
+		// A snapshot is of now: of a period Redis no longer holds, the newest frozen version the ledger has,
+		// not one this store looked up within frozenTTL (a correction written since by another store of the
+		// process, such as the API's for an export's, or by another process, is in it).
+		s.forgetFrozen(v.Board, v.Window, v.Period)
+	}
 	if f, err := s.frozen(ctx, v); err != nil || f != nil {
 		if err != nil {
 			return nil, err
