@@ -59,6 +59,11 @@ func (s *Store) frozen(ctx context.Context, v View) (*frozenView, error) {
 		if v.Window == "" && b.DefaultWindow() != Season {
 			return nil, nil
 		}
+		si, err := s.LatestSeason(ctx, b.ID)
+		if err != nil || si == nil || si.Running { // a running season is Redis's
+			return nil, err
+		}
+		v.Window, v.Period = Season, si.ID
 	}
 	r, err := s.Resolve(ctx, v)
 	if err != nil {
