@@ -14,19 +14,19 @@ import (
 // on a sharded SUM board in a time zone: the correction event's standings are the model's without the voided
 // events, and every read of the day right after the call (top, rank, the export) answers them; a second void of the
 // same events voids nothing and sends nothing.
-func TestProbeVoidExpiredSharded(t *testing.T) {
+func TestVoidExpiredSharded(t *testing.T) {
 	t.Parallel()
 	for _, shards := range []int{1, 3} {
 		for _, expired := range []bool{false, true} {
 			t.Run(fmt.Sprintf("shards=%d/expired=%v", shards, expired), func(t *testing.T) {
 				t.Parallel()
-				probeVoidExpired(t, shards, expired)
+				voidExpired(t, shards, expired)
 			})
 		}
 	}
 }
 
-func probeVoidExpired(t *testing.T, shards int, expired bool) {
+func voidExpired(t *testing.T, shards int, expired bool) {
 	clock := &closeClock{t: ledgerStart}
 	cfg := ledgerConfig(t, clock)
 	cfg.Closes.CheckInterval = 20 * time.Millisecond
@@ -50,8 +50,8 @@ func probeVoidExpired(t *testing.T, shards int, expired bool) {
 		clock.Set(ledgerStart.Add(time.Duration(i) * time.Minute))
 		s.submit(t, map[string]any{"board": "vx", "playerId": x.p, "score": x.v, "eventId": x.id})
 	}
-	model := func(voided map[string]bool) []probeRow {
-		m := &probeModel{order: "DESC", mode: "SUM", score: map[string]float64{}, arrival: map[string]int{}}
+	model := func(voided map[string]bool) []closedRow {
+		m := &closedModel{order: "DESC", mode: "SUM", score: map[string]float64{}, arrival: map[string]int{}}
 		for i, x := range subs {
 			if !voided[x.id] {
 				m.apply(i, x.p, x.v)
@@ -59,7 +59,7 @@ func probeVoidExpired(t *testing.T, shards int, expired bool) {
 		}
 		return m.ranking()
 	}
-	check := func(what string, rows []probeRow, top []entry) {
+	check := func(what string, rows []closedRow, top []entry) {
 		t.Helper()
 		if len(top) != len(rows) {
 			t.Fatalf("%s: %d rows, model %d", what, len(top), len(rows))

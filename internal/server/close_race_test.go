@@ -14,7 +14,7 @@ import (
 // the clock crosses end + grace while writers send scores achieved in the day. Every acknowledged score is in the
 // close event and in the frozen standings, every refused one (PERIOD_CLOSED, the only refusal allowed) is nowhere,
 // ALL_TIME included.
-func TestProbeCloseRacesLateScores(t *testing.T) {
+func TestCloseRacesLateScores(t *testing.T) {
 	t.Parallel()
 	for _, shards := range []int{1, 3} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 // The grace edge with the ledger, on boards of one shard and of three: a late score a millisecond before end +
 // grace counts for the day; at end + grace exactly and a millisecond after it is PERIOD_CLOSED and nothing of it
 // is written: no ALL_TIME score, no event in the ledger (scoreEvents), and the eventId is free.
-func TestProbeGraceEdgeWithLedger(t *testing.T) {
+func TestGraceEdgeWithLedger(t *testing.T) {
 	t.Parallel()
 	for _, shards := range []int{1, 3} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 // With the ledger, an export of a board Redis has lost answers UNAVAILABLE until the board is restored, then every
 // row: never a complete-looking file with fewer rows, never NOT_FOUND.
-func TestProbeExportOfALostBoard(t *testing.T) {
+func TestExportOfALostBoard(t *testing.T) {
 	t.Parallel()
 	clock := &closeClock{t: ledgerStart}
 	cfg := ledgerConfig(t, clock)

@@ -13,22 +13,22 @@ import (
 	"time"
 )
 
-// probeModel is the test's own ranking of what was submitted: per player the stored score, the arrival (the
+// closedModel is the test's own ranking of what was submitted: per player the stored score, the arrival (the
 // number of the submission that last changed it) and whether it has a score.
-type probeModel struct {
+type closedModel struct {
 	order, mode string
 	score       map[string]float64
 	arrival     map[string]int
 }
 
-func (m *probeModel) better(a, b float64) bool {
+func (m *closedModel) better(a, b float64) bool {
 	if m.order == "ASC" {
 		return a < b
 	}
 	return a > b
 }
 
-func (m *probeModel) apply(i int, p string, v float64) {
+func (m *closedModel) apply(i int, p string, v float64) {
 	cur, ok := m.score[p]
 	switch {
 	case !ok:
@@ -48,14 +48,14 @@ func (m *probeModel) apply(i int, p string, v float64) {
 	}
 }
 
-type probeRow struct {
+type closedRow struct {
 	player        string
 	rank, tieRank int
 	score, topPct float64
 }
 
 // ranking is every player in rank order, with tie ranks and topPercent.
-func (m *probeModel) ranking() []probeRow {
+func (m *closedModel) ranking() []closedRow {
 	ps := make([]string, 0, len(m.score))
 	for p := range m.score {
 		ps = append(ps, p)
@@ -69,7 +69,7 @@ func (m *probeModel) ranking() []probeRow {
 		}
 		return m.arrival[a] - m.arrival[b]
 	})
-	out := make([]probeRow, len(ps))
+	out := make([]closedRow, len(ps))
 	for i, p := range ps {
 		tie := 1
 		for _, q := range ps {
@@ -77,7 +77,7 @@ func (m *probeModel) ranking() []probeRow {
 				tie++
 			}
 		}
-		out[i] = probeRow{player: p, rank: i + 1, tieRank: tie, score: m.score[p],
+		out[i] = closedRow{player: p, rank: i + 1, tieRank: tie, score: m.score[p],
 			topPct: 100 * float64(i+1) / float64(len(ps))}
 	}
 	return out
@@ -87,7 +87,7 @@ func (m *probeModel) ranking() []probeRow {
 // and after its keys are gone for good (past the retention: frozen standings) answers the same bytes for top,
 // rank, aroundMe, friends, size, periods and the export, and they agree with the close event and with the test's
 // own model of the submissions: every mode and order, sharded boards, exactTop tails, time zones.
-func TestProbeClosedPeriodReadsAgree(t *testing.T) {
+func TestClosedPeriodReadsAgree(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, order, mode, tz string
@@ -117,7 +117,7 @@ func TestProbeClosedPeriodReadsAgree(t *testing.T) {
 			local := ledgerStart.In(loc)
 			period := local.Format("2006-01-02")
 			end := time.Date(local.Year(), local.Month(), local.Day()+1, 0, 0, 0, 0, loc)
-			m := &probeModel{order: c.order, mode: c.mode, score: map[string]float64{}, arrival: map[string]int{}}
+			m := &closedModel{order: c.order, mode: c.mode, score: map[string]float64{}, arrival: map[string]int{}}
 			rng := rand.New(rand.NewPCG(uint64(ci), 7))
 			const players = 24
 			at := ledgerStart

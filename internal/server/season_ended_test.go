@@ -11,7 +11,7 @@ import (
 // readability, and from its frozen standings once its keys are gone: by its id and by default (the last season's
 // final standings stay the default for reads until the next season starts), on boards of one shard and of three;
 // its close event's size and top agree with the reads.
-func TestProbeSeasonEndedEarlyReads(t *testing.T) {
+func TestSeasonEndedEarlyReads(t *testing.T) {
 	t.Parallel()
 	for _, shards := range []int{1, 3} {
 		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {

@@ -27,7 +27,7 @@ func deletePrefixKeys(t *testing.T, s *testServer) {
 // also when a player of that period has taken another display name since its close (a submission to a later
 // period): the name is not part of what the void changed. Checked while Redis holds the closed day and after its
 // keys are gone (the scratch replay).
-func TestProbeVoidAfterRenameSendsNoCorrection(t *testing.T) {
+func TestVoidAfterRenameSendsNoCorrection(t *testing.T) {
 	t.Parallel()
 	for _, expired := range []bool{false, true} {
 		t.Run(fmt.Sprintf("expired=%v", expired), func(t *testing.T) {
