@@ -46,10 +46,10 @@ func newTwins(t *testing.T, s *lb.Store, clock *testClock, def lb.Board) *twins 
 
 // skipTwinsUnderRace skips a twin test under -race or -short: its submissions and reads go one at a time (nothing
 // for the race detector to see) and take about a minute on 2 cores with it; make test runs the twin tests without
-// it, beside the race run (the Makefile's BIG_TESTS).
+// it, after the race run.
 func skipTwinsUnderRace(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("sequential reads for about a minute on 2 cores: make test runs them without -race (BIG_TESTS)")
+		t.Skip("sequential reads for about a minute on 2 cores: make test runs them without -race")
 	}
 }
 
