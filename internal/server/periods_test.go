@@ -11,9 +11,12 @@ import (
 // is 24 hours behind) is listed with its size and end (the start of the next day, RFC 3339); ALL_TIME has none; a
 // window the board lacks is BAD_USER_INPUT.
 func TestPeriodsField(t *testing.T) {
-	s := startServer(t, testConfig(t))
+	cfg := testConfig(t)
+	now := time.Date(2031, 3, 14, 12, 0, 0, 0, time.UTC) // the server's clock: the test's, not today's
+	cfg.Clock = func() time.Time { return now }
+	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "days", "windows": []string{"DAILY", "ALL_TIME"}})
-	yesterday := time.Now().Add(-24 * time.Hour).UTC()
+	yesterday := now.Add(-24 * time.Hour)
 	past := leaderboard.New(s.Store.Redis(), leaderboard.Config{Prefix: s.Store.Prefix(),
 		PublishCommand: leaderboard.PublishNone, Clock: func() time.Time { return yesterday }})
 	for _, p := range []string{"a", "b", "a"} {
