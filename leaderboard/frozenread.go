@@ -43,8 +43,10 @@ type frozenView struct {
 
 // frozen returns the frozen standings to answer a read of v from: with the ledger on, when the period v names
 // (explicitly, or by default the latest season of a SEASON window, whose final standings stay the default for
-// reads once it ended) is over, and Redis does not hold it. nil: read Redis.
-func (s *Store) frozen(ctx context.Context, v View) (*frozenView, error) {
+// reads once it ended) is over, and Redis does not hold it. nil: read Redis. A default SEASON view it resolved to
+// a running season names that season when it returns, so that the read does not ask for the latest season again.
+func (s *Store) frozen(ctx context.Context, vp *View) (*frozenView, error) {
+	v := *vp
 	if s.seq == nil || v.Window == AllTime {
 		return nil, nil
 	}
@@ -60,10 +62,14 @@ func (s *Store) frozen(ctx context.Context, v View) (*frozenView, error) {
 			return nil, nil
 		}
 		si, err := s.LatestSeason(ctx, b.ID)
-		if err != nil || si == nil || si.Running { // a running season is Redis's
+		if err != nil || si == nil {
 			return nil, err
 		}
 		v.Window, v.Period = Season, si.ID
+		if si.Running { // Redis's, read as that season
+			*vp = v
+			return nil, nil
+		}
 	}
 	r, err := s.Resolve(ctx, v)
 	if err != nil {

@@ -57,7 +57,7 @@ func (s *Store) Top(ctx context.Context, v View, offset, first int) (*Page, erro
 	if offset < 0 || offset > MaxOffset {
 		return nil, errorf(Invalid, "offset must be between 0 and %d", MaxOffset)
 	}
-	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+	if f, err := s.frozen(ctx, &v); err != nil || f != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -187,7 +187,7 @@ func (s *Store) Rank(ctx context.Context, v View, player string, opts ...ReadOpt
 	if err := checkID("player id", player); err != nil {
 		return nil, err
 	}
-	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+	if f, err := s.frozen(ctx, &v); err != nil || f != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -255,7 +255,7 @@ func (s *Store) Ranks(ctx context.Context, v View, players []string, opts ...Rea
 			return nil, err
 		}
 	}
-	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+	if f, err := s.frozen(ctx, &v); err != nil || f != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -311,7 +311,7 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 		return nil, err
 	}
 	arg := readArg(opts) & int(FieldUpdatedAt|FieldTieRank|FieldMeta) // what around.lua reads
-	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+	if f, err := s.frozen(ctx, &v); err != nil || f != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -344,7 +344,7 @@ func (s *Store) Around(ctx context.Context, v View, player string, radius int, o
 
 // Size returns the number of players with a score in the ranking.
 func (s *Store) Size(ctx context.Context, v View) (int64, error) {
-	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+	if f, err := s.frozen(ctx, &v); err != nil || f != nil {
 		if err != nil {
 			return 0, err
 		}

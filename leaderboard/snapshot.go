@@ -64,7 +64,7 @@ func (s *Store) Snapshot(ctx context.Context, v View) (*Snapshot, error) {
 		// process, such as the API's for an export's, or by another process, is in it).
 		s.forgetFrozen(v.Board, v.Window, v.Period)
 	}
-	if f, err := s.frozen(ctx, v); err != nil || f != nil {
+	if f, err := s.frozen(ctx, &v); err != nil || f != nil {
 		if err != nil {
 			return nil, err
 		}
