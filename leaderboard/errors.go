@@ -99,6 +99,31 @@ func redisError(err error) error {
 	return &Error{Code: Internal, Message: "internal error", Err: err}
 }
 
+// errRestoring is the error of a request on a board that Redis lost and the ledger holds, while it is restored.
+// Its outcome is known: nothing was applied (a write the ledger recorded meanwhile is applied by the restore,
+// and a retry with its eventId finds it).
+func errRestoring(board string) error {
+	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; try again", board),
+		Err: errRestoringNow}
+}
+
+// errRestoringNow is in the chain of errRestoring: a restore of the board runs (in this process or another).
+var errRestoringNow = fmt.Errorf("a restore of the board runs: %w", ErrNotApplied)
+
+// errRecordedRestoring is the error of a write the ledger recorded while its board is being restored: Redis did not
+// take it, the restore will (it applies every event recorded until it switches the board in). So its outcome is
+// not known to be "not applied" (OutcomeUnknown holds: a retry must carry the same eventId), unlike errRestoring's.
+func errRecordedRestoring(board string) error {
+	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger, which "+
+		"recorded the write (the restore applies it)", board), Err: errRecorded}
+}
+
+var errRecorded = errors.New("recorded in the ledger, to be applied by the board's restore")
+
+// ErrNotApplied is in the chain of an UNAVAILABLE error whose write is known not to have been applied (see
+// OutcomeUnknown).
+var ErrNotApplied = errors.New("not applied")
+
 // OutcomeUnknown reports whether err, returned by a write, leaves open whether the write was applied: Redis may
 // have run the script and its answer was lost (a timeout, a connection reset after the call was sent). A retry with
 // the same eventId is safe; without one it may apply the write twice. Refusals, overload and failures to connect

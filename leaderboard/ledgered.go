@@ -18,31 +18,6 @@ import (
 // scripts behind the gate in common.lua). A restore applies the same events the same way (restore.go), so the
 // index is a function of the ledger.
 
-// ErrRestoring is the error of a request on a board that Redis lost and the ledger holds, while it is restored.
-// Its outcome is known: nothing was applied (a write the ledger recorded meanwhile is applied by the restore,
-// and a retry with its eventId finds it).
-func errRestoring(board string) error {
-	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger; try again", board),
-		Err: errRestoringNow}
-}
-
-// errRestoringNow is in the chain of errRestoring: a restore of the board runs (in this process or another).
-var errRestoringNow = fmt.Errorf("a restore of the board runs: %w", ErrNotApplied)
-
-// errRecordedRestoring is the error of a write the ledger recorded while its board is being restored: Redis did not
-// take it, the restore will (it applies every event recorded until it switches the board in). So its outcome is
-// not known to be "not applied" (OutcomeUnknown holds: a retry must carry the same eventId), unlike errRestoring's.
-func errRecordedRestoring(board string) error {
-	return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q is being restored from the ledger, which "+
-		"recorded the write (the restore applies it)", board), Err: errRecorded}
-}
-
-var errRecorded = errors.New("recorded in the ledger, to be applied by the board's restore")
-
-// ErrNotApplied is in the chain of an UNAVAILABLE error whose write is known not to have been applied (see
-// OutcomeUnknown).
-var ErrNotApplied = errors.New("not applied")
-
 // boardFor returns the cached view of a board for a ledgered call: the definition cache's, or for a restore the
 // definition the ledger recorded (not cached: the board is not readable until the restore is done).
 func (s *Store) boardFor(ctx context.Context, board string, restore bool) (*cachedBoard, error) {
