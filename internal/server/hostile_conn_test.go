@@ -76,7 +76,10 @@ func TestReadFloodLeavesRoomForWrites(t *testing.T) {
 	if codes["RATE_LIMITED"] == 0 {
 		t.Fatalf("the flood never reached the bound: %v", codes)
 	}
-	if worst > 2*time.Second {
+	// Each submit is answered while the flood goes on (it stops after them); the bound is generous for a loaded
+	// 2-core machine under the race detector (2 s failed at 2.15 s in a full make test), far below what a submit
+	// starved of its connections would take (its MAX_CONCURRENT_WRITES second, then UNAVAILABLE, each time).
+	if worst > 5*time.Second {
 		t.Fatalf("a submit took %v during the flood", worst)
 	}
 }
