@@ -29,17 +29,19 @@ NORACE := CGO_ENABLED=0 $(GO)
 # to build every test binary from another directory here, 44 s without).
 LONGEST := ./internal/server ./leaderboard ./pubsub ./ledger ./cmd/lbbench
 
-# The runs without the race detector (these tests skip under it), after the race run, on the whole machine: the
-# export of a 1,000,000-player board (memory flat, every row), the tail estimate's accuracy on 1,000,000 players
-# and the sharded boards' twin tests (every read of sharded twins against an unsharded board, one at a time). Beside
-# the race run at nice 19 they took its idle cores, until the race run grew: starved, the 1,000,000-player scripts
-# ran past Redis's busy threshold (BUSY) and its reads past their timeout.
-BIG_TESTS := '^(TestExportMemoryFlat|TestTailEstimateAccuracy|TestShardedTwin.*)$$'
+# The tests that run without the race detector (each calls redistest.WithoutRace, which skips it under -race), after
+# the race run, on the whole machine: sequential volume, where the detector has nothing to see and makes the client
+# several times slower (the plain reads against the scripts, on the embedded store too; memory per player; the tail
+# estimate's bounds and accuracy on 1,000,000 players; tie ranks and exact tiers against models; the record hash's
+# spread; the sharded boards' twin tests), and the export of a 1,000,000-player board, whose heap figure the
+# detector distorts. Beside the race run at nice 19 they took its idle cores, until the race run grew: starved, the
+# 1,000,000-player scripts ran past Redis's busy threshold (BUSY) and its reads past their timeout.
+NORACE_TESTS := '^(TestExportMemoryFlat|TestTailEstimateAccuracy|TestTailEstimateBounds|TestShardedTwin.*|TestAroundPlainMatchesScript|TestRanksPlainMatchesScript|TestMemoryPerPlayer|TestRecordHashSpreadsIDs|TestTieRankModel|TestExactTopTierIsExact)$$'
 
 test: test-deps tidy
 	$(NORACE) vet -trimpath $(PKGS)
 	$(GO) test -race -trimpath -count=1 -timeout 9m $(LONGEST) $(PKGS)
-	LB_EXPORT_PLAYERS=1000000 $(NORACE) test -trimpath -count=1 -timeout 6m -run $(BIG_TESTS) ./internal/server ./leaderboard
+	LB_EXPORT_PLAYERS=1000000 $(NORACE) test -trimpath -count=1 -timeout 6m -run $(NORACE_TESTS) ./internal/server ./leaderboard
 	@# In a process of its own, the stack and heap an idle websocket keeps (race instrumentation doubles stacks).
 	$(NORACE) test -trimpath -count=1 -timeout 1m -run '^(TestIdleConnectionStack|TestIdleConnectionHeap)$$' \
 		./internal/server

@@ -26,6 +26,7 @@ import (
 // embedded store.
 func TestAroundPlainMatchesScript(t *testing.T) {
 	t.Parallel()
+	redistest.WithoutRace(t)
 	at := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
 	for _, tg := range plainTargets(t) {
 		t.Run(tg.Name, func(t *testing.T) {

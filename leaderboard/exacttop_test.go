@@ -71,6 +71,7 @@ func (m *model) ranking() []string {
 
 func TestExactTopTierIsExact(t *testing.T) {
 	t.Parallel()
+	redistest.WithoutRace(t)
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		for _, mode := range []lb.Mode{lb.Best, lb.Latest, lb.Sum} {
 			t.Run(string(mode), func(t *testing.T) {
@@ -151,16 +152,11 @@ func TestExactTopTierIsExact(t *testing.T) {
 
 // On a skewed distribution (log-normal, 1,000,000 players, exactTop 10,000) the estimated topPercent of every
 // sampled tail player is within 0.01 percentage points of the exact one, as the README says (0.05 on the
-// 100,000 players of -short runs and of runs under the race detector: loading a million players through the
-// instrumented client took over five minutes of make test's budget, so make test runs the full size again
-// without it).
+// 100,000 players of -short runs). Not under the race detector: loading a million players through the
+// instrumented client took over five minutes of make test's budget.
 func TestTailEstimateAccuracy(t *testing.T) {
 	t.Parallel()
-	if raceEnabled {
-		// make test runs it without the race detector, at 1,000,000 players; TestTailEstimateBounds and the
-		// exactTop reads run the same paths under -race.
-		t.Skip("runs without the race detector (make test: 1,000,000 players)")
-	}
+	redistest.WithoutRace(t)
 	players, bound := 1_000_000, 0.01
 	if testing.Short() {
 		players, bound = 100_000, 0.05
@@ -246,6 +242,7 @@ func load(t testing.TB, s *lb.Store, board string, scores []float64) {
 // within 1/64 of the player's (a superset of its bucket).
 func TestTailEstimateBounds(t *testing.T) {
 	t.Parallel()
+	redistest.WithoutRace(t)
 	tg := redistest.Targets(t)[0]
 	s := lb.New(tg.Client, lb.Config{Prefix: redistest.Prefix(t), PublishCommand: lb.PublishNone})
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 // These are sizes, not timings: the same data gives the same bytes on any machine with the same Redis.
 func TestMemoryPerPlayer(t *testing.T) {
 	t.Parallel()
+	redistest.WithoutRace(t)
 	const players = 100_000
 	tg := redistest.Targets(t)[0]
 	ctx := context.Background()

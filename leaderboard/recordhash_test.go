@@ -53,6 +53,7 @@ func submitPlayers(t *testing.T, s *lb.Store, board string, ids []string) {
 // long ids (version 1 crowded sequential ids into a third of the hashes, some at 6 to 14 times the mean).
 func TestRecordHashSpreadsIDs(t *testing.T) {
 	t.Parallel()
+	redistest.WithoutRace(t)
 	eachTarget(t, func(t *testing.T, s *lb.Store, tg redistest.Target) {
 		ctx := context.Background()
 		const n = 6000

@@ -362,7 +362,7 @@ func shardKeys(t *testing.T, rdb redis.UniversalClient, base string) []string {
 // three boards): 100,000, and 6,000 under the race detector or -short (make test's run: the instrumented client is
 // several times slower, and the suite shares 2 cores with the server's tests; run without -race for 100,000).
 func modelScale() int {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || redistest.Race {
 		return 6_000
 	}
 	return 100_000

@@ -428,7 +428,7 @@ func TestShardedEventIDs(t *testing.T) {
 
 // writersScale is how many calls each writer of TestShardedConcurrentWriters makes.
 func writersScale() int {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || redistest.Race {
 		return 25
 	}
 	return 60
@@ -577,7 +577,7 @@ func TestShardedReadsDuringWrites(t *testing.T) {
 		}()
 	}
 	deadline := time.Now().Add(3 * time.Second)
-	if testing.Short() || raceEnabled {
+	if testing.Short() || redistest.Race {
 		deadline = time.Now().Add(2 * time.Second)
 	}
 	reads := 0

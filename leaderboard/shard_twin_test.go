@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderboard/leaderboard/internal/redistest"
 	lb "github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -44,13 +45,13 @@ func newTwins(t *testing.T, s *lb.Store, clock *testClock, def lb.Board) *twins 
 	return tw
 }
 
-// skipTwinsUnderRace skips a twin test under -race or -short: its submissions and reads go one at a time (nothing
-// for the race detector to see) and take about a minute on 2 cores with it; make test runs the twin tests without
-// it, after the race run.
+// skipTwinsUnderRace skips a twin test under -race (redistest.WithoutRace: its submissions and reads go one at a
+// time and take about a minute on 2 cores with it) or -short.
 func skipTwinsUnderRace(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("sequential reads for about a minute on 2 cores: make test runs them without -race")
+	if testing.Short() {
+		t.Skip("sequential reads for about a minute on 2 cores")
 	}
+	redistest.WithoutRace(t)
 }
 
 // errCode is an error's code, or "" for none.

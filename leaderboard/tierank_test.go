@@ -73,6 +73,7 @@ func checkTieEntry(t *testing.T, where string, m *model, mr modelRanks, size int
 // integer scores with many ties that rise and fall (LATEST) or only rise (BEST).
 func TestTieRankModel(t *testing.T) {
 	t.Parallel()
+	redistest.WithoutRace(t)
 	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) {
 		ctx := context.Background()
 		for _, order := range []lb.Order{lb.Desc, lb.Asc} {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 )
 
@@ -24,7 +25,7 @@ import (
 // (make test runs it on its own, without the race detector, whose instrumentation doubles stacks): stacks freed
 // earlier in the process could be reused and hide growth.
 func TestIdleConnectionStack(t *testing.T) {
-	if raceEnabled {
+	if redistest.Race {
 		t.Skip("stack sizes under the race detector are not the server's (make test runs this test without it)")
 	}
 	s := idleServer(t, "stack")
@@ -113,7 +114,7 @@ func settle(want int) int {
 // (rawWSClient), so that what the process's heap grows by is the server's. Run without the race detector (make
 // test), as TestIdleConnectionStack.
 func TestIdleConnectionHeap(t *testing.T) {
-	if raceEnabled {
+	if redistest.Race {
 		t.Skip("heap sizes under the race detector are not the server's (make test runs this test without it)")
 	}
 	s := idleServer(t, "heap")
