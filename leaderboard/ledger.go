@@ -122,8 +122,9 @@ type Ledger interface {
 	// (zero: unknown).
 	Announced(ctx context.Context, key int64, w Window, period string, version int, outboxID string, at time.Time) error
 	// Undelivered returns up to limit announced versions of live boards (of the board with ledger key key; 0:
-	// every board) whose delivery to one of groups has not completed, oldest announcement first.
-	Undelivered(ctx context.Context, key int64, groups []string, limit int) ([]Undelivered, error)
+	// every board with a key above after) whose delivery to one of groups has not completed, by board key and
+	// then oldest announcement first.
+	Undelivered(ctx context.Context, key, after int64, groups []string, limit int) ([]Undelivered, error)
 	// Delivered records that the delivery of a version of a live board's frozen standings to a consumer group
 	// completed: delivered (a 2xx answer) or, with gaveUp, dead-lettered. The first outcome stays.
 	Delivered(ctx context.Context, board string, w Window, period string, version int, group string, gaveUp bool,

@@ -41,13 +41,22 @@ func (s *Store) ResendUndelivered(ctx context.Context, key int64) (int, error) {
 	if s.seq == nil || len(s.cfg.OutboxGroups) == 0 {
 		return 0, nil
 	}
-	limit := resendPerBoard
+	limit, after := resendPerBoard, int64(0)
 	if key == 0 {
-		limit = resendScan
+		limit, after = resendScan, s.resendAfter.Load()
 	}
-	us, err := s.seq.ledger.Undelivered(ctx, key, s.cfg.OutboxGroups, limit)
+	us, err := s.seq.ledger.Undelivered(ctx, key, after, s.cfg.OutboxGroups, limit)
 	if err != nil {
 		return 0, err
+	}
+	if key == 0 {
+		// A full page: the next check goes on after its last board, so that boards whose events are held (their
+		// receivers are down) do not keep the others' from being read; else it starts over.
+		next := int64(0)
+		if len(us) == limit {
+			next = us[len(us)-1].Key
+		}
+		s.resendAfter.Store(next)
 	}
 	n := 0
 	for len(us) > 0 { // by board (the ledger orders them so)

@@ -142,6 +142,9 @@ type Store struct {
 
 	seq       *sequencer // nil without a ledger
 	restoring sync.Map   // board id -> *cachedBoard of a board being restored (not readable, so not in boards)
+	// resendAfter is the ledger key after which the next ledger check looks for close events to send again
+	// (resend.go).
+	resendAfter atomic.Int64
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
 	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.

@@ -62,7 +62,7 @@ func TestUndeliveredReadsOpenDeliveries(t *testing.T) {
 	}
 	open := func(gs []string) []string {
 		t.Helper()
-		us, err := l.Undelivered(ctx, lb.Key, gs, 100)
+		us, err := l.Undelivered(ctx, lb.Key, 0, gs, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,14 +107,17 @@ func TestUndeliveredReadsOpenDeliveries(t *testing.T) {
 		t.Fatalf("open deliveries %v, want %v", got, want)
 	}
 	// Every board (key 0) finds it too; a deleted board's are gone.
-	all, err := l.Undelivered(ctx, 0, groups, 100)
+	all, err := l.Undelivered(ctx, 0, 0, groups, 100)
 	if err != nil || len(all) != 1 || all[0].Period != period(120) {
 		t.Fatalf("undelivered of every board: %+v, %v", all, err)
+	}
+	if after, err := l.Undelivered(ctx, 0, lb.Key, groups, 100); err != nil || len(after) != 0 {
+		t.Fatalf("undelivered of the boards after this one: %+v, %v", after, err)
 	}
 	if _, err := s.DeleteBoard(ctx, board); err != nil {
 		t.Fatal(err)
 	}
-	if all, err := l.Undelivered(ctx, 0, groups, 100); err != nil || len(all) != 0 {
+	if all, err := l.Undelivered(ctx, 0, 0, groups, 100); err != nil || len(all) != 0 {
 		t.Fatalf("undelivered after the board's deletion: %+v, %v", all, err)
 	}
 }

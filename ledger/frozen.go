@@ -193,9 +193,9 @@ func (l *Ledger) FrozenPlayers(ctx context.Context, key int64, w leaderboard.Win
 
 // Undelivered returns up to limit versions of frozen standings that were announced (they have an outbox id) and
 // whose delivery to one of groups has not completed, of the live board with ledger key key (0: of every live
-// board), oldest announcement first. It reads the deliveries not completed (an index of them), never a board's
-// whole history.
-func (l *Ledger) Undelivered(ctx context.Context, key int64, groups []string, limit int) ([]leaderboard.Undelivered, error) {
+// board whose key is above after), by board key and, within a board, oldest announcement first. It reads the
+// deliveries not completed (an index of them), never a board's whole history.
+func (l *Ledger) Undelivered(ctx context.Context, key, after int64, groups []string, limit int) ([]leaderboard.Undelivered, error) {
 	if len(groups) == 0 {
 		return nil, nil
 	}
@@ -206,8 +206,8 @@ func (l *Ledger) Undelivered(ctx context.Context, key int64, groups []string, li
 		FROM closes c JOIN boards b ON b.board_key = c.board_key AND b.deleted_at IS NULL
 		WHERE c.outbox_id IS NOT NULL AND (c.board_key, c.win, c.period, c.version) IN (
 			SELECT board_key, win, period, version FROM close_deliveries
-			WHERE outcome IS NULL AND grp = ANY($2) AND ($1 = 0 OR board_key = $1))
-		ORDER BY c.board_key, coalesce(c.announced_ms, 0), c.outbox_id LIMIT $3`, key, groups, limit)
+			WHERE outcome IS NULL AND grp = ANY($2) AND (board_key = $1 OR $1 = 0 AND board_key > $4))
+		ORDER BY c.board_key, coalesce(c.announced_ms, 0), c.outbox_id LIMIT $3`, key, groups, limit, after)
 	if err != nil {
 		return nil, unavailable(err)
 	}

@@ -92,7 +92,8 @@ func (r *flakyReceiver) next(t *testing.T, what string) hookRequest {
 // durableSetup starts a server with the ledger, a Redis of the test's own and a webhook to rx, and a board "cup"
 // (DAILY, grace 60 s, closeEventTop 2) with three scores on the clock's day; it returns the server, a client of
 // its Redis and a pool of its ledger.
-func durableSetup(t *testing.T, clock *closeClock, rx *flakyReceiver) (*testServer, *redis.Client, *pgxpool.Pool) {
+func durableSetup(t *testing.T, clock *closeClock, rx *flakyReceiver, tweaks ...func(*Config)) (*testServer,
+	*redis.Client, *pgxpool.Pool) {
 	t.Helper()
 	own := redistest.Standalone(t)
 	cfg := closeTestConfig(t, clock, rx.srv.URL)
@@ -100,6 +101,9 @@ func durableSetup(t *testing.T, clock *closeClock, rx *flakyReceiver) (*testServ
 	cfg.DatabaseURL = pgtest.Shared(t).Database(t)
 	cfg.LedgerCheckInterval = 50 * time.Millisecond
 	cfg.Closes.RetryMax = 200 * time.Millisecond
+	for _, f := range tweaks {
+		f(&cfg)
+	}
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "cup", "windows": []string{"DAILY"}, "graceSeconds": 60, "closeEventTop": 2})
 	for _, sc := range []struct {
@@ -294,6 +298,36 @@ func TestDeliveredCloseEventNotSentAgainAfterRedisLoss(t *testing.T) {
 	time.Sleep(time.Second)
 	if d := rx.delivered(); d[h.id] != 1 || len(d) != 2 {
 		t.Fatalf("deliveries %v, want %s once and the next day's once", d, h.id)
+	}
+}
+
+// A close event given up (dead-lettered after WEBHOOK_RETRY_FOR) before Redis was flushed completed its delivery:
+// it is not sent again after the restore, although the receiver recovered; the next day's close is delivered.
+func TestGivenUpCloseEventNotSentAgainAfterRedisLoss(t *testing.T) {
+	t.Parallel()
+	day := ledgerStart
+	clock := &closeClock{t: day}
+	rx := newFlakyReceiver(t)
+	rx.down.Store(true)
+	s, rdb, pool := durableSetup(t, clock, rx, func(c *Config) { c.Closes.RetryFor = time.Minute })
+	clock.Set(day.Add(15*time.Hour + 2*time.Minute))
+	first := firstAttempt(t, rx, 1)
+	clock.Set(day.Add(15*time.Hour + 4*time.Minute)) // past WEBHOOK_RETRY_FOR: the next attempt gives up
+	waitUntil(t, 20*time.Second, "the give-up in the ledger", func() bool {
+		var n int
+		err := pool.QueryRow(ctxT(t, 5*time.Second), `SELECT count(*) FROM close_deliveries WHERE outcome = 'gave_up'`).Scan(&n)
+		return err == nil && n == 1
+	})
+	flushAndWaitRestored(t, s, rdb)
+	rx.down.Store(false)
+	s.submit(t, map[string]any{"board": "cup", "playerId": "dan", "score": 5, "eventId": "d1"})
+	clock.Set(day.Add(39*time.Hour + 2*time.Minute))
+	if n := rx.next(t, "the next day's close event"); n.id == first.id || n.payload.Period != "2031-03-15" {
+		t.Fatalf("delivered %s of %s after the restore, want the next day's", n.id, n.payload.Period)
+	}
+	time.Sleep(time.Second) // 20 ledger checks, 50 webhook polls
+	if d := rx.delivered(); d[first.id] != 0 || len(d) != 1 {
+		t.Fatalf("deliveries %v: the given-up %s delivered", d, first.id)
 	}
 }
 
