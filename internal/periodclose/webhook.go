@@ -346,11 +346,13 @@ func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, 
 			return // shutting down: the event stays pending, and another process takes it over
 		}
 		if err == nil && status/100 == 2 {
+			// The ledger first: the delivery completed even if Redis lost the outbox meanwhile (the ack then
+			// fails), and a copy sent again after the restore is acknowledged without sending.
+			w.record(ctx, t, board, ev, false)
 			if err := w.store.OutboxAck(ctx, board, t.group, ev.OutboxID); err != nil {
 				w.warn(ctx, "webhooks: acknowledging an event", board, err) // delivered again later: at least once
 				return
 			}
-			w.record(ctx, t, board, ev, false)
 			w.metrics.Deliveries.WithLabelValues("delivered").Inc()
 			return
 		}
