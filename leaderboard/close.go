@@ -62,13 +62,23 @@ type CloseEvent struct {
 	// each correction after a void (freeze.go); Reason is the void's reason, nil for version 1.
 	Version int
 	Reason  *string
+	// FirstID is set on an event sent again because Redis lost it before its delivery completed (resend.go): the
+	// outbox id it was first sent with, which ID keeps. ResentAt is when it was sent again (the sending store's
+	// clock); both are zero on an event sent once.
+	FirstID  string
+	ResentAt time.Time
 }
 
-// ID is the event's idempotency id: "pc_", 16 hex digits of the SHA-256 of the board id, "_", the outbox id. It
-// is the same for every delivery of the event and differs between events.
+// ID is the event's idempotency id: "pc_", 16 hex digits of the SHA-256 of the board id, "_", the outbox id it
+// was first sent with (FirstID, else OutboxID). It is the same for every delivery of the event, also after Redis
+// lost it and it was sent again, and differs between events.
 func (e *CloseEvent) ID() string {
 	h := sha256.Sum256([]byte(e.Board))
-	return "pc_" + hex.EncodeToString(h[:8]) + "_" + e.OutboxID
+	id := e.OutboxID
+	if e.FirstID != "" {
+		id = e.FirstID
+	}
+	return "pc_" + hex.EncodeToString(h[:8]) + "_" + id
 }
 
 // closedAt reports whether a period that ended at end is closed at now: from its end plus the board's grace on.
@@ -276,6 +286,9 @@ func decodeClose(b *Board, m redis.XMessage) (CloseEvent, error) {
 	if v := num("version"); v > 1 {
 		reason := str("reason")
 		e.Version, e.Reason = int(v), &reason
+	}
+	if first := str("first"); first != "" { // sent again (resend.lua)
+		e.FirstID, e.ResentAt = first, time.UnixMilli(num("resent")).UTC()
 	}
 	if e.Board != b.ID {
 		return e, fmt.Errorf("outbox entry %s of board %q names board %q", m.ID, b.ID, e.Board)

@@ -62,7 +62,7 @@ func (s *Store) freeze(ctx context.Context, b *Board, key int64, p closedPeriod)
 		}
 		fp = FrozenPeriod{Window: p.w, Period: p.period, Version: 1, EndedAt: p.end, FrozenAt: s.cfg.Clock(),
 			Size: size, Rows: int64(len(rows))}
-		created, err := l.Freeze(ctx, key, fp, rows)
+		created, err := l.Freeze(ctx, key, fp, rows, s.cfg.OutboxGroups)
 		if err != nil {
 			return fp, nil, err
 		}
@@ -111,7 +111,8 @@ func (s *Store) announce(ctx context.Context, b *Board, key int64, fp FrozenPeri
 	if err != nil {
 		return closeResult{}, err
 	}
-	args := []any{b.sum, b.ID, b.CloseEventTop, s.cfg.Clock().UnixMilli(), OutboxMaxLen, "0", "a",
+	now := s.cfg.Clock()
+	args := []any{b.sum, b.ID, b.CloseEventTop, now.UnixMilli(), OutboxMaxLen, "0", "a",
 		windowCodes[fp.Window], string(fp.Window), fp.Period, fp.EndedAt.UnixMilli(), fp.Size, topJSON,
 		fp.Version, fp.Reason, fp.OutboxID}
 	release, err := s.writes.acquire(ctx)
@@ -128,7 +129,11 @@ func (s *Store) announce(ctx context.Context, b *Board, key int64, fp FrozenPeri
 	}
 	r := closeResult{id: reply[0], recorded: reply[1] == "1"}
 	if r.recorded || (fp.OutboxID == "" && r.id != "") {
-		if err := s.seq.ledger.Announced(ctx, key, fp.Window, fp.Period, fp.Version, r.id); err != nil {
+		var at time.Time // when the event was recorded: now if this call recorded it, else unknown
+		if r.recorded {
+			at = now
+		}
+		if err := s.seq.ledger.Announced(ctx, key, fp.Window, fp.Period, fp.Version, r.id, at); err != nil {
 			return r, err
 		}
 	}
@@ -233,7 +238,7 @@ func (s *Store) correctFrozen(ctx context.Context, board, reason string) (int, e
 		}
 		next := FrozenPeriod{Window: fp.Window, Period: fp.Period, Version: fp.Version + 1, Reason: reason,
 			EndedAt: fp.EndedAt, FrozenAt: s.cfg.Clock(), Size: now[i].size, Rows: int64(len(now[i].rows))}
-		created, err := l.Freeze(ctx, lb.Key, next, now[i].rows)
+		created, err := l.Freeze(ctx, lb.Key, next, now[i].rows, s.cfg.OutboxGroups)
 		if err != nil {
 			return corrected, err
 		}

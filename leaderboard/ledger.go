@@ -106,9 +106,10 @@ type Ledger interface {
 	// oldest first.
 	PlayerEvents(ctx context.Context, key int64, player string, after int64, limit int) ([]LedgerEvent, error)
 
-	// Freeze writes a version of a closed period's final standings (rows: ranks 1..n in order) in one commit;
+	// Freeze writes a version of a closed period's final standings (rows: ranks 1..n in order) in one commit,
+	// with a delivery not completed yet for each webhook consumer group of groups (Config.OutboxGroups);
 	// created is false when that version exists already (nothing changes).
-	Freeze(ctx context.Context, key int64, fp FrozenPeriod, rows []Entry) (created bool, err error)
+	Freeze(ctx context.Context, key int64, fp FrozenPeriod, rows []Entry, groups []string) (created bool, err error)
 	// Frozen returns the newest version of a period's frozen standings; ok is false when it has none.
 	Frozen(ctx context.Context, key int64, w Window, period string) (fp FrozenPeriod, ok bool, err error)
 	// FrozenPeriods returns the newest version of each frozen period of a window, the latest ended first.
@@ -117,8 +118,19 @@ type Ledger interface {
 	FrozenRows(ctx context.Context, key int64, w Window, period string, version int, after int64, limit int) ([]Entry, error)
 	// FrozenPlayers returns the rows of those players that have one in a version's standings, in rank order.
 	FrozenPlayers(ctx context.Context, key int64, w Window, period string, version int, players []string) ([]Entry, error)
-	// Announced records the outbox id of the close event that announced a version.
-	Announced(ctx context.Context, key int64, w Window, period string, version int, outboxID string) error
+	// Announced records the outbox id of the close event that announced a version, and when it was recorded
+	// (zero: unknown).
+	Announced(ctx context.Context, key int64, w Window, period string, version int, outboxID string, at time.Time) error
+	// Undelivered returns up to limit announced versions of live boards (of the board with ledger key key; 0:
+	// every board with a key above after) whose delivery to one of groups has not completed, by board key and
+	// then oldest announcement first.
+	Undelivered(ctx context.Context, key, after int64, groups []string, limit int) ([]Undelivered, error)
+	// Delivered records that the delivery of a version of a live board's frozen standings to a consumer group
+	// completed: delivered (a 2xx answer) or, with gaveUp, dead-lettered. The first outcome stays.
+	Delivered(ctx context.Context, board string, w Window, period string, version int, group string, gaveUp bool,
+		at time.Time) error
+	// DeliveryDone reports whether Delivered recorded the delivery of a version to a consumer group.
+	DeliveryDone(ctx context.Context, board string, w Window, period string, version int, group string) (bool, error)
 	// Refuse marks recorded submissions of a board that the index refused when they were applied as not counting
 	// (voided at recorded, with the refusal as the reason), unless they are voided already.
 	Refuse(ctx context.Context, board string, recorded time.Time, refusals []Refusal) error
@@ -145,6 +157,16 @@ type FrozenPeriod struct {
 	Size     int64     // players with a score in the period: topPercent is 100 * rank / Size
 	Rows     int64     // rows kept: the exact ranking (on exactTop boards, the exact tier)
 	OutboxID string    // the close event that announced this version; "" until it is sent
+}
+
+// Undelivered is an announced version of a period's frozen standings whose delivery to a webhook has not
+// completed (Ledger.Undelivered): the board, its ledger key, the version, and when its event was first recorded
+// (zero: unknown, before the ledger kept it).
+type Undelivered struct {
+	Board string
+	Key   int64
+	FrozenPeriod
+	AnnouncedAt time.Time
 }
 
 // AppendBatch is the events of one board for Ledger.Append, in the order they are to apply.

@@ -48,6 +48,11 @@ type RestoreReport struct {
 	// Applying is the time spent in script calls applying events, Resting the time rested after them
 	// (Config.RestoreShare and Config.RestoreRate); a catch-up does not rest.
 	Applying, Resting time.Duration
+	// Resent is how many close events whose delivery had not completed the restore put back into the board's
+	// outbox, which Redis had lost with the board (resend.go); ResendErr is why it could not (the next ledger
+	// check tries again).
+	Resent    int
+	ResendErr error
 
 	due time.Time // when the events applied so far are due at Config.RestoreRate
 }
@@ -308,6 +313,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 		}
 	}
 	rep.Restored = true
+	rep.Resent, rep.ResendErr = s.ResendUndelivered(ctx, lb.Key)
 	return rep
 }
 
@@ -427,6 +433,8 @@ func (s *Store) lowestMark(ctx context.Context, bases []string) (int64, error) {
 // CheckLedger compares every board the ledger holds with Redis: a board Redis lacks is restored, a board whose
 // high-water mark is behind the ledger's head gets its missing events (a failover to a replica that had not copied
 // them, writes whose apply failed). It starts those restores and returns how many; they run in the background.
+// It also puts back into the outboxes the close events whose delivery has not completed and that Redis no longer
+// holds (ResendUndelivered).
 func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 	if s.seq == nil {
 		return 0, nil
@@ -488,6 +496,10 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 			s.seq.restore.start(s.seq, b.ID)
 			n++
 		}
+	}
+	// Close events Redis lost before their delivery completed (the boards restored now: at their restore's end).
+	if _, err := s.ResendUndelivered(ctx, 0); err != nil {
+		return n, err
 	}
 	return n, nil
 }

@@ -62,7 +62,7 @@ var (
 	markLedgerScript   = newScript("mark", markLua, false).ledgered()
 	closeLedgerScript  = closeScript.ledgered()
 	library            = newLibrary(submitScript, removeScript, topScript, ranksScript, rankScript, aroundScript,
-		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, deleteScript,
+		createScript, rankAtScript, seasonScript, closeScript, groupScript, deadLetterScript, resendScript, deleteScript,
 		purgeScript, watchScript, fenceScript, snapshotScript, snapPageScript, snapKeysScript,
 		submitLedgerScript, removeLedgerScript, createLedgerScript, seasonLedgerScript, restoreDoneScript,
 		markLedgerScript, closeLedgerScript, arrivalsScript, shardNearScript, shardResultScript, passLedgerScript)
@@ -109,6 +109,11 @@ type Config struct {
 	LedgerWorkers int
 	// OnRestore, when set, hears of every restore and catch-up of a board from the ledger (logs, metrics).
 	OnRestore func(RestoreReport)
+	// OutboxGroups are the consumer groups that deliver the outboxes to webhooks (one per WEBHOOK_URLS entry,
+	// internal/periodclose's Group). With a ledger, each version of a period's frozen standings records a
+	// delivery for each of them, and a version whose delivery to one of them has not completed is sent again when
+	// Redis lost its outbox entry (resend.go). Every process of a deployment should name the same.
+	OutboxGroups []string
 	// RestoreShare is the share of its time a restore from the ledger spends in its script calls: after each
 	// call it rests for the rest, so that the other boards' writes keep their turns on Redis meanwhile. From
 	// above 0 to 1 (no rest). Default DefaultRestoreShare.
@@ -137,6 +142,9 @@ type Store struct {
 
 	seq       *sequencer // nil without a ledger
 	restoring sync.Map   // board id -> *cachedBoard of a board being restored (not readable, so not in boards)
+	// resendAfter is the ledger key after which the next ledger check looks for close events to send again
+	// (resend.go).
+	resendAfter atomic.Int64
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
 	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.

@@ -411,7 +411,7 @@ func TestVoidCorrectsAClosedPeriod(t *testing.T) {
 // failingFreeze is the ledger of a process that stops after a close's fence and before its freeze: Freeze fails.
 type failingFreeze struct{ *ledger.Ledger }
 
-func (failingFreeze) Freeze(context.Context, int64, leaderboard.FrozenPeriod, []leaderboard.Entry) (bool, error) {
+func (failingFreeze) Freeze(context.Context, int64, leaderboard.FrozenPeriod, []leaderboard.Entry, []string) (bool, error) {
 	return false, &leaderboard.Error{Code: leaderboard.Unavailable, Message: "stopped before the freeze"}
 }
 

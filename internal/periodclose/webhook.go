@@ -117,6 +117,23 @@ type webhookTarget struct {
 	ready map[string]bool // boards whose outbox exists and has the group; only the target's pass goroutine
 }
 
+// Group is the consumer group of the outboxes that delivers to a webhook URL: "wh:" and 16 hex digits of the URL's
+// SHA-256 (a URL may carry a token: not stored). The store records deliveries per group (leaderboard
+// Config.OutboxGroups, Groups).
+func Group(url string) string {
+	h := sha256.Sum256([]byte(url))
+	return "wh:" + hex.EncodeToString(h[:8])
+}
+
+// Groups returns the consumer group of each of urls (Group).
+func Groups(urls []string) []string {
+	out := make([]string, len(urls))
+	for i, u := range urls {
+		out[i] = Group(u)
+	}
+	return out
+}
+
 func newWebhooks(store *leaderboard.Store, cfg Config, log *slog.Logger, m Metrics) *webhooks {
 	host, _ := os.Hostname()
 	w := &webhooks{store: store, cfg: cfg, log: log, metrics: m,
@@ -124,8 +141,7 @@ func newWebhooks(store *leaderboard.Store, cfg Config, log *slog.Logger, m Metri
 		client: &http.Client{Timeout: cfg.Timeout,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	for _, u := range cfg.URLs {
-		h := sha256.Sum256([]byte(u))
-		w.targets = append(w.targets, &webhookTarget{url: u, group: "wh:" + hex.EncodeToString(h[:8]),
+		w.targets = append(w.targets, &webhookTarget{url: u, group: Group(u),
 			slots: make(chan struct{}, cfg.Concurrency), ready: map[string]bool{}})
 	}
 	return w
@@ -291,13 +307,35 @@ func (w *webhooks) warn(ctx context.Context, msg, board string, err error) {
 
 // deliver makes attempts for one event that this process holds, starting with attempt number attempt.
 func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, ev *leaderboard.CloseEvent, attempt int64) {
+	if ev.FirstID != "" {
+		// Sent again after Redis lost it (leaderboard/resend.go): every group of the new outbox reads it, and one
+		// whose delivery of it completed before acknowledges it without sending.
+		done, err := w.store.DeliveryDone(ctx, ev, t.group)
+		if err != nil {
+			w.warn(ctx, "webhooks: reading an event's delivery in the ledger", board, err)
+			return // pending: tried again once idle
+		}
+		if done {
+			if err := w.store.OutboxAck(ctx, board, t.group, ev.OutboxID); err != nil {
+				w.warn(ctx, "webhooks: acknowledging an event", board, err)
+			}
+			return
+		}
+	}
 	body := webhookBody(ev)
+	// WEBHOOK_RETRY_FOR counts from when the event was recorded, or sent again: the time Redis had lost it
+	// does not count against the receiver.
+	since := ev.RecordedAt
+	if ev.ResentAt.After(since) {
+		since = ev.ResentAt
+	}
 	for {
-		if age := w.store.Now().Sub(ev.RecordedAt); age > w.cfg.RetryFor {
+		if age := w.store.Now().Sub(since); age > w.cfg.RetryFor {
 			if err := w.store.OutboxDeadLetter(ctx, board, t.group, ev.OutboxID, "no 2xx answer within WEBHOOK_RETRY_FOR"); err != nil {
 				w.warn(ctx, "webhooks: dead-lettering an event", board, err)
 				return
 			}
+			w.record(ctx, t, board, ev, true)
 			w.metrics.Deliveries.WithLabelValues("gave_up").Inc()
 			w.log.Error("webhook delivery gave up", "url", redactURL(t.url), "board", board, "event", ev.ID(),
 				"attempts", attempt-1, "age", age.Round(time.Second))
@@ -308,6 +346,9 @@ func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, 
 			return // shutting down: the event stays pending, and another process takes it over
 		}
 		if err == nil && status/100 == 2 {
+			// The ledger first: the delivery completed even if Redis lost the outbox meanwhile (the ack then
+			// fails), and a copy sent again after the restore is acknowledged without sending.
+			w.record(ctx, t, board, ev, false)
 			if err := w.store.OutboxAck(ctx, board, t.group, ev.OutboxID); err != nil {
 				w.warn(ctx, "webhooks: acknowledging an event", board, err) // delivered again later: at least once
 				return
@@ -337,6 +378,15 @@ func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, 
 			return
 		}
 		attempt++
+	}
+}
+
+// record records in the ledger that the delivery of an event to the target's group completed (delivered, or
+// given up), so that it is not sent to that group again when Redis loses it; a failure to record is logged: the
+// event may then be sent again if Redis loses it (at least once).
+func (w *webhooks) record(ctx context.Context, t *webhookTarget, board string, ev *leaderboard.CloseEvent, gaveUp bool) {
+	if err := w.store.RecordDelivery(ctx, ev, t.group, gaveUp); err != nil {
+		w.warn(ctx, "webhooks: recording a delivery in the ledger", board, err)
 	}
 }
 

@@ -130,24 +130,30 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		rec = a.ledger
 		log.Info("ledger on: every write is recorded in PostgreSQL before Redis applies it")
 	}
+	// Every store that may freeze a closed period's standings records a delivery per webhook (README "Durability").
+	groups := periodclose.Groups(cfg.Closes.URLs)
 	onRestore := func(r leaderboard.RestoreReport) {
+		if r.ResendErr != nil {
+			log.Warn("restore from the ledger: sending undelivered close events again (the next ledger check "+
+				"tries again)", "board", r.Board, "err", r.ResendErr)
+		}
 		if r.Err != nil {
 			log.Warn("restore from the ledger", "board", r.Board, "events", r.Events, "catch_up", r.CatchUp,
 				"took", r.Took, "err", r.Err)
 			return
 		}
 		log.Info("restored from the ledger", "board", r.Board, "events", r.Events, "catch_up", r.CatchUp,
-			"took", r.Took, "applying", r.Applying, "resting", r.Resting)
+			"took", r.Took, "applying", r.Applying, "resting", r.Resting, "close_events_resent", r.Resent)
 	}
 	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
 		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes,
-		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare,
+		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore, OutboxGroups: groups, RestoreShare: cfg.LedgerRestoreShare,
 		RestoreRate: restoreRate(cfg.LedgerRestoreRate)})
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
 	// and live screens must not wait behind a flood of queries. It writes nothing, but knows the ledger: a board
 	// being restored is UNAVAILABLE to it, not gone.
 	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
-		Clock: cfg.Clock, Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare,
+		Clock: cfg.Clock, Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, OutboxGroups: groups, RestoreShare: cfg.LedgerRestoreShare,
 		RestoreRate: restoreRate(cfg.LedgerRestoreRate)})
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 
@@ -183,7 +189,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		// The exports' store knows the ledger, as the hub's does: an export of a closed period Redis no longer
 		// holds pages its frozen standings, and a board being restored is UNAVAILABLE, not an empty period.
 		Store: leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish, Clock: cfg.Clock,
-			Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, RestoreShare: cfg.LedgerRestoreShare,
+			Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, OutboxGroups: groups, RestoreShare: cfg.LedgerRestoreShare,
 			RestoreRate: restoreRate(cfg.LedgerRestoreRate)},
 		Resolver: a.Store, ReadKeyRequired: keys.ReadKeyRequired, ClientAddr: px.clientAddr, Streams: a.streams,
 		Log: log, WriteTimeout: cfg.WriteTimeout, RequestTimeout: cfg.RequestTimeout})
