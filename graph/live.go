@@ -54,8 +54,10 @@ func (s liveSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	}
 	holder := payloadHolderFrom(ctx)
 	sh, streams := holder.(StreamHolder)
-	var stream *LiveStream // the connection writes the responses after the first itself (StreamHolder)
-	last := r.deletedEnd(fields[0], opCtx)
+	var stream *LiveStream    // the connection writes the responses after the first itself (StreamHolder)
+	end := new(pubsub.Ending) // the hub says here whether it ended the stream for the board's deletion
+	ctx = pubsub.WithEnding(ctx, end)
+	last := r.deletedEnd(fields[0], opCtx, end)
 	if streams {
 		stream = newLiveStream(fields[0].Name)
 		stream.last = last // what endIfDeleted below answers once the stream has ended
@@ -387,7 +389,7 @@ func (r *Resolver) subscribeTop(ctx context.Context, board string, first *int, w
 	if err := r.startSubscription(ctx, "topUpdates"); err != nil {
 		return nil, nil, err
 	}
-	in, pull, err := r.Hub.SubscribeTopNotify(lifetime(ctx), view(board, window, period), n, notify)
+	in, pull, err := r.Hub.SubscribeTopNotify(hubContext(ctx), view(board, window, period), n, notify)
 	if err != nil {
 		return nil, nil, internal(err)
 	}
@@ -401,7 +403,7 @@ func (r *Resolver) subscribeRank(ctx context.Context, board, player string, wind
 	if err := r.startSubscription(ctx, "rankUpdates"); err != nil {
 		return nil, err
 	}
-	in, err := r.Hub.SubscribeRankNotify(lifetime(ctx), view(board, window, nil), player, notify)
+	in, err := r.Hub.SubscribeRankNotify(hubContext(ctx), view(board, window, nil), player, notify)
 	if err != nil {
 		return nil, internal(err)
 	}

@@ -92,6 +92,11 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 	return state == "deleted", nil
 }
 
+// Forget drops a board's definition from this store's cache (and the board from its list), so that the next use
+// reads it from Redis: a live hub calls it when the board's deletion notice arrives, since the id may have been
+// created again meanwhile, with another definition (another shard count, order, ...).
+func (s *Store) Forget(id string) { s.forget(id) }
+
 // forget drops a board from this store's definition cache and board list.
 func (s *Store) forget(id string) {
 	s.boards.Delete(id)

@@ -23,7 +23,10 @@ type board struct {
 
 	dirty     atomic.Bool // cached lists may be out of date: Top must not serve them
 	confirmed atomic.Bool // Redis confirmed every channel's subscription and no connection was lost since
-	deleted   atomic.Bool // the board's deletion notice arrived: a NOT_FOUND read ends the board (vanish)
+	// deleted: the board's deletion notice arrived. The board is retired (nothing new attaches to it, Top serves
+	// none of its lists) and its loop ends its subscriptions as deleted (vanish), also when the id was created
+	// again meanwhile.
+	deleted atomic.Bool
 
 	// seasonCheck asks the loop to look for a new or ended season now (Hub.SeasonChanged). seasonID and
 	// seasonRunning are the season seen last (loop only).
@@ -107,7 +110,10 @@ func (b *board) signal() {
 
 // push queues a change event that came on channel (called by the reader).
 func (b *board) push(channel, payload string) {
-	if payload == leaderboard.DeletedNotice {
+	if payload == leaderboard.DeletedNotice && !b.deleted.Load() {
+		// The board is retired at once (see retireLocked): the next subscription or Top of the id reads the
+		// definition again and gets a board object of its own, and this one's subscribers end (vanish).
+		b.h.noteDeleted(b.def.ID)
 		b.deleted.Store(true)
 	}
 	b.inMu.Lock()
@@ -186,6 +192,10 @@ func (b *board) loop() {
 		case <-tick.C:
 			b.maintain()
 		}
+		if b.deleted.Load() {
+			b.vanish()
+			return
+		}
 		if b.gc() {
 			if !h.pollOnly {
 				for _, ch := range b.channels {
@@ -238,16 +248,22 @@ func (b *board) gc() bool {
 		}
 		if len(vw.feeds) == 0 && !vw.cached.Load() {
 			delete(b.views, k)
-			delete(h.views, k)
+			if h.views[k] == vw {
+				delete(h.views, k)
+			}
 		}
 	}
 	if len(b.views) > 0 || len(b.watches) > 0 || h.closed {
 		return false
 	}
 	b.closed = true
-	delete(h.boards, b.def.ID)
+	if h.boards[b.def.ID] == b { // else a newer board of the id took over (retireLocked)
+		delete(h.boards, b.def.ID)
+	}
 	for _, ch := range b.channels {
-		delete(h.byChannel, ch)
+		if h.byChannel[ch] == b {
+			delete(h.byChannel, ch)
+		}
 	}
 	return true
 }

@@ -1,6 +1,11 @@
 package pubsub
 
-import "github.com/leaderboard/leaderboard/leaderboard"
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
 
 // isGone reports whether a read failed because the board was deleted: it is NOT_FOUND and the board's deletion
 // notice (leaderboard.DeletedNotice) arrived. NOT_FOUND alone is not enough: a Redis that restarted without its
@@ -9,22 +14,33 @@ func (b *board) isGone(err error) bool {
 	return leaderboard.ErrorCode(err) == leaderboard.NotFound && b.deleted.Load()
 }
 
-// vanish ends a board that was deleted (a read found it NOT_FOUND, usually right after the deletion notice
-// arrived): every subscriber's channel is closed, which ends the subscriptions (graph then reports NOT_FOUND to
-// the clients), and the board and its views leave the hub, so that a board created later with the same id starts
-// afresh. Called by the board's loop, which ends after it.
-func (b *board) vanish() {
+// noteDeleted records that a board's deletion notice arrived (called by the Redis reader, so it never waits
+// long): the stores forget the board's definition, so that whatever resolves the id next reads it from Redis
+// (it may have been created again, with another definition), and deletions moves on, so that a subscription
+// that resolved the id before (with the definition of the deleted board) resolves it again (subscribe).
+func (h *Hub) noteDeleted(id string) {
+	h.store.Forget(id)
+	if h.callerStore != h.store {
+		h.callerStore.Forget(id)
+	}
+	h.deletions.Add(1)
+}
+
+// retireLocked takes a deleted board out of the hub: from now on no subscription attaches to it and Top serves
+// none of its lists, and the next subscription or Top of the id makes a board object of its own, from the
+// definition read again, listening on the new board's channels. Its subscribers stay attached until its loop ends
+// them (vanish). Idempotent. h.mu is held.
+func (b *board) retireLocked() {
 	h := b.h
-	h.mu.Lock()
-	b.mu.Lock()
-	b.closed = true
 	if h.boards[b.def.ID] == b {
 		delete(h.boards, b.def.ID)
-		for _, ch := range b.channels {
+	}
+	for _, ch := range b.channels {
+		if h.byChannel[ch] == b {
 			delete(h.byChannel, ch)
 		}
 	}
-	var tops []*topSub
+	b.mu.Lock()
 	for k, vw := range b.views {
 		if vw.cached.Load() {
 			vw.cached.Store(false)
@@ -33,6 +49,23 @@ func (b *board) vanish() {
 		if h.views[k] == vw {
 			delete(h.views, k)
 		}
+	}
+	b.mu.Unlock()
+	b.signal()
+}
+
+// vanish ends a board that was deleted (its deletion notice arrived, see board.deleted): it is retired
+// (retireLocked), and every subscriber's channel is closed after its Ending is marked deleted, which ends the
+// subscriptions (graph then reports NOT_FOUND to the clients), also when a board of the same id exists again by
+// now. Called by the board's loop, which ends after it.
+func (b *board) vanish() {
+	h := b.h
+	h.mu.Lock()
+	b.retireLocked()
+	b.mu.Lock()
+	b.closed = true
+	var tops []*topSub
+	for _, vw := range b.views {
 		for _, f := range vw.feeds {
 			for s := range f.subs {
 				tops = append(tops, s)
@@ -46,9 +79,11 @@ func (b *board) vanish() {
 		}
 	}
 	for _, s := range tops {
+		s.end.markDeleted()
 		b.closeTop(s, "")
 	}
 	for _, s := range ranks {
+		s.end.markDeleted()
 		b.closeRank(s, "")
 	}
 	b.mu.Unlock()
@@ -58,4 +93,33 @@ func (b *board) vanish() {
 			h.unlisten(ch)
 		}
 	}
+}
+
+// Ending tells why the hub ended a subscription. A subscriber passes one in the context it subscribes with
+// (WithEnding); once the subscription's channel is closed, Deleted reports whether the hub ended it because the
+// board was deleted (its deletion notice arrived), also when a board of the same id was created again since.
+// Other ends (the context, a stuck subscriber, shutdown) leave it false.
+type Ending struct{ deleted atomic.Bool }
+
+// Deleted reports whether the subscription was ended by the deletion of its board. Read it after the channel is
+// closed: it is set before the close.
+func (e *Ending) Deleted() bool { return e != nil && e.deleted.Load() }
+
+func (e *Ending) markDeleted() {
+	if e != nil {
+		e.deleted.Store(true)
+	}
+}
+
+type endingKey struct{}
+
+// WithEnding returns ctx carrying e, for SubscribeTop, SubscribeRank and their Notify forms.
+func WithEnding(ctx context.Context, e *Ending) context.Context {
+	return context.WithValue(ctx, endingKey{}, e)
+}
+
+// EndingFrom returns the Ending ctx carries (WithEnding), or nil.
+func EndingFrom(ctx context.Context) *Ending {
+	e, _ := ctx.Value(endingKey{}).(*Ending)
+	return e
 }

@@ -33,6 +33,9 @@ type Hub struct {
 	byChannel map[string]*board
 	views     map[viewKey]*view
 	cachedN   int // views with cached set
+	// deletions counts the deletion notices received (noteDeleted): a definition resolved before one may be of
+	// a deleted board (resolveLock).
+	deletions atomic.Uint64
 
 	listenMu sync.Mutex               // serializes (un)subscribing; guards conns, chanConn and retry
 	conns    map[string]*listenConn   // by node (listenConn.key)
@@ -128,6 +131,29 @@ func (h *Hub) isClosed() bool {
 
 var errClosed = &leaderboard.Error{Code: leaderboard.Unavailable, Message: "the server is shutting down"}
 
+// resolveLock resolves v and returns with h.mu held (unless it fails). A definition resolved while a deletion
+// notice arrived may be the deleted board's (the store's cache; noteDeleted makes the stores forget it): then v is
+// resolved again, so that the subscription's board object is made from the current definition. A few tries at
+// most (deletions of other boards count too); boardLocked retires a deleted board whatever happens.
+func (h *Hub) resolveLock(ctx context.Context, v leaderboard.View) (leaderboard.Resolved, error) {
+	for try := 0; ; try++ {
+		gen := h.deletions.Load()
+		r, err := h.store.Resolve(ctx, v)
+		if err != nil {
+			return r, err
+		}
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return r, errClosed
+		}
+		if h.deletions.Load() == gen || try == 3 {
+			return r, nil
+		}
+		h.mu.Unlock()
+	}
+}
+
 // SubscribeTop subscribes to the top first (1..MaxFirst) entries of a view. The first message is a snapshot
 // (Version 1), sent as soon as the list is known; then diffs follow at most MaxUpdateRate per second. With
 // v.Period empty the subscription follows the current period and gets a snapshot of the new period at each
@@ -155,18 +181,13 @@ func (h *Hub) SubscribeTopNotify(ctx context.Context, v leaderboard.View, first 
 		return nil, nil, &leaderboard.Error{Code: leaderboard.Invalid,
 			Message: fmt.Sprintf("first must be between 1 and %d for live updates", MaxFirst)}
 	}
-	r, err := h.store.Resolve(ctx, v)
+	r, err := h.resolveLock(ctx, v)
 	if err != nil {
 		return nil, nil, err
 	}
 	s := &topSub{ch: make(chan *TopUpdate, h.cfg.QueueSize), first: first, follow: v.Period == "", base: -1,
-		notify: notify}
+		notify: notify, end: EndingFrom(ctx)}
 	key := viewKey{r.Board.ID, r.Window, r.Period}
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil, nil, errClosed
-	}
 	b := h.boardLocked(r.Board)
 	vw := h.viewLocked(b, key)
 	b.mu.Lock()
@@ -195,20 +216,17 @@ func (h *Hub) SubscribeRank(ctx context.Context, v leaderboard.View, player stri
 // SubscribeRankNotify is SubscribeRank with notify, as SubscribeTopNotify.
 func (h *Hub) SubscribeRankNotify(ctx context.Context, v leaderboard.View, player string,
 	notify func()) (<-chan *leaderboard.Entry, error) {
-	r, err := h.store.Resolve(ctx, v)
+	r, err := h.resolveLock(ctx, v)
 	if err != nil {
 		return nil, err
 	}
 	if len(player) == 0 || len(player) > leaderboard.MaxIDBytes {
+		h.mu.Unlock()
 		return nil, &leaderboard.Error{Code: leaderboard.Invalid,
 			Message: fmt.Sprintf("player id must be 1 to %d bytes", leaderboard.MaxIDBytes)}
 	}
-	s := &rankSub{ch: make(chan *leaderboard.Entry, h.cfg.QueueSize), follow: v.Period == "", notify: notify}
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		return nil, errClosed
-	}
+	s := &rankSub{ch: make(chan *leaderboard.Entry, h.cfg.QueueSize), follow: v.Period == "", notify: notify,
+		end: EndingFrom(ctx)}
 	b := h.boardLocked(r.Board)
 	b.mu.Lock()
 	b.attachRank(watchKey{r.Window, r.Period, player}, s, time.Now())
@@ -229,6 +247,7 @@ func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*
 	if first < 0 || offset < 0 || offset+first > MaxFirst {
 		return h.callerStore.Top(ctx, v, offset, first)
 	}
+	gen := h.deletions.Load()
 	r, err := h.store.Resolve(ctx, v)
 	if err != nil {
 		return nil, err
@@ -239,13 +258,13 @@ func (h *Hub) Top(ctx context.Context, v leaderboard.View, offset, first int) (*
 	h.mu.RUnlock()
 	if vw != nil {
 		vw.used.Store(time.Now().UnixNano())
-		if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() && c.covers(offset+first) {
+		if c := vw.current.Load(); c != nil && vw.serves() && c.covers(offset+first) {
 			return c.page(r, offset, first), nil
 		}
 	}
 	p, err := h.callerStore.Top(ctx, v, offset, first)
 	if err == nil && (vw == nil || !vw.cached.Load()) {
-		h.cacheView(r.Board, key) // a view only subscriptions kept is read MaxFirst deep from now on (view.want)
+		h.cacheView(r.Board, key, gen) // a view only subscriptions kept is read MaxFirst deep from now on (view.want)
 	}
 	return p, err
 }
@@ -270,7 +289,7 @@ func (h *Hub) TopToken(ctx context.Context, v leaderboard.View, offset, first in
 		return 0, false
 	}
 	vw.used.Store(time.Now().UnixNano())
-	if c := vw.current.Load(); c != nil && !vw.board.dirty.Load() && c.covers(offset+first) {
+	if c := vw.current.Load(); c != nil && vw.serves() && c.covers(offset+first) {
 		return c.token, true
 	}
 	return 0, false
@@ -327,10 +346,16 @@ func (h *Hub) SeasonChanged(board string) {
 	}
 }
 
+// serves reports whether Top may serve the view's cached list: no change is pending for its board, and the board
+// was not deleted (a retired board's list is never served, see retireLocked).
+func (vw *view) serves() bool { return !vw.board.dirty.Load() && !vw.board.deleted.Load() }
+
 // cacheView starts keeping a view fresh for Top, evicting the least recently used cached view beyond CacheSize.
-func (h *Hub) cacheView(def *leaderboard.Board, key viewKey) {
+// def was resolved when the hub had received gen deletion notices: when one came since, def may be a deleted
+// board's, and nothing is cached (the next Top caches the view).
+func (h *Hub) cacheView(def *leaderboard.Board, key viewKey, gen uint64) {
 	h.mu.Lock()
-	if h.closed {
+	if h.closed || h.deletions.Load() != gen {
 		h.mu.Unlock()
 		return
 	}
@@ -362,10 +387,15 @@ func (h *Hub) cacheView(def *leaderboard.Board, key viewKey) {
 	}
 }
 
-// boardLocked returns the live board of def, creating it and starting its loop. h.mu is held.
+// boardLocked returns the live board of def, creating it and starting its loop. A board whose deletion notice
+// arrived is retired first (its loop ends its subscriptions): whatever attaches now gets a board of its own, which
+// reads everything before its first update. h.mu is held.
 func (h *Hub) boardLocked(def *leaderboard.Board) *board {
 	if b := h.boards[def.ID]; b != nil {
-		return b
+		if !b.deleted.Load() {
+			return b
+		}
+		b.retireLocked()
 	}
 	b := &board{h: h, def: def, channels: h.store.Channels(def), shardOf: map[string]int{},
 		sharded: def.Sharded(), live: map[string]bool{}, wake: make(chan struct{}, 1),

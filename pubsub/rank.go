@@ -163,7 +163,8 @@ type rankSub struct {
 	stuckSince time.Time
 	closed     bool
 	stop       func() bool
-	notify     func() // see Hub.SubscribeTopNotify
+	notify     func()  // see Hub.SubscribeTopNotify
+	end        *Ending // from the subscription's context (WithEnding); nil: none
 }
 
 // attachRank adds a rank subscriber to the watch of key. b.mu is held.

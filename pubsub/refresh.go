@@ -19,7 +19,8 @@ func (b *board) refresh() bool {
 	ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
 	defer cancel()
 	r := b.fetch(ctx, p)
-	if r.gone {
+	if r.gone || b.deleted.Load() { // what was read may be a board created again since: not this one's
+
 		b.vanish()
 		return false
 	}

@@ -53,7 +53,8 @@ type topSub struct {
 	stuckSince time.Time
 	closed     bool
 	stop       func() bool
-	notify     func() // see Hub.SubscribeTopNotify; nil: the reader waits on ch
+	notify     func()  // see Hub.SubscribeTopNotify; nil: the reader waits on ch
+	end        *Ending // from the subscription's context (WithEnding); nil: none
 	// pull: the reader pulls its updates (board.pull): offers only notify it, and dirty says it has been
 	// notified of a version it has not pulled yet (counted in board.pulls).
 	pull  bool
