@@ -145,16 +145,21 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 		log.Info("restored from the ledger", "board", r.Board, "events", r.Events, "catch_up", r.CatchUp,
 			"took", r.Took, "applying", r.Applying, "resting", r.Resting, "close_events_resent", r.Resent)
 	}
-	a.Store = leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
-		MaxReads: cfg.MaxConcurrentReads, MaxWrites: cfg.MaxConcurrentWrites, BatchLanes: cfg.RedisPipelineLanes,
-		Clock: cfg.Clock, Ledger: rec, OnRestore: onRestore, OutboxGroups: groups, RestoreShare: cfg.LedgerRestoreShare,
-		RestoreRate: restoreRate(cfg.LedgerRestoreRate)})
+	// storeConfig is what every store of the process shares: keys, clock and the ledger, with its restores'
+	// pace and the webhooks whose deliveries it records. workers: the ledger's sequencer workers (0: default).
+	storeConfig := func(workers int) leaderboard.Config {
+		return leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish, Clock: cfg.Clock, Ledger: rec,
+			LedgerWorkers: workers, OnRestore: onRestore, OutboxGroups: groups,
+			RestoreShare: cfg.LedgerRestoreShare, RestoreRate: restoreRate(cfg.LedgerRestoreRate)}
+	}
+	mainCfg := storeConfig(0)
+	mainCfg.MaxReads, mainCfg.MaxWrites, mainCfg.BatchLanes = cfg.MaxConcurrentReads, cfg.MaxConcurrentWrites,
+		cfg.RedisPipelineLanes
+	a.Store = leaderboard.New(a.rdb, mainCfg)
 	// The hub reads through a store of its own, without those bounds: its reads are few (coalesced per board)
 	// and live screens must not wait behind a flood of queries. It writes nothing, but knows the ledger: a board
 	// being restored is UNAVAILABLE to it, not gone.
-	hubStore := leaderboard.New(a.rdb, leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish,
-		Clock: cfg.Clock, Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, OutboxGroups: groups, RestoreShare: cfg.LedgerRestoreShare,
-		RestoreRate: restoreRate(cfg.LedgerRestoreRate)})
+	hubStore := leaderboard.New(a.rdb, storeConfig(1))
 	a.Hub = pubsub.New(hubStore, pubsub.Config{Logger: log, CallerStore: a.Store})
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
@@ -188,9 +193,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 	a.exports = newExports(opts, exportsConfig{Max: cfg.ExportConcurrency,
 		// The exports' store knows the ledger, as the hub's does: an export of a closed period Redis no longer
 		// holds pages its frozen standings, and a board being restored is UNAVAILABLE, not an empty period.
-		Store: leaderboard.Config{Prefix: cfg.KeyPrefix, PublishCommand: publish, Clock: cfg.Clock,
-			Ledger: rec, LedgerWorkers: 1, OnRestore: onRestore, OutboxGroups: groups, RestoreShare: cfg.LedgerRestoreShare,
-			RestoreRate: restoreRate(cfg.LedgerRestoreRate)},
+		Store:    storeConfig(1),
 		Resolver: a.Store, ReadKeyRequired: keys.ReadKeyRequired, ClientAddr: px.clientAddr, Streams: a.streams,
 		Log: log, WriteTimeout: cfg.WriteTimeout, RequestTimeout: cfg.RequestTimeout})
 	a.exports.rdb.AddHook(redisHook{a.Metrics, log})
