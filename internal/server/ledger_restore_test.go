@@ -92,19 +92,38 @@ func TestLedgerDeleteDuringRebuild(t *testing.T) {
 		}
 		s.must(t, testSubmitKey, submitsMutation, map[string]any{"in": in}, nil)
 	}
-	rebuilt := make(chan gqlResponse, 1)
-	go func() { rebuilt <- s.do(t, testAdminKey, rebuildMutation, map[string]any{"id": "d"}) }()
-	// The rebuild runs: the board answers UNAVAILABLE.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := s.do(t, "", `{ top(board: "d", first: 1) { playerId } }`, nil)
-		if len(r.Errors) > 0 && r.Errors[0].Code() == "UNAVAILABLE" {
+	// A top list read before the rebuild: the live hub keeps it cached (and the top cache its bytes), which the
+	// rebuild must not let them serve.
+	if r := s.do(t, "", `{ top(board: "d", first: 1) { playerId } }`, nil); len(r.Errors) > 0 {
+		t.Fatalf("top before the rebuild: %+v", r.Errors)
+	}
+	// The rebuild runs: the board answers UNAVAILABLE. On a loaded machine the first read may come only after a
+	// rebuild is over: then the board is rebuilt again (three times at most), and every rebuild's answer is shown.
+	var rebuilt chan gqlResponse
+	var missed []gqlResponse
+	for seen := false; !seen; {
+		if len(missed) == 3 {
+			t.Fatalf("the board never answered UNAVAILABLE during its rebuilds; their answers: %+v", missed)
+		}
+		rebuilt = make(chan gqlResponse, 1)
+		go func() { rebuilt <- s.do(t, testAdminKey, rebuildMutation, map[string]any{"id": "d"}) }()
+		for deadline := time.Now().Add(10 * time.Second); !seen; time.Sleep(5 * time.Millisecond) {
+			r := s.do(t, "", `{ top(board: "d", first: 1) { playerId } }`, nil)
+			if len(r.Errors) > 0 && r.Errors[0].Code() == "UNAVAILABLE" {
+				seen = true
+				break
+			}
+			select {
+			case over := <-rebuilt:
+				missed = append(missed, over)
+			default:
+				if time.Now().After(deadline) {
+					t.Fatalf("the board never answered UNAVAILABLE during its rebuild: %s %+v", r.Data, r.Errors)
+				}
+				continue
+			}
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the board never answered UNAVAILABLE during its rebuild: %s %+v", r.Data, r.Errors)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 	del := s.do(t, testAdminKey, `mutation { deleteLeaderboard(id: "d") }`, nil)
 	if r := <-rebuilt; len(r.Errors) > 0 && r.Errors[0].Code() != "NOT_FOUND" {
