@@ -177,8 +177,9 @@ type Target struct {
 	Cluster bool
 }
 
-// Targets returns the shared standalone server and the shared cluster (in
-// that order) with a fresh client each, for running one suite against both:
+// Targets returns the shared standalone server (a server of its own for a
+// test that called WithoutRace) and the shared cluster (in that order) with a
+// fresh client each, for running one suite against both:
 //
 //	for _, tg := range redistest.Targets(t) {
 //		t.Run(tg.Name, func(t *testing.T) { ... tg.Client ... })
@@ -188,7 +189,11 @@ type Target struct {
 // the Shared functions it requires TestMain to call Main.
 func Targets(tb testing.TB) []Target {
 	tb.Helper()
-	ts := []Target{{Name: "standalone", Client: SharedStandalone(tb).Client(tb)}}
+	standalone := SharedStandalone
+	if isVolume(tb) {
+		standalone = Standalone // a server of its own (WithoutRace)
+	}
+	ts := []Target{{Name: "standalone", Client: standalone(tb).Client(tb)}}
 	if v, _ := strconv.ParseBool(os.Getenv(NoClusterEnv)); v {
 		return ts
 	}
