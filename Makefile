@@ -29,17 +29,14 @@ NORACE := CGO_ENABLED=0 $(GO)
 # to build every test binary from another directory here, 44 s without).
 LONGEST := ./internal/server ./leaderboard ./pubsub ./ledger ./cmd/lbbench
 
-# The tests that run without the race detector (each calls redistest.WithoutRace, which skips it under -race), after
-# the race run, on the whole machine: sequential volume, where the detector has nothing to see and makes the client
-# several times slower (the plain reads against the scripts, on the embedded store too; memory per player; the tail
-# estimate's bounds and accuracy on 1,000,000 players; tie ranks and exact tiers against models; the record hash's
-# spread; the sharded boards against their model, at 12,000 submissions per shard count, and their twin tests), and
-# the export of a 300,000-player board, whose heap figure the detector distorts. Beside the race run at nice 19 they
-# took its idle cores, until the race run grew: starved, the 1,000,000-player scripts ran past Redis's busy
-# threshold (BUSY) and its reads past their timeout. Without the detector they are bound by Redis, so each gets a
-# redis-server of its own (redistest.Targets) and four run at once (-parallel 4): on the one shared server they
-# queued on one Redis thread while the other core idled (161 s; the race run before: 287 s for internal/server).
-NORACE_TESTS := '^(TestExportMemoryFlat|TestTailEstimateAccuracy|TestTailEstimateBounds|TestShardedTwin.*|TestAroundPlainMatchesScript|TestRanksPlainMatchesScript|TestMemoryPerPlayer|TestRecordHashSpreadsIDs|TestTieRankModel|TestExactTopTierIsExact|TestShardedBoardMatchesModel)$$'
+# The tests that run without the race detector (each calls redistest.WithoutRace, which skips it under -race; a test
+# holds this list to the code), after the race run: sequential volume, where the detector has nothing to see and
+# slows the client several times (the plain reads against the scripts, the tail estimate on 1,000,000 players, the
+# sharded boards against their model and their twins, ...), a heap figure it distorts (the export's), and rendering
+# in the test's own process (the demo's seeding on the embedded store, a stuck websocket reader's 12 MB). Bound by
+# Redis without it, each gets a redis-server of its own and four run at once; beside the race run (at nice 19)
+# the 1,000,000-player scripts starved past Redis's busy threshold.
+NORACE_TESTS := '^(TestExportMemoryFlat|TestTailEstimateAccuracy|TestTailEstimateBounds|TestShardedTwin.*|TestAroundPlainMatchesScript|TestRanksPlainMatchesScript|TestMemoryPerPlayer|TestRecordHashSpreadsIDs|TestTieRankModel|TestExactTopTierIsExact|TestShardedBoardMatchesModel|TestDemoSeedsTheEmbeddedStoreQuietly|TestWSStuckReaderClosed)$$'
 
 test: test-deps tidy
 	$(NORACE) vet -trimpath $(PKGS)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/internal/redistest"
 )
 
 // `make run`: the demo seeds its world board on the embedded store while the server's own clients use it too
@@ -14,8 +16,12 @@ import (
 // as a warning or an error meanwhile but the embedded store's own notice: a newcomer's first sight is no error.
 // (Seed calls of 500 players back to back kept the store from the others past their 3 s socket timeout:
 // "redis pipeline failed commands=16384 ... i/o timeout", "close check: listing boards".)
+//
+// Without the race detector, which makes the embedded store (its Lua interpreted in Go, in this process) many times
+// slower than `make run` ever is: 37 s of the race run's longest package.
 func TestDemoSeedsTheEmbeddedStoreQuietly(t *testing.T) {
 	t.Parallel()
+	redistest.WithoutRace(t)
 	cfg := testConfig(t)
 	cfg.RedisURL = ""
 	cfg.Demo = true
