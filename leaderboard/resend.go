@@ -144,9 +144,10 @@ func (s *Store) RecordDelivery(ctx context.Context, ev *CloseEvent, group string
 	return s.seq.ledger.Delivered(ctx, ev.Board, ev.Window, ev.Period, ev.Version, group, gaveUp, s.cfg.Clock())
 }
 
-// DeliveryDone reports whether the ledger recorded that the delivery of a close event to a webhook consumer
-// group completed (RecordDelivery): an event sent again after Redis lost it (FirstID set) goes to every group of
-// the new outbox, and one that had completed it acknowledges it without sending. Without a ledger: false.
+// DeliveryDone reports whether the ledger recorded that the delivery of a close event's version to a webhook
+// consumer group completed (RecordDelivery): an event sent again after Redis lost it (FirstID set) goes to every
+// group of the new outbox, and one that had completed it acknowledges it without sending; so does one whose
+// version went out again under a new outbox id (its first id never reached the ledger). Without a ledger: false.
 func (s *Store) DeliveryDone(ctx context.Context, ev *CloseEvent, group string) (bool, error) {
 	if s.seq == nil {
 		return false, nil
