@@ -313,6 +313,13 @@ func (r *mutationResolver) DeleteLeaderboard(ctx context.Context, id string) (bo
 	}
 	ok, err := r.Store.DeleteBoard(ctx, id)
 	r.Hub.Changed(id) // this process's cached top lists of the board are never served again
+	if ok && err == nil {
+		// The caller may create the id again and subscribe at once: this process's live state of the deleted
+		// board must be gone by then.
+		wait, cancel := context.WithTimeout(ctx, time.Second)
+		r.Hub.WaitDeleted(wait, id)
+		cancel()
+	}
 	return ok, internal(err)
 }
 

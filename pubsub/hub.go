@@ -302,6 +302,28 @@ func (h *Hub) TopToken(ctx context.Context, v leaderboard.View, offset, first in
 // time than the writes when thousands of players watched their ranks).
 func (h *Hub) Changed(board string) { h.ChangedAt(board, "", 0) }
 
+// WaitDeleted waits until the hub has taken a board's deletion (its deletion notice, which Store.DeleteBoard
+// publishes), when it watches the board, at most until ctx ends: a subscription that this process makes after the
+// deletion, and after the id is created again, then never joins the deleted board's state, which the notice would
+// end with NOT_FOUND when it arrives. At once when the hub does not watch the board.
+func (h *Hub) WaitDeleted(ctx context.Context, id string) {
+	tick := time.NewTicker(2 * time.Millisecond) // the notice comes over pub/sub within a millisecond or so
+	defer tick.Stop()
+	for {
+		h.mu.RLock()
+		b := h.boards[id]
+		h.mu.RUnlock()
+		if b == nil || b.deleted.Load() {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // ChangedAt is Changed for a write whose change event is known (epoch and version, from leaderboard.Result): when
 // the board's loop has taken that event already, its lists are being re-read for it and nothing more is needed.
 func (h *Hub) ChangedAt(board, epoch string, version int64) {
