@@ -307,23 +307,20 @@ func (w *webhooks) warn(ctx context.Context, msg, board string, err error) {
 
 // deliver makes attempts for one event that this process holds, starting with attempt number attempt.
 func (w *webhooks) deliver(ctx context.Context, t *webhookTarget, board string, ev *leaderboard.CloseEvent, attempt int64) {
-	{
-		// Sent again after Redis lost it (leaderboard/resend.go): every group of the new outbox reads it, and one
-		// whose delivery of it completed before acknowledges it without sending. An event sent once is looked up
-		// too: a version announced again under a new outbox id (its first id never reached the ledger, whose
-		// Announced failed, and Redis then lost the fence that held it) was delivered already if the ledger says
-		// so. Only a resent event waits for the ledger; one sent once goes out when the ledger cannot answer.
-		done, err := w.store.DeliveryDone(ctx, ev, t.group)
-		if err != nil && ev.FirstID != "" {
-			w.warn(ctx, "webhooks: reading an event's delivery in the ledger", board, err)
-			return // pending: tried again once idle
+	// A version whose delivery to this group completed is acknowledged without sending: one sent again after Redis
+	// lost it (leaderboard/resend.go), which every group of the new outbox reads, or one announced again under a
+	// new outbox id (its first id never reached the ledger, and Redis then lost the fence that held it). Only a
+	// resent event waits for the ledger; one sent once goes out when the ledger cannot answer.
+	done, err := w.store.DeliveryDone(ctx, ev, t.group)
+	if err != nil && ev.FirstID != "" {
+		w.warn(ctx, "webhooks: reading an event's delivery in the ledger", board, err)
+		return // pending: tried again once idle
+	}
+	if err == nil && done {
+		if err := w.store.OutboxAck(ctx, board, t.group, ev.OutboxID); err != nil {
+			w.warn(ctx, "webhooks: acknowledging an event", board, err)
 		}
-		if err == nil && done {
-			if err := w.store.OutboxAck(ctx, board, t.group, ev.OutboxID); err != nil {
-				w.warn(ctx, "webhooks: acknowledging an event", board, err)
-			}
-			return
-		}
+		return
 	}
 	body := webhookBody(ev)
 	// WEBHOOK_RETRY_FOR counts from when the event was recorded, or sent again: the time Redis had lost it
