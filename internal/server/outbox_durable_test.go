@@ -92,8 +92,9 @@ func (r *flakyReceiver) next(t *testing.T, what string) hookRequest {
 // durableSetup starts a server with the ledger, a Redis of the test's own and a webhook to rx, and a board "cup"
 // (DAILY, grace 60 s, closeEventTop 2) with three scores on the clock's day; it returns the server, a client of
 // its Redis and a pool of its ledger.
-func durableSetup(t *testing.T, clock *closeClock, rx *flakyReceiver, tweaks ...func(*Config)) (*testServer,
-	*redis.Client, *pgxpool.Pool) {
+// durableConfig is the configuration of a close-event test across a loss of Redis: a redis-server of the test's
+// own (flushed), PostgreSQL, a ledger check every 50 ms and webhook retries at most 200 ms apart.
+func durableConfig(t *testing.T, clock *closeClock, rx *flakyReceiver) (Config, *redistest.Server) {
 	t.Helper()
 	own := redistest.Standalone(t)
 	cfg := closeTestConfig(t, clock, rx.srv.URL)
@@ -101,6 +102,13 @@ func durableSetup(t *testing.T, clock *closeClock, rx *flakyReceiver, tweaks ...
 	cfg.DatabaseURL = pgtest.Shared(t).Database(t)
 	cfg.LedgerCheckInterval = 50 * time.Millisecond
 	cfg.Closes.RetryMax = 200 * time.Millisecond
+	return cfg, own
+}
+
+func durableSetup(t *testing.T, clock *closeClock, rx *flakyReceiver, tweaks ...func(*Config)) (*testServer,
+	*redis.Client, *pgxpool.Pool) {
+	t.Helper()
+	cfg, own := durableConfig(t, clock, rx)
 	for _, f := range tweaks {
 		f(&cfg)
 	}

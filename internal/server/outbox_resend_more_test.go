@@ -20,12 +20,8 @@ func TestTwoServersResendCloseEventOnce(t *testing.T) {
 	clock := &closeClock{t: day}
 	rx := newFlakyReceiver(t)
 	rx.down.Store(true)
-	own := redistest.Standalone(t)
-	cfg := closeTestConfig(t, clock, rx.srv.URL)
-	cfg.RedisURL = "redis://" + own.Addr
-	cfg.DatabaseURL = pgtest.Shared(t).Database(t)
+	cfg, own := durableConfig(t, clock, rx)
 	cfg.LedgerCheckInterval = 20 * time.Millisecond
-	cfg.Closes.RetryMax = 200 * time.Millisecond
 	s1, s2 := startServer(t, cfg), startServer(t, cfg)
 	s1.create(t, map[string]any{"id": "cup", "windows": []string{"DAILY"}, "graceSeconds": 60, "closeEventTop": 2})
 	for i, p := range []string{"ann", "bob", "cid"} {
@@ -72,12 +68,7 @@ func TestShardedCloseEventSentAgainAfterRedisLoss(t *testing.T) {
 	clock := &closeClock{t: day}
 	rx := newFlakyReceiver(t)
 	rx.down.Store(true)
-	own := redistest.Standalone(t)
-	cfg := closeTestConfig(t, clock, rx.srv.URL)
-	cfg.RedisURL = "redis://" + own.Addr
-	cfg.DatabaseURL = pgtest.Shared(t).Database(t)
-	cfg.LedgerCheckInterval = 50 * time.Millisecond
-	cfg.Closes.RetryMax = 200 * time.Millisecond
+	cfg, own := durableConfig(t, clock, rx)
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "cup", "windows": []string{"DAILY"}, "graceSeconds": 60, "closeEventTop": 5,
 		"shards": 3})
