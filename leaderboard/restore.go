@@ -432,7 +432,9 @@ func (s *Store) lowestMark(ctx context.Context, bases []string) (int64, error) {
 
 // CheckLedger compares every board the ledger holds with Redis: a board Redis lacks is restored, a board whose
 // high-water mark is behind the ledger's head gets its missing events (a failover to a replica that had not copied
-// them, writes whose apply failed). It starts those restores and returns how many; they run in the background.
+// them, writes whose apply failed). It starts those restores and returns how many boards it found lost or behind;
+// the restores run in the background, and a board without its definition is restored when a second check in a
+// row finds it so.
 // It also puts back into the outboxes the close events whose delivery has not completed and that Redis no longer
 // holds (ResendUndelivered).
 func (s *Store) CheckLedger(ctx context.Context) (int, error) {
@@ -444,6 +446,10 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
+	s.undefinedMu.Lock()
+	defer s.undefinedMu.Unlock()
+	undefined := map[string]bool{}
+	defer func() { s.undefined = undefined }()
 	for start := 0; start < len(boards); start += 1000 {
 		part := boards[start:min(start+1000, len(boards))]
 		pipe := s.rdb.Pipeline()
@@ -489,6 +495,14 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 		for i, b := range part {
 			hwm, _ := hwms[i].Int64()
 			if defs[i].Val() != "" && hwm >= b.Head && voids[i].Val() == "" && !behind[i] {
+				continue
+			}
+			if defs[i].Val() == "" && !s.undefined[b.ID] {
+				// Lost, or being created right now (recorded, its definition not applied yet: a restore would
+				// answer its creator UNAVAILABLE). Lost if so at the next check too; a request to a lost board
+				// starts its restore at once anyway.
+				undefined[b.ID] = true
+				n++
 				continue
 			}
 			// A board written right now is behind for a moment; its writer applies its own events. What stays

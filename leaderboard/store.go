@@ -142,6 +142,10 @@ type Store struct {
 
 	seq       *sequencer // nil without a ledger
 	restoring sync.Map   // board id -> *cachedBoard of a board being restored (not readable, so not in boards)
+	// undefined are the boards the last ledger check found in the ledger and without a definition in Redis
+	// (CheckLedger restores those it finds so twice in a row); guarded by undefinedMu.
+	undefinedMu sync.Mutex
+	undefined   map[string]bool
 	// resendAfter is the ledger key after which the next ledger check looks for close events to send again
 	// (resend.go).
 	resendAfter atomic.Int64
