@@ -171,7 +171,7 @@ func TestRecreatedBoardCachedTopOnOtherServer(t *testing.T) {
 	}
 	want := string(a.do(t, "", q, map[string]any{"b": id}).Data)
 	var got string
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if got = string(b.do(t, "", q, map[string]any{"b": id}).Data); got == want {
 			break
 		}
