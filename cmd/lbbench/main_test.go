@@ -88,13 +88,19 @@ func TestLedgerScenario(t *testing.T) {
 			t.Errorf("no on/off row of %q:\n%s", step, text)
 		}
 	}
-	// The restore: its time and rate, the writers before and during (none failed), the CPU of the four
-	// processes before and during, the reads' answers counted.
+	// The restore, with closed-loop and with open-loop writers: its time and rate, the writers before and during
+	// (the closed-loop ones without a failure; the open-loop ones may fall behind on a busy machine), the CPU of
+	// the four processes before and during, the reads' answers counted.
 	cores := `[\d.]+ / [\d.]+ / [\d.]+ / [\d.]+ \([\d.]+\)`
-	if !regexp.MustCompile(`(?m)^\| 2000 +\| ` + num + `m?s +\| ` + num + ` +\| ` + num + ` → ` + num +
+	restore := ` +\| 2000 +\| ` + num + `m?s +\| ` + num + ` +\| ` + num + ` → ` + num +
 		` +\| [\d.]+× +\| ` + num + `m?s → ` + num + `m?s +\| ` + cores + ` +\| ` + cores +
-		` +\| \d+ +\| \d+ / \d+ +\| 0 +\|$`).MatchString(text) {
-		t.Errorf("no complete restore row:\n%s", text)
+		` +\| \d+ +\| \d+ / \d+ +\| `
+	if !regexp.MustCompile(`(?m)^\| 2 closed-loop clients` + restore + `0 +\|$`).MatchString(text) {
+		t.Errorf("no complete restore row with closed-loop writers:\n%s", text)
+	}
+	if !regexp.MustCompile(`(?m)^\| open loop, ` + num + `/s offered \(0\.8× the closed-loop clients' rate before\)` +
+		restore + `[^|]+\|$`).MatchString(text) {
+		t.Errorf("no complete restore row with open-loop writers:\n%s", text)
 	}
 	m := regexp.MustCompile(`(?m)^\| (\d+) +\| [^|]+ B/event\) +\| [^|]+ B/event\) +\| [^|]+\| (\d+) +\| (\d+) +\|$`).
 		FindStringSubmatch(text)
@@ -107,7 +113,8 @@ func TestLedgerScenario(t *testing.T) {
 		t.Errorf("%d events at %d bytes each: not a plausible measurement", events, per)
 	}
 	for _, target := range []string{"ledger: submitScore, 32 clients", "ledger: submitScores, 1000 items × 8 callers",
-		"ledger: restore of a board of 2000 events", "ledger: size in PostgreSQL"} {
+		"ledger: restore of a board of 2000 events", "ledger: size in PostgreSQL",
+		"ledger: restore of a board of 2000 events, other boards offered 0.8× the closed-loop rate"} {
 		if !regexp.MustCompile(`(?m)^\| ` + regexp.QuoteMeta(target) + ` +\|`).MatchString(text) {
 			t.Errorf("no target %q:\n%s", target, text)
 		}
@@ -469,6 +476,22 @@ func TestShardsScenario(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^\| sharded/unsharded +\| [\d.]+× +\|`).MatchString(text) {
 		t.Errorf("no sharded/unsharded row of the submissions:\n%s", text)
+	}
+	// The sharded board again with as many clients a shard as the unsharded board has, on a fresh board and on
+	// the big one (ranks asked and not), each with its ratio row and its target.
+	if !regexp.MustCompile(`(?m)^\| 3 shards, 96 clients \(32 a shard\) +\| [\d.]+k? +\|.*\| 0 +\|$`).MatchString(text) {
+		t.Errorf("no error-free submission row of the sharded board at 32 clients a shard:\n%s", text)
+	}
+	if n := len(regexp.MustCompile(`(?m)^\| 32 a shard/unsharded +\| [\d.]+× +\|`).FindAllString(text, -1)); n != 3 {
+		t.Errorf("%d ratio rows at 32 clients a shard, want 3 (fresh board, ranks asked, no rank asked):\n%s", n, text)
+	}
+	for _, kind := range []string{"ranks asked", "no rank asked"} {
+		if !strings.Contains(text, "| 3 shards (3000 players), "+kind+", 96 clients (32 a shard) ") {
+			t.Errorf("no row of the big sharded board, %s, at 32 clients a shard:\n%s", kind, text)
+		}
+	}
+	if n := strings.Count(text, "32 clients a shard (each primary loaded as the unsharded board's), sharded vs unsharded"); n != 3 {
+		t.Errorf("%d targets at 32 clients a shard, want 3:\n%s", n, text)
 	}
 	for _, read := range []string{`rank`, `aroundMe\(radius:5\)`, `top\(first:10\)`} {
 		for _, board := range []string{"3 shards", "unsharded"} {

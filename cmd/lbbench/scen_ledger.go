@@ -2,23 +2,21 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
+
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
+
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/leaderboard/leaderboard/internal/pgserver"
-	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
 // The ledger scenario (7): what the PostgreSQL ledger (the server's DATABASE_URL) costs. The server binary under
@@ -277,7 +275,8 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 			"CPU µs/item (server / redis / postgres / loadgen)", "machine busy", "ledger commits/s", "items/commit",
 			"errors"}}
 	rt := &table{title: "7b. The ledger: restore of a board Redis lost, writers on other boards meanwhile",
-		head: []string{"events", "restore", "events/s", "other boards' writes/s (before → during)", "during/before",
+		head: []string{"writers on other boards", "events", "restore", "events/s",
+			"other boards' writes/s (before → during)", "during/before",
 			"their p99 (before → during)", "CPU before, cores (server / redis / postgres / loadgen (machine))",
 			"CPU during", "UNAVAILABLE answers", "NOT_FOUND / partial answers", "errors"}}
 	st := &table{title: "7c. The ledger: size in PostgreSQL",
@@ -396,131 +395,10 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 		}
 	}
 
-	// The restore.
-	n := sz.LedgerEvents
-	const board = "ledger-restore"
-	var others []string
-	for i := range ledgerWriterBoards {
-		id := fmt.Sprintf("ledger-other-%d", i)
-		if err := e.createBoardOn(ctx, on, id, 0); err != nil {
-			return tables, err
-		}
-		others = append(others, id)
-	}
-	w0, err := db.walLSN(ctx)
+	walPerEvent, err := e.restoreSteps(ctx, on, db, rt, sz)
 	if err != nil {
-		return tables, fmt.Errorf("postgres: %w", err)
-	}
-	fillStart := time.Now()
-	if err := e.loadViaAPI(ctx, on, board, n, 0); err != nil {
 		return tables, err
 	}
-	fill := time.Since(fillStart)
-	w1, err := db.walLSN(ctx)
-	if err != nil {
-		return tables, fmt.Errorf("postgres: %w", err)
-	}
-	if err := e.verifyBoard(ctx, on, board, n); err != nil {
-		return tables, err
-	}
-	m := &meter{}
-	stopWriters := e.startWriters(ctx, on, others, sz.LedgerWriters, m)
-	defer stopWriters()
-	drop := leaderboard.New(e.rdb, leaderboard.Config{Prefix: prefixLedger}) // for the board's key pattern only
-	var took []time.Duration
-	var shares []float64
-	var before, during []Sample
-	var sum restoreResult
-	time.Sleep(min(e.o.Duration/5, time.Second)) // the writers' warm-up
-	for r := 0; r < e.o.Runs; r++ {
-		m.take()
-		c0 := e.cpuSnap(on, db)
-		s0 := e.commandStats(ctx)
-		if err := sleepCtx(ctx, e.o.Duration); err != nil {
-			return tables, err
-		}
-		b := m.take()
-		b.Extra = c0.cores(e.cpuSnap(on, db))
-		e.logCommands("before", s0, e.commandStats(ctx))
-		top, found, err := readWhole(ctx, on, board)
-		if err != nil || !found {
-			return tables, fmt.Errorf("restore board before the loss: found %v, %v", found, err)
-		}
-		if top.size != n {
-			return tables, fmt.Errorf("restore board: %d players before the loss, want %d", top.size, n)
-		}
-		keys, err := e.scanKeys(ctx, drop.BoardKeys(board))
-		if err == nil {
-			err = e.unlink(ctx, keys)
-		}
-		if err != nil {
-			return tables, fmt.Errorf("deleting the restore board's keys: %w", err)
-		}
-		m.take() // the deletion is the loss, not the restore
-		c0 = e.cpuSnap(on, db)
-		s0 = e.commandStats(ctx)
-		res, err := waitWhole(ctx, on, board, top, restoreTimeout(n))
-		d := m.take()
-		d.Extra = c0.cores(e.cpuSnap(on, db))
-		e.logCommands("during", s0, e.commandStats(ctx))
-		if err != nil {
-			return tables, err
-		}
-		e.logf("ledger restore %d: %d events in %s (%d keys deleted); other boards %s → %s writes/s", r+1, n,
-			res.took.Round(time.Millisecond), len(keys), fmtRate(b.Rate), fmtRate(d.Rate))
-		took = append(took, res.took)
-		before, during = append(before, b), append(during, d)
-		if b.Rate > 0 {
-			shares = append(shares, d.Rate/b.Rate)
-		}
-		sum.add(res)
-	}
-	stopWriters()
-	slices.Sort(took)
-	tookMed := took[len(took)/2]
-	tookText := fmtDur(tookMed)
-	if len(took) > 1 {
-		tookText += fmt.Sprintf(" (%s–%s)", fmtDur(took[0]), fmtDur(took[len(took)-1]))
-	}
-	b, d := medianSample(before), medianSample(during)
-	share := median(shares)
-	wErrs := sumErrs(b, d)
-	errText := fmtErrs(wErrs)
-	if sum.failed > 0 {
-		errText = fmt.Sprintf("%s; %d failed reads of the restored board (%s)", errText, sum.failed,
-			truncate(sum.firstErr, 60))
-	}
-	rt.add(fmt.Sprint(n), tookText, fmtRate(float64(n)/tookMed.Seconds()),
-		fmt.Sprintf("%s → %s", fmtRate(b.Rate), fmtRate(d.Rate)), fmtTimes(share),
-		fmt.Sprintf("%s → %s", fmtDur(b.P99), fmtDur(d.P99)), fmtCoreSet(b.Extra), fmtCoreSet(d.Extra),
-		fmt.Sprint(sum.unavailable), fmt.Sprintf("%d / %d", sum.notFound, sum.partial), errText)
-	if sum.notFound > 0 {
-		rt.notes = append(rt.notes, "NOT_FOUND: "+sum.firstWrong)
-	}
-	limit := time.Duration(float64(ledgerRestoreMillion) * float64(n) / 1e6)
-	rt.notes = append(rt.notes, fmt.Sprintf("The board: %d players, one event each, written through the ledger "+
-		"server with submitScores of %d items from %d callers in %s (%s events/s). Then, %d time(s): %d closed-loop "+
-		"submitScore clients write to %d other boards of the ledger server for %s (before), the board's keys are "+
-		"deleted from Redis (UNLINK of every key its pattern matches: the board lost, the others untouched), and "+
-		"the restore is timed from the first read after the loss (which starts it) until a read of the board's "+
-		"size and top 10 answers %d players and the same top 10 as before the loss (reads every 50 ms; the "+
-		"writers' rate during: the same span). Restore: median (range) of the runs; writers: medians of the runs, "+
-		"during/before the median of per-run ratios. UNAVAILABLE answers: reads that were told the board is being "+
-		"restored; NOT_FOUND / partial answers (must be 0 / 0: the README's \"never NOT_FOUND, an empty or a "+
-		"partial list\"): reads that answered the board null (with no error), or fewer players or another top 10 "+
-		"(a read asks the size, then the top 10, in requests of their own). "+
-		"CPU: cores of the ledger server, redis-server, PostgreSQL (all its processes) and the load generator, "+
-		"and in parentheses of the whole machine (others' processes too: /proc/stat), over the writers' span "+
-		"before and over the restore.",
-		n, leaderboard.MaxBulk, sz.LoadWorkers, fill.Round(100*time.Millisecond), fmtRate(float64(n)/fill.Seconds()),
-		e.o.Runs, sz.LedgerWriters, len(others), e.o.Duration, n))
-	e.check(fmt.Sprintf("ledger: restore of a board of %d events", n),
-		fmt.Sprintf("≤ %s (%s per 1,000,000), other boards' writers ≥ %.1f× their rate before",
-			fmtDur(limit), fmtDur(ledgerRestoreMillion), ledgerOthersKeepShare),
-		fmt.Sprintf("%s, writers %s (%s → %s writes/s)", fmtDur(tookMed), fmtTimes(share), fmtRate(b.Rate),
-			fmtRate(d.Rate)),
-		tookMed <= limit && share >= ledgerOthersKeepShare && sum.notFound == 0 && sum.partial == 0 &&
-			sum.failed == 0 && wErrs.Errs == 0)
 
 	// The size.
 	var heap, indexes, total, events int64
@@ -532,7 +410,7 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 		return tables, errors.New("postgres: the events table is empty")
 	}
 	per := func(b int64) string { return fmt.Sprintf("%.0f", float64(b)/float64(events)) }
-	walPer := fmt.Sprintf("%.0f", float64(w1-w0)/float64(n))
+	walPer := fmt.Sprintf("%.0f", walPerEvent)
 	st.add(fmt.Sprint(events), fmtBytes(heap)+" ("+per(heap)+" B/event)", fmtBytes(indexes)+" ("+per(indexes)+" B/event)",
 		fmtBytes(total), per(total), walPer)
 	st.notes = append(st.notes, "Every event of the scenario's boards (the steps above, the restore board, the "+
@@ -627,195 +505,4 @@ func (e *env) unlink(ctx context.Context, keys []string) error {
 		}
 	}
 	return nil
-}
-
-// meter collects the outcomes of operations that run on their own (the writers around the restore) and
-// summarizes them by span: take returns the span since the previous take.
-type meter struct {
-	mu       sync.Mutex
-	lat      []time.Duration
-	errs     int64
-	firstErr string
-	since    time.Time
-}
-
-func (m *meter) add(d time.Duration, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lat = append(m.lat, d)
-	if err != nil {
-		if m.errs++; m.errs == 1 {
-			m.firstErr = err.Error()
-		}
-	}
-}
-
-// take summarizes the operations that ended since the previous take (the first take: since the first add).
-func (m *meter) take() Sample {
-	m.mu.Lock()
-	lat, errs, first, since := m.lat, m.errs, m.firstErr, m.since
-	m.lat, m.errs, m.firstErr, m.since = nil, 0, "", time.Now()
-	m.mu.Unlock()
-	el := time.Duration(0)
-	if !since.IsZero() {
-		el = time.Since(since)
-	}
-	s := summarize(lat, el)
-	s.Errs, s.FirstErr = errs, first
-	return s
-}
-
-// startWriters starts n closed-loop submitScore clients on sv, client w writing to boards[w % len(boards)], each
-// outcome going to m; the returned stop ends them and waits (a second call does nothing).
-func (e *env) startWriters(ctx context.Context, sv *service, boards []string, n int, m *meter) (stop func()) {
-	h := newRawHTTP(sv.addr, "/graphql")
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var seq atomic.Int64
-	m.take()
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			board := boards[w%len(boards)]
-			for ctx.Err() == nil {
-				p, s := workload(seq.Add(1) - 1)
-				t0 := time.Now()
-				_, err := h.post(ctx, w, submitKey, submitBody(board, p, s))
-				if ctx.Err() != nil && err != nil {
-					return
-				}
-				m.add(time.Since(t0), err)
-			}
-		}()
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			wg.Wait()
-			h.closeAll()
-		})
-	}
-}
-
-// boardView is what a read of a board answered: its size and its top 10.
-type boardView struct {
-	size int
-	top  []struct {
-		PlayerID string  `json:"playerId"`
-		Score    float64 `json:"score"`
-	}
-}
-
-// The restore's reads: the board's size, then its top 10, each in a request of its own (top's list is non-null,
-// so an error of top's would null a leaderboard field asked beside it, and hide what that answered).
-const (
-	sizeQuery = `query($b: ID!) { leaderboard(id: $b) { size } }`
-	topQuery  = `query($b: ID!) { top(board: $b, first: 10) { playerId score } }`
-)
-
-// readSize reads a board's size through sv's API; found is false when leaderboard(id) answered null.
-func readSize(ctx context.Context, sv *service, board string) (size int, found bool, err error) {
-	data, err := sv.call(ctx, "", sizeQuery, map[string]any{"b": board})
-	if err != nil {
-		return 0, false, err
-	}
-	var r struct {
-		Data struct{ Leaderboard *struct{ Size int } }
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return 0, false, err
-	}
-	if r.Data.Leaderboard == nil {
-		return 0, false, nil
-	}
-	return r.Data.Leaderboard.Size, true, nil
-}
-
-// readTop reads a board's top 10 through sv's API.
-func readTop(ctx context.Context, sv *service, board string) (boardView, error) {
-	var v boardView
-	data, err := sv.call(ctx, "", topQuery, map[string]any{"b": board})
-	if err != nil {
-		return v, err
-	}
-	var r struct {
-		Data struct{ Top json.RawMessage }
-	}
-	if err := json.Unmarshal(data, &r); err != nil {
-		return v, err
-	}
-	return v, json.Unmarshal(r.Data.Top, &v.top)
-}
-
-// readWhole reads a board's size and top 10 through sv's API; found is false when the board answered null.
-func readWhole(ctx context.Context, sv *service, board string) (v boardView, found bool, err error) {
-	if v.size, found, err = readSize(ctx, sv, board); err != nil || !found {
-		return v, found, err
-	}
-	t, err := readTop(ctx, sv, board)
-	v.top = t.top
-	return v, true, err
-}
-
-// restoreResult is what waitWhole saw.
-type restoreResult struct {
-	took        time.Duration
-	unavailable int // reads answered UNAVAILABLE (the board is being restored)
-	notFound    int // reads that answered the board null, without an error
-	partial     int // reads that answered fewer players or another top 10
-	failed      int // reads that failed otherwise
-	firstErr    string
-	firstWrong  string // what the first NOT_FOUND read was
-}
-
-// add adds o's counts to r (the first messages kept).
-func (r *restoreResult) add(o restoreResult) {
-	r.unavailable += o.unavailable
-	r.notFound += o.notFound
-	r.partial += o.partial
-	r.failed += o.failed
-	if r.firstErr == "" {
-		r.firstErr = o.firstErr
-	}
-	if r.firstWrong == "" {
-		r.firstWrong = o.firstWrong
-	}
-}
-
-// waitWhole reads board through sv every 50 ms until it answers want's size and top 10, and returns how long
-// that took from the first read (which starts the restore of a board Redis lost).
-func waitWhole(ctx context.Context, sv *service, board string, want boardView, timeout time.Duration) (restoreResult, error) {
-	var res restoreResult
-	start := time.Now()
-	for read := 1; ; read++ {
-		v, found, err := readWhole(ctx, sv, board)
-		switch {
-		case err != nil && strings.Contains(err.Error(), "UNAVAILABLE"):
-			res.unavailable++
-		case err != nil:
-			if res.failed++; res.failed == 1 {
-				res.firstErr = err.Error()
-			}
-		case !found:
-			if res.notFound++; res.notFound == 1 {
-				res.firstWrong = fmt.Sprintf("read %d after the loss answered leaderboard(id: %q) null, without an "+
-					"error (%s after the first read began)", read, board, fmtDur(time.Since(start)))
-			}
-		case v.size == want.size && slices.Equal(v.top, want.top):
-			res.took = time.Since(start)
-			return res, nil
-		default:
-			res.partial++
-		}
-		if time.Since(start) > timeout {
-			return res, fmt.Errorf("board %q not whole again %s after its loss (%d UNAVAILABLE, %d NOT_FOUND, %d "+
-				"partial, %d failed reads: %s)", board, timeout, res.unavailable, res.notFound, res.partial,
-				res.failed, res.firstErr)
-		}
-		if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-			return res, err
-		}
-	}
 }

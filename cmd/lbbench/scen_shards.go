@@ -162,6 +162,17 @@ type shardSide struct {
 	board  string // the last run's board
 	probe  probeResult
 	doc    string // the submit mutation of its write steps
+	// clients of its write steps: shardClients when 0. A sharded side with shardClients × S has as many clients
+	// a shard as the unsharded board has, so each primary sees the load and the merging of one unsharded board.
+	clients int
+}
+
+// writers is the side's closed-loop clients in its write steps.
+func (sd *shardSide) writers() int {
+	if sd.clients > 0 {
+		return sd.clients
+	}
+	return shardClients
 }
 
 // runShards (scenario 8): writes per primary, Redis's time per submission, reads on big boards, and the capacity
@@ -185,15 +196,18 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 	// A board of twice as many shards as primaries (two on each), for the writes only: how Redis's time per
 	// submission, and so the ceiling, moves with S.
 	wide := &shardSide{label: fmt.Sprintf("%d shards", 2*shardCount), shards: 2 * shardCount, doc: submitMutation}
+	// The sharded board again with as many clients a shard as the unsharded board has: each primary's load.
+	even := &shardSide{label: fmt.Sprintf("%d shards, %d clients (%d a shard)", shardCount, shardClients*shardCount,
+		shardClients), shards: shardCount, doc: submitMutation, clients: shardClients * shardCount}
 
 	// Writes: a fresh board of each kind in every run, the first of them rotating.
 	for r := range e.o.Runs {
-		sides := []*shardSide{sharded, plain, wide}
+		sides := []*shardSide{sharded, plain, wide, even}
 		if r%2 == 1 {
-			sides = []*shardSide{plain, sharded, wide}
+			sides = []*shardSide{plain, even, sharded, wide}
 		}
 		if r%3 == 2 {
-			sides = []*shardSide{wide, sharded, plain}
+			sides = []*shardSide{wide, even, sharded, plain}
 		}
 		for _, sd := range sides {
 			id, place, err := b.pickBoard(fmt.Sprintf("shards-write-s%d-r%d", sd.shards, r), sd.shards)
@@ -205,7 +219,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 			}
 			sd.place, sd.board = place, id
 			rt := newRouted(sd.shards, place)
-			s, err := b.step(ctx, e.stepOf(shardClients), rt.submitOp(b.sv, id, sd.doc), rt)
+			s, err := b.step(ctx, e.stepOf(sd.writers()), rt.submitOp(b.sv, id, sd.doc), rt)
 			if err != nil {
 				return tables, err
 			}
@@ -214,7 +228,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 				sd.label, id, place, s.Rate, shRedisUsPerOp(s), shServerUsPerOp(s))
 		}
 	}
-	tables = append(tables, b.perPrimaryTable(sharded, plain), b.perSubmissionTable(sharded, plain, wide))
+	tables = append(tables, b.perPrimaryTable(sharded, plain), b.perSubmissionTable(sharded, plain, wide, even))
 	probes := &table{title: fmt.Sprintf("8f. Sharded boards: commands sent to Redis per operation (MONITOR on every "+
 		"primary, %d operations one after another), %d shards vs unsharded", shardProbeOps, shardCount),
 		head: []string{"operation", "board", "commands sent/op", "by command", "primaries", "commands scripts ran/op"}}
@@ -239,7 +253,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 		"does not answer it.")
 	cmds := commandTable("8c. Sharded boards: Redis's time per submission by command, summed over the primaries",
 		"board", "submission")
-	for _, sd := range []*shardSide{sharded, plain, wide} {
+	for _, sd := range []*shardSide{sharded, plain, wide, even} {
 		addCommandRow(cmds, "submitScore", sd.label, sd.runs, 1)
 	}
 	tables = append(tables, cmds)
@@ -255,7 +269,7 @@ func runShards(ctx context.Context, e *env) ([]*table, error) {
 	if err != nil {
 		return tables, err
 	}
-	tables = append(tables, big, bigCmds, probes, b.capacityTable(append([]*shardSide{plain, sharded, wide}, bigSides...)...))
+	tables = append(tables, big, bigCmds, probes, b.capacityTable(append([]*shardSide{plain, sharded, wide, even}, bigSides...)...))
 	return tables, nil
 }
 
@@ -347,7 +361,7 @@ func (sd *shardSide) checkErrs(e *env, name, goal, measured string, ok bool) {
 
 // perSubmissionTable is figure 2: Redis's time per submission, sharded vs unsharded, with per-run ratios; and
 // its targets.
-func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
+func (b *shardEnv) perSubmissionTable(sharded, plain, wide, even *shardSide) *table {
 	t := &table{title: fmt.Sprintf("8b. Sharded boards: Redis's time per submission, %d shards vs unsharded "+
 		"(submitScore, %d clients)", shardCount, shardClients),
 		head: []string{"board", "submissions/s", "p50", "p99", "script calls/submission", "script µs/call",
@@ -373,6 +387,8 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 	row(plain)
 	script, redisCPU := ratioRow("sharded/unsharded", sharded, plain)
 	row(wide)
+	row(even)
+	_, evenCPU := ratioRow(fmt.Sprintf("%d a shard/unsharded", shardClients), even, plain)
 	t.notes = append(t.notes, "Each run writes a fresh board of each kind, back to back (the first rotating; the "+
 		"sharded and the unsharded board alternate which goes first); figures are medians over the runs, the ratio "+
 		"row the median of the per-run ratios. Script "+
@@ -400,5 +416,9 @@ func (b *shardEnv) perSubmissionTable(sharded, plain, wide *shardSide) *table {
 		fmt.Sprintf("≤ %.1f×", shardWriteCost),
 		fmt.Sprintf("%s (%.1f vs %.1f µs)", fmtTimes(redisCPU), shRedisUsPerOp(sm), shRedisUsPerOp(pm)),
 		redisCPU > 0 && redisCPU <= shardWriteCost && pm.Errs == 0)
+	even.checkErrs(b.e, fmt.Sprintf("Redis CPU a submission to a fresh board, %d clients a shard (each primary "+
+		"loaded as the unsharded board's), sharded vs unsharded", shardClients), fmt.Sprintf("≤ %.1f×", shardWriteCost),
+		fmt.Sprintf("%s (%.1f vs %.1f µs)", fmtTimes(evenCPU), shRedisUsPerOp(medianSample(even.runs)),
+			shRedisUsPerOp(pm)), evenCPU > 0 && evenCPU <= shardWriteCost && pm.Errs == 0)
 	return t
 }
