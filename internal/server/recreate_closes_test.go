@@ -16,15 +16,19 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// redisGate holds every command of a client while it is shut (its Redis pub/sub messages still arrive): a server
-// whose reads of Redis are slower than another server's delete and create.
+// redisGate holds the commands of a client named in names (lower case) while it is shut: a server whose reads
+// of those are slower than another server's delete and create.
 type redisGate struct {
-	mu   sync.Mutex
-	open chan struct{} // closed while the gate is open
+	names map[string]bool
+	mu    sync.Mutex
+	open  chan struct{} // closed while the gate is open
 }
 
-func newRedisGate() *redisGate {
-	g := &redisGate{open: make(chan struct{})}
+func newRedisGate(names ...string) *redisGate {
+	g := &redisGate{names: map[string]bool{}, open: make(chan struct{})}
+	for _, n := range names {
+		g.names[n] = true
+	}
 	close(g.open)
 	return g
 }
@@ -56,16 +60,23 @@ func (g *redisGate) wait(ctx context.Context) error {
 func (g *redisGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (g *redisGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := g.wait(ctx); err != nil {
-			return err
+		if g.names[cmd.Name()] {
+			if err := g.wait(ctx); err != nil {
+				return err
+			}
 		}
 		return next(ctx, cmd)
 	}
 }
 func (g *redisGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := g.wait(ctx); err != nil {
-			return err
+		for _, cmd := range cmds {
+			if g.names[cmd.Name()] {
+				if err := g.wait(ctx); err != nil {
+					return err
+				}
+				break
+			}
 		}
 		return next(ctx, cmds)
 	}
@@ -149,9 +160,9 @@ func wantNotFoundEnd(t *testing.T, conn *wstest.Conn, within time.Duration, what
 	}
 }
 
-// A board deleted and created again with the same definition through server a while server b's reads of Redis
-// are held, so that neither b's outbox poll nor its hub sees the board missing (as with a poll interval longer
-// than the gap), and the new board closes a period meanwhile. The periodClosed subscriptions of the deleted board,
+// A board deleted and created again with the same definition through server a while server b's reads of outboxes
+// (XRANGE) are held, so that b's outbox poll cannot see the board missing (as with a poll interval longer than the
+// gap), and the new board closes a period meanwhile. The periodClosed subscriptions of the deleted board,
 // on a and on b, end with one NOT_FOUND error and complete (the schema: a deleted board's live subscriptions end
 // with NOT_FOUND), and get none of the new board's close events; new subscriptions, on both servers, follow the
 // new board. Before, only a poll that found the board missing ended them: b's stayed and got the new board's
@@ -161,7 +172,7 @@ func TestPeriodClosedEndsWhenBoardRecreated(t *testing.T) {
 	clock := &closeClock{t: time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC)}
 	cfg := closeTestConfig(t, clock)
 	a, b := startServer(t, cfg), startServer(t, cfg)
-	g := newRedisGate()
+	g := newRedisGate("xrange") // the close feed's reads of the outbox (Store.Closes)
 	b.App.rdb.AddHook(g)
 	const id = "again"
 	def := map[string]any{"id": id, "windows": []string{"DAILY"}, "graceSeconds": 0}
