@@ -233,6 +233,24 @@ func (s *Store) Gone(ctx context.Context, id string) (bool, error) {
 	return false, err
 }
 
+// DefinitionNow reads a board's stored definition from Redis, not from the store's cache, and returns what
+// Board.Definition returns for it: another value than before means that the board was deleted and created again
+// with another definition meanwhile (a board created again with the same definition keeps it). A board Redis
+// lacks is NotFound, or Unavailable while the ledger restores it (as for Board).
+func (s *Store) DefinitionNow(ctx context.Context, id string) (string, error) {
+	if err := checkID("board id", id); err != nil {
+		return "", err
+	}
+	def, err := s.rdb.Get(ctx, keyDef.of(s.makeKeyBase(id))).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", s.missing(ctx, id)
+	}
+	if err != nil {
+		return "", redisError(err)
+	}
+	return defSum(def), nil
+}
+
 // BoardNow is Board checked against Redis: a cached definition of a board that was deleted (by another process)
 // is forgotten and the board is NotFound. One EXISTS per call.
 func (s *Store) BoardNow(ctx context.Context, id string) (*Board, error) {

@@ -49,9 +49,12 @@ type board struct {
 	mu      sync.Mutex
 	views   map[viewKey]*view
 	watches map[watchKey]*watch
-	closed  bool
-	epoch   string // epoch of lastVer
-	lastVer int64  // version of the last change event seen (or read with everything); 0: none
+	// deletionWatches are the board's watches of its deletion notice (Hub.WatchDeletion): they keep the board,
+	// and its channels listened to, like subscriptions.
+	deletionWatches map[*DeletionWatch]struct{}
+	closed          bool
+	epoch           string // epoch of lastVer
+	lastVer         int64  // version of the last change event seen (or read with everything); 0: none
 	// marks are lastVer and epoch per shard of a sharded board (sharded.go); epoch and lastVer stay empty.
 	marks []eventMark
 	// taken mirrors epoch and lastVer for ChangedAt, which must not wait for mu (held through a fan-out).
@@ -231,6 +234,9 @@ func (b *board) shutdown() {
 			b.closeRank(s, "")
 		}
 	}
+	for w := range b.deletionWatches {
+		b.endDeletionWatch(w, false)
+	}
 }
 
 // gc drops views nobody uses and reports whether the whole board can go (then it is unregistered).
@@ -253,7 +259,7 @@ func (b *board) gc() bool {
 			}
 		}
 	}
-	if len(b.views) > 0 || len(b.watches) > 0 || h.closed {
+	if len(b.views) > 0 || len(b.watches) > 0 || len(b.deletionWatches) > 0 || h.closed {
 		return false
 	}
 	b.closed = true

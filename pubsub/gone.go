@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
@@ -86,6 +87,9 @@ func (b *board) vanish() {
 		s.end.markDeleted()
 		b.closeRank(s, "")
 	}
+	for w := range b.deletionWatches {
+		b.endDeletionWatch(w, true)
+	}
 	b.mu.Unlock()
 	h.mu.Unlock()
 	if !h.pollOnly {
@@ -122,4 +126,82 @@ func WithEnding(ctx context.Context, e *Ending) context.Context {
 func EndingFrom(ctx context.Context) *Ending {
 	e, _ := ctx.Value(endingKey{}).(*Ending)
 	return e
+}
+
+// DeletionWatch follows a board's deletion notice for a subscriber that the hub does not serve itself (the close
+// feed, closes.go), by the hub's rule: the watch ends as deleted when the notice arrives (vanish), also when the
+// id was created again before, exactly when the board's topUpdates and rankUpdates subscriptions on this hub end
+// so. A watch made after the notice arrived follows the board that exists then. While it lasts the hub listens
+// to the board's channels.
+type DeletionWatch struct {
+	b       *board // nil: the hub hears no deletion notices (its store publishes nothing)
+	done    chan struct{}
+	once    sync.Once
+	deleted atomic.Bool // ended by the board's deletion; set before done is closed
+	stop    func() bool // unhooks the watch from its context
+}
+
+// Done is closed when the watch ends: the board's deletion (Deleted), its context's end, the hub's shutdown (a
+// hub whose store publishes nothing hears no deletions: then only the context ends it).
+func (w *DeletionWatch) Done() <-chan struct{} { return w.done }
+
+// Deleted reports whether the board's deletion notice has arrived. It is true as soon as the hub has the notice
+// (before Done is closed, once the board's loop ends its subscriptions): from then on, whatever is read of the id
+// may be a board created again since, not the watched one.
+func (w *DeletionWatch) Deleted() bool {
+	return w.deleted.Load() || w.b != nil && w.b.deleted.Load()
+}
+
+func (w *DeletionWatch) end(deleted bool) {
+	w.once.Do(func() {
+		if deleted {
+			w.deleted.Store(true)
+		}
+		close(w.done)
+	})
+}
+
+// WatchDeletion watches the deletion notice of board id (resolved as a subscription resolves it: a board whose
+// notice this hub has taken is read again, so the watch follows the board that exists now) until ctx ends. An
+// unknown board is NOT_FOUND; UNAVAILABLE at shutdown.
+func (h *Hub) WatchDeletion(ctx context.Context, id string) (*DeletionWatch, error) {
+	r, err := h.resolveLock(ctx, leaderboard.View{Board: id})
+	if err != nil {
+		return nil, err
+	}
+	w := &DeletionWatch{done: make(chan struct{})}
+	if h.pollOnly { // no notices to hear: the watch ends with ctx
+		h.mu.Unlock()
+		context.AfterFunc(ctx, func() { w.end(false) })
+		return w, nil
+	}
+	b := h.boardLocked(r.Board)
+	b.mu.Lock()
+	w.b = b
+	b.deletionWatches[w] = struct{}{}
+	b.mu.Unlock()
+	h.mu.Unlock()
+	b.signal()
+	stop := context.AfterFunc(ctx, func() {
+		b.mu.Lock()
+		b.endDeletionWatch(w, false)
+		b.mu.Unlock()
+		b.signal() // its loop ends when nothing else keeps the board (gc)
+	})
+	b.mu.Lock()
+	w.stop = stop
+	b.mu.Unlock()
+	return w, nil
+}
+
+// endDeletionWatch takes a deletion watch off the board and ends it (as deleted or not). b.mu is held.
+func (b *board) endDeletionWatch(w *DeletionWatch, deleted bool) {
+	if _, ok := b.deletionWatches[w]; !ok {
+		return
+	}
+	delete(b.deletionWatches, w)
+	w.end(deleted)
+	if w.stop != nil {
+		w.stop()
+	}
 }

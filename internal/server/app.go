@@ -164,7 +164,7 @@ func New(cfg Config, log *slog.Logger, console io.Writer) (*App, error) {
 
 	resolver := &graph.Resolver{Store: a.Store, Hub: a.Hub, Log: log, ReadKeyRequired: keys.ReadKeyRequired,
 		GeneratedOnly: cfg.generatedOnly,
-		Closes:        pubsub.NewCloseFeed(hubStore, cfg.Closes.PollInterval, log)}
+		Closes:        pubsub.NewCloseFeed(hubStore, a.Hub, cfg.Closes.PollInterval, log)}
 	schema := graph.NewSchema(resolver)
 	a.schema = schema.Schema()
 	a.Metrics = NewMetrics(schema.Schema())
