@@ -6,7 +6,6 @@ import (
 	_ "embed"
 	"errors"
 
-	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -100,11 +99,7 @@ func (s *Store) Forget(id string) { s.forget(id) }
 // forget drops a board from this store's definition cache and board list.
 func (s *Store) forget(id string) {
 	s.boards.Delete(id)
-	s.listMu.Lock()
-	if i := slices.Index(s.listIDs, id); i >= 0 {
-		s.listIDs = slices.Delete(slices.Clone(s.listIDs), i, i+1)
-	}
-	s.listMu.Unlock()
+	s.listChange(id, false)
 }
 
 // purge deletes the remaining keys of a deleted board while its tombstone holds token, then the tombstone. It

@@ -151,10 +151,46 @@ type Store struct {
 	resendAfter atomic.Int64
 
 	// The ids of all boards, read from every slot's board list at most once per boardListTTL (one pipeline of
-	// 16384 SMEMBERS) however many callers ask; CreateBoard refreshes it.
-	listMu   sync.Mutex
-	listIDs  []string
-	listRead time.Time
+	// 16384 SMEMBERS) however many callers ask; CreateBoard and forget update it (listChange). listMu guards the
+	// fields and is never held across a Redis call: the hub's Redis reader forgets deleted boards (Store.Forget)
+	// and must not wait for a read of the lists, which listFill serializes. The changes made while a read runs
+	// (listPending, while listFilling) are applied to what it read.
+	listMu      sync.Mutex
+	listIDs     []string
+	listRead    time.Time
+	listFilling bool
+	listPending []listEdit
+	listFill    sync.Mutex
+}
+
+// listEdit is a change of the board list: a board created (add) or forgotten.
+type listEdit struct {
+	id  string
+	add bool
+}
+
+// listChange applies a change to the cached board list, and to the read of the lists running, if any.
+func (s *Store) listChange(id string, add bool) {
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	if s.listFilling {
+		s.listPending = append(s.listPending, listEdit{id, add})
+	}
+	if !s.listRead.IsZero() {
+		s.listIDs = editList(s.listIDs, listEdit{id, add})
+	}
+}
+
+// editList returns the sorted ids with e applied (a copy when it changes them: callers hold the old slice).
+func editList(ids []string, e listEdit) []string {
+	i, found := slices.BinarySearch(ids, e.id)
+	switch {
+	case e.add && !found:
+		return slices.Insert(slices.Clone(ids), i, e.id)
+	case !e.add && found:
+		return slices.Delete(slices.Clone(ids), i, i+1)
+	}
+	return ids
 }
 
 // boardListTTL is how long Boards may answer from the last read of the board lists.
@@ -294,12 +330,7 @@ func (s *Store) CreateBoard(ctx context.Context, b Board) (*Board, error) {
 	nb := b
 	nb.sum = defSum(def)
 	s.cacheBoard(b.ID, &nb)
-	s.listMu.Lock()
-	if !s.listRead.IsZero() && !slices.Contains(s.listIDs, b.ID) {
-		s.listIDs = append(slices.Clone(s.listIDs), b.ID)
-		slices.Sort(s.listIDs)
-	}
-	s.listMu.Unlock()
+	s.listChange(b.ID, true)
 	return &nb, nil
 }
 
@@ -375,11 +406,32 @@ func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
 
 // boardIDs returns the sorted ids of every board list.
 func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
-	s.listMu.Lock()
-	defer s.listMu.Unlock()
-	if !s.listRead.IsZero() && time.Since(s.listRead) < boardListTTL {
-		return s.listIDs, nil
+	// cached returns the cached list while it is fresh; when it is not and fill is set (listFill held), the changes
+	// from now on are kept for the read about to begin.
+	cached := func(fill bool) ([]string, bool) {
+		s.listMu.Lock()
+		defer s.listMu.Unlock()
+		if !s.listRead.IsZero() && time.Since(s.listRead) < boardListTTL {
+			return s.listIDs, true
+		}
+		if fill {
+			s.listFilling, s.listPending = true, nil
+		}
+		return nil, false
 	}
+	if ids, ok := cached(false); ok {
+		return ids, nil
+	}
+	s.listFill.Lock() // one read of the lists at a time; the callers meanwhile take its result
+	defer s.listFill.Unlock()
+	if ids, ok := cached(true); ok {
+		return ids, nil
+	}
+	defer func() {
+		s.listMu.Lock()
+		s.listFilling, s.listPending = false, nil
+		s.listMu.Unlock()
+	}()
 	release, err := s.reads.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -400,6 +452,12 @@ func (s *Store) boardIDs(ctx context.Context) ([]string, error) {
 		ids = append(ids, c.Val()...)
 	}
 	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	s.listMu.Lock()
+	defer s.listMu.Unlock()
+	for _, e := range s.listPending { // boards created or forgotten while the lists were read
+		ids = editList(ids, e)
+	}
 	s.listIDs, s.listRead = ids, time.Now()
 	return ids, nil
 }
