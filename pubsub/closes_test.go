@@ -68,7 +68,7 @@ func TestCloseFeedEndsWhenBoardRecreated(t *testing.T) {
 	a := newStore(t, redistest.SharedStandalone(t).Client(t), prefix) // the other server
 	feedClient := redis.NewClient(&redis.Options{Addr: addr})
 	t.Cleanup(func() { _ = feedClient.Close() })
-	g := newGate()
+	g := redistest.NewGate()
 	feedClient.AddHook(g)
 	h := startHub(t, newStore(t, redistest.SharedStandalone(t).Client(t), prefix), Config{})
 	f := NewCloseFeed(newStore(t, feedClient, prefix), h, 20*time.Millisecond, nil)
@@ -92,7 +92,7 @@ func TestCloseFeedEndsWhenBoardRecreated(t *testing.T) {
 		t.Fatal("no event of the board")
 	}
 
-	g.shut()
+	g.Shut()
 	if ok, err := a.DeleteBoard(ctx, "cup"); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
@@ -102,18 +102,8 @@ func TestCloseFeedEndsWhenBoardRecreated(t *testing.T) {
 		t.Fatalf("record: %v %v", recorded, err)
 	}
 	h.WaitDeleted(ctx, "cup")
-	g.release()
-	select {
-	case ev, open := <-old:
-		if open {
-			t.Fatalf("the old subscription got an event of the board created again: %+v", ev)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the subscription of the deleted board did not end")
-	}
-	if !end.Deleted() {
-		t.Fatal("the subscription did not end as deleted")
-	}
+	g.Release()
+	endedAsDeleted(t, old, end)
 
 	fresh, err := f.Subscribe(t.Context(), "cup")
 	if err != nil {
@@ -141,7 +131,7 @@ func TestCloseFeedPollSeesBoardRecreatedWithOtherDefinition(t *testing.T) {
 	a := newStore(t, redistest.SharedStandalone(t).Client(t), prefix) // the other server
 	feedClient := redis.NewClient(&redis.Options{Addr: redistest.SharedStandalone(t).Addr})
 	t.Cleanup(func() { _ = feedClient.Close() })
-	g := newGate()
+	g := redistest.NewGate()
 	feedClient.AddHook(g)
 	f := NewCloseFeed(newStore(t, feedClient, prefix), nil, 20*time.Millisecond, nil)
 	ctx := context.Background()
@@ -152,7 +142,7 @@ func TestCloseFeedPollSeesBoardRecreatedWithOtherDefinition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.shut()
+	g.Shut()
 	if ok, err := a.DeleteBoard(ctx, "cup"); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
@@ -161,7 +151,14 @@ func TestCloseFeedPollSeesBoardRecreatedWithOtherDefinition(t *testing.T) {
 	if _, recorded, err := a.RecordClose(ctx, "cup", leaderboard.Season, "s1", a.Now()); err != nil || !recorded {
 		t.Fatalf("record: %v %v", recorded, err)
 	}
-	g.release()
+	g.Release()
+	endedAsDeleted(t, old, end)
+}
+
+// endedAsDeleted waits (10 s at most) for the close subscription old of a deleted board to end, without an event
+// (the board created again has them), as ended by the deletion (end).
+func endedAsDeleted(t *testing.T, old <-chan leaderboard.CloseEvent, end *Ending) {
+	t.Helper()
 	select {
 	case ev, open := <-old:
 		if open {

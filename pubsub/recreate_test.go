@@ -3,70 +3,12 @@ package pubsub
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
-
-// gate holds every command of a client while it is shut (a hub whose reads are slower than another server's
-// delete and create).
-type gate struct {
-	mu   sync.Mutex
-	open chan struct{} // closed while the gate is open
-}
-
-func newGate() *gate {
-	g := &gate{open: make(chan struct{})}
-	close(g.open)
-	return g
-}
-
-func (g *gate) shut() {
-	g.mu.Lock()
-	g.open = make(chan struct{})
-	g.mu.Unlock()
-}
-
-func (g *gate) release() {
-	g.mu.Lock()
-	close(g.open)
-	g.mu.Unlock()
-}
-
-func (g *gate) wait(ctx context.Context) error {
-	g.mu.Lock()
-	open := g.open
-	g.mu.Unlock()
-	select {
-	case <-open:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if err := g.wait(ctx); err != nil {
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if err := g.wait(ctx); err != nil {
-			return err
-		}
-		return next(ctx, cmds)
-	}
-}
 
 // closedWithin waits until a subscription's channel is closed, draining what it still holds.
 func closedWithin[T any](t *testing.T, ch <-chan T, within time.Duration, what string) {
@@ -87,7 +29,7 @@ func closedWithin[T any](t *testing.T, ch <-chan T, within time.Duration, what s
 // recreated runs the scenario of a board deleted and created again through another server (store a) while the
 // hub's reads (through its own store, behind g) cannot reach Redis: the hub learns of the deletion only from its
 // notice, and its next read finds the new board. It returns once the hub has received the notice.
-func recreated(t *testing.T, h *Hub, g *gate, a *leaderboard.Store, def leaderboard.Board) {
+func recreated(t *testing.T, h *Hub, g *redistest.Gate, a *leaderboard.Store, def leaderboard.Board) {
 	t.Helper()
 	h.mu.RLock()
 	old := h.boards[def.ID]
@@ -95,8 +37,8 @@ func recreated(t *testing.T, h *Hub, g *gate, a *leaderboard.Store, def leaderbo
 	if old == nil {
 		t.Fatal("the hub does not watch the board")
 	}
-	g.shut()
-	defer g.release()
+	g.Shut()
+	defer g.Release()
 	ctx := context.Background()
 	if ok, err := a.DeleteBoard(ctx, def.ID); err != nil || !ok {
 		t.Fatalf("DeleteBoard: %v %v", ok, err)
@@ -115,7 +57,7 @@ func TestRecreatedShardedBoardEndsSubscriptions(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	a := newStore(t, cl.Client(t), prefix) // the other server
 	hubClient := cl.Client(t)
-	g := newGate()
+	g := redistest.NewGate()
 	hubClient.AddHook(g)
 	hs := newStore(t, hubClient, prefix)
 	h := startHub(t, hs, Config{})
@@ -213,7 +155,7 @@ func TestRecreatedBoardOtherOrderEndsSubscriptions(t *testing.T) {
 	prefix := redistest.Prefix(t)
 	a := newStore(t, cl.Client(t), prefix)
 	hubClient := cl.Client(t)
-	g := newGate()
+	g := redistest.NewGate()
 	hubClient.AddHook(g)
 	h := startHub(t, newStore(t, hubClient, prefix), Config{})
 	oracle := newStore(t, cl.Client(t), prefix)

@@ -5,82 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
-
-// redisGate holds the commands of a client named in names (lower case) while it is shut: a server whose reads
-// of those are slower than another server's delete and create.
-type redisGate struct {
-	names map[string]bool
-	mu    sync.Mutex
-	open  chan struct{} // closed while the gate is open
-}
-
-func newRedisGate(names ...string) *redisGate {
-	g := &redisGate{names: map[string]bool{}, open: make(chan struct{})}
-	for _, n := range names {
-		g.names[n] = true
-	}
-	close(g.open)
-	return g
-}
-
-func (g *redisGate) shut() {
-	g.mu.Lock()
-	g.open = make(chan struct{})
-	g.mu.Unlock()
-}
-
-func (g *redisGate) release() {
-	g.mu.Lock()
-	close(g.open)
-	g.mu.Unlock()
-}
-
-func (g *redisGate) wait(ctx context.Context) error {
-	g.mu.Lock()
-	open := g.open
-	g.mu.Unlock()
-	select {
-	case <-open:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-func (g *redisGate) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (g *redisGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if g.names[cmd.Name()] {
-			if err := g.wait(ctx); err != nil {
-				return err
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-func (g *redisGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			if g.names[cmd.Name()] {
-				if err := g.wait(ctx); err != nil {
-					return err
-				}
-				break
-			}
-		}
-		return next(ctx, cmds)
-	}
-}
 
 // subscribeCloses starts a periodClosed subscription "c" of board on a connection of its own to s.
 func subscribeCloses(t *testing.T, s *testServer, board string) *wstest.Conn {
@@ -172,7 +103,7 @@ func TestPeriodClosedEndsWhenBoardRecreated(t *testing.T) {
 	clock := &closeClock{t: time.Date(2031, 7, 1, 12, 0, 0, 0, time.UTC)}
 	cfg := closeTestConfig(t, clock)
 	a, b := startServer(t, cfg), startServer(t, cfg)
-	g := newRedisGate("xrange") // the close feed's reads of the outbox (Store.Closes)
+	g := redistest.NewGate("xrange") // the close feed's reads of the outbox (Store.Closes)
 	b.App.rdb.AddHook(g)
 	const id = "again"
 	def := map[string]any{"id": id, "windows": []string{"DAILY"}, "graceSeconds": 0}
@@ -181,7 +112,7 @@ func TestPeriodClosedEndsWhenBoardRecreated(t *testing.T) {
 	oldA, oldB := subscribe(a), subscribe(b)
 	closeDays(t, a, clock, id, oldA, oldB) // both follow the board
 
-	g.shut()
+	g.Shut()
 	a.must(t, testAdminKey, deleteMutation, map[string]any{"id": id}, nil)
 	a.create(t, def)
 	a.submit(t, map[string]any{"board": id, "playerId": "new", "score": 1})
@@ -191,7 +122,7 @@ func TestPeriodClosedEndsWhenBoardRecreated(t *testing.T) {
 		evs, err := a.Store.Closes(context.Background(), id, "0-0", 10)
 		return err == nil && len(evs) > 0
 	})
-	g.release()
+	g.Release()
 	wantNotFoundEnd(t, oldA, 15*time.Second, "the deleting server's old subscription")
 	wantNotFoundEnd(t, oldB, 15*time.Second, "the other server's old subscription")
 
