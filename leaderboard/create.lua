@@ -21,4 +21,9 @@ end
 if not restore and ARGV[3] ~= 'shard' then rcall('SADD', KEYS[2], ARGV[2]) end
 if cur then return 'same' end
 rcall('SET', def, ARGV[1])
+if not restore then
+  -- The board's creation mark (born, see keyCounters): a restore rebuilds the board that was, and sets none.
+  local t = rcall('TIME')
+  rcall('HSET', base .. K.counters, 'born', t[1] .. '.' .. t[2])
+end
 return 'created'

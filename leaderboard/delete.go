@@ -229,21 +229,36 @@ func (s *Store) Gone(ctx context.Context, id string) (bool, error) {
 }
 
 // DefinitionNow reads a board's stored definition from Redis, not from the store's cache, and returns what
-// Board.Definition returns for it: another value than before means that the board was deleted and created again
-// with another definition meanwhile (a board created again with the same definition keeps it). A board Redis
-// lacks is NotFound, or Unavailable while the ledger restores it (as for Board).
-func (s *Store) DefinitionNow(ctx context.Context, id string) (string, error) {
+// Board.Definition returns for it, with the board's creation mark (born of keyCounters; empty for a board restored
+// from the ledger, or created before the mark existed). A board was deleted and created again meanwhile when its
+// definition changed, or when its mark changed to a non-empty one (a restore keeps the board, and leaves no
+// mark; a creation always leaves one): BoardRecreated says so. A board Redis lacks is NotFound, or Unavailable
+// while the ledger restores it (as for Board).
+func (s *Store) DefinitionNow(ctx context.Context, id string) (def, born string, err error) {
 	if err := checkID("board id", id); err != nil {
-		return "", err
+		return "", "", err
 	}
-	def, err := s.rdb.Get(ctx, keyDef.of(s.makeKeyBase(id))).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", s.missing(ctx, id)
+	base := s.makeKeyBase(id)
+	var get *redis.StringCmd
+	var mark *redis.StringCmd
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, keyDef.of(base))
+		mark = p.HGet(ctx, keyCounters.of(base), "born")
+		return nil
+	})
+	if errors.Is(get.Err(), redis.Nil) {
+		return "", "", s.missing(ctx, id)
 	}
-	if err != nil {
-		return "", redisError(err)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", "", redisError(err)
 	}
-	return defSum(def), nil
+	return defSum(get.Val()), mark.Val(), nil
+}
+
+// BoardRecreated reports whether a board read by DefinitionNow as (def, born) earlier and as (defNow, bornNow)
+// now was deleted and created again in between.
+func BoardRecreated(def, born, defNow, bornNow string) bool {
+	return defNow != def || bornNow != "" && bornNow != born
 }
 
 // BoardNow is Board checked against Redis: a cached definition of a board that was deleted (by another process)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,8 +231,12 @@ func TestInterruptedDeleteFinished(t *testing.T) {
 		}
 		fresh := lb.New(tg.Client, lb.Config{Prefix: s.Prefix()})
 		mustBoard(t, fresh, lb.Board{ID: "again", Windows: []lb.Window{lb.AllTime, lb.Daily}})
-		if keys := boardKeys(t, s, tg, "again"); len(keys) != 1 { // the definition
-			t.Fatalf("keys after re-creating an interrupted deletion: %v; want the definition only", keys)
+		if keys := boardKeys(t, s, tg, "again"); len(keys) != 2 || !slices.ContainsFunc(keys, isDefKey) ||
+			!slices.ContainsFunc(keys, isCountersKey) { // the definition, and the counters with its creation mark
+			t.Fatalf("keys after re-creating an interrupted deletion: %v; want the definition and the counters only", keys)
+		}
+		if f, err := tg.Client.HKeys(ctx, lb.CountersKey(s.Prefix(), "again")).Result(); err != nil || !slices.Equal(f, []string{"born"}) {
+			t.Fatalf("counters after re-creating an interrupted deletion: %v, %v; want the creation mark only", f, err)
 		}
 		if r := mustSubmit(t, fresh, lb.Submission{Board: "again", Player: "p1", Score: 1, EventID: "e1"}); r.Duplicate ||
 			r.PreviousRank != nil || r.Entry.Rank != 1 {
@@ -244,3 +250,56 @@ func TestInterruptedDeleteFinished(t *testing.T) {
 		}
 	})
 }
+
+// A board's creation mark (DefinitionNow) tells a board created again with the same definition from the one
+// before, on a board of one shard and on a sharded one (shard 0's mark); the same board read twice keeps it.
+func TestDefinitionNowTellsABoardCreatedAgain(t *testing.T) {
+	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) { definitionNowTells(t, s) })
+	// The rule itself: a restore leaves no mark (not created again), a creation always leaves one.
+	for _, c := range []struct {
+		def, born, defNow, bornNow string
+		want                       bool
+	}{
+		{"d", "x", "d", "x", false}, {"d", "x", "d", "", false}, {"d", "", "d", "", false},
+		{"d", "x", "d", "y", true}, {"d", "", "d", "y", true}, {"d", "x", "e", "x", true},
+	} {
+		if got := lb.BoardRecreated(c.def, c.born, c.defNow, c.bornNow); got != c.want {
+			t.Errorf("BoardRecreated(%+v) = %v", c, got)
+		}
+	}
+}
+
+func definitionNowTells(t *testing.T, s *lb.Store) {
+	ctx := context.Background()
+	for _, shards := range []int{1, 3} {
+		def := lb.Board{ID: fmt.Sprintf("born-%d", shards), Shards: shards}
+		if _, err := s.CreateBoard(ctx, def); err != nil {
+			t.Fatal(err)
+		}
+		d1, b1, err := s.DefinitionNow(ctx, def.ID)
+		if err != nil || b1 == "" {
+			t.Fatalf("shards %d: DefinitionNow = %q, %q, %v; want a creation mark", shards, d1, b1, err)
+		}
+		if d, b, err := s.DefinitionNow(ctx, def.ID); err != nil || lb.BoardRecreated(d1, b1, d, b) {
+			t.Fatalf("shards %d: the same board read again looks created again (%q %q, %v)", shards, d, b, err)
+		}
+		if _, err := s.DeleteBoard(ctx, def.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.DefinitionNow(ctx, def.ID); lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("shards %d: DefinitionNow of a deleted board: %v, want NOT_FOUND", shards, err)
+		}
+		if _, err := s.CreateBoard(ctx, def); err != nil {
+			t.Fatal(err)
+		}
+		d2, b2, err := s.DefinitionNow(ctx, def.ID)
+		if err != nil || d2 != d1 || !lb.BoardRecreated(d1, b1, d2, b2) {
+			t.Fatalf("shards %d: created again with the same definition: %q %q (before %q %q), %v; want another "+
+				"mark", shards, d2, b2, d1, b1, err)
+		}
+	}
+}
+
+// isDefKey and isCountersKey tell a board's definition and counters keys (keyDef, keyCounters) in a key list.
+func isDefKey(k string) bool      { return strings.HasSuffix(k, ":def") }
+func isCountersKey(k string) bool { return strings.HasSuffix(k, ":c") }

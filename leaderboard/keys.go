@@ -30,7 +30,9 @@ var (
 	// keyCounters (c): board counters: ver (version of published changes), ep (epoch of ver: set when ver starts,
 	// so a counter that started again is never mistaken for the old one), lsq (the seq of the last ledger event
 	// applied, see the ledger's gate in common.lua), void (the last void applied), arr (shard 0 of a sharded
-	// board: its board-wide arrival counter, arrivals.lua).
+	// board: its board-wide arrival counter, arrivals.lua), born (when create.lua created the board, Redis's
+	// TIME: tells a board created again with the same definition from the one before; a restore from the ledger
+	// sets none, Store.DefinitionNow).
 	keyCounters = boardKey{"c", "counters"}
 	// keyEvent (e:<eventId>): the first result of an eventId, with the fingerprint of its payload.
 	keyEvent = boardKey{"e:", "event"}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,8 +49,13 @@ func TestScriptRefusesExpiredPeriod(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(keys) != 1 || !strings.HasSuffix(keys[0], ":def") {
+			slices.Sort(keys) // the creation's: the definition, and the counters with its creation mark
+			if len(keys) != 2 || !strings.HasSuffix(keys[0], ":c") || !strings.HasSuffix(keys[1], ":def") {
 				t.Fatalf("a refused submission wrote %v", keys)
+			}
+			if f, err := tg.Client.HKeys(ctx, keyCounters.of(s.keyBase(b.ID))).Result(); err != nil ||
+				len(f) != 1 || f[0] != "born" {
+				t.Fatalf("a refused submission wrote counters %v (%v)", f, err)
 			}
 		})
 	}

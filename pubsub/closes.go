@@ -44,6 +44,7 @@ type closeBoard struct {
 	stop  context.CancelFunc
 	watch *DeletionWatch // the hub's watch of the board's deletion notice (nil without a hub)
 	def   string         // the board's definition (Board.Definition) when the feed started
+	born  string         // and its creation mark (Store.DefinitionNow)
 	last  string         // the outbox id the feed starts after
 }
 
@@ -129,7 +130,7 @@ func (f *CloseFeed) start(ctx context.Context, board string) (_ *closeBoard, err
 			return nil, err
 		}
 	}
-	if cb.def, err = f.store.DefinitionNow(ctx, board); err != nil {
+	if cb.def, cb.born, err = f.store.DefinitionNow(ctx, board); err != nil {
 		return nil, err
 	}
 	if cb.last, err = f.store.LastCloseID(ctx, board); err != nil {
@@ -173,11 +174,12 @@ func (f *CloseFeed) follow(cb *closeBoard) {
 			}
 			continue
 		}
-		// Still the same board? After the read: events read before a deletion and a creation are not handed out.
-		// A board created again with the same definition looks the same here; its deletion notice tells (above).
-		def, err := f.store.DefinitionNow(ctx, cb.id)
+		// Still the same board? After the read: events read before a deletion and a creation are not handed out,
+		// also while the hub's notice of the deletion lags (a board created again has another creation mark).
+		def, born, err := f.store.DefinitionNow(ctx, cb.id)
 		switch {
-		case err == nil && def != cb.def, leaderboard.ErrorCode(err) == leaderboard.NotFound:
+		case err == nil && leaderboard.BoardRecreated(cb.def, cb.born, def, born),
+			leaderboard.ErrorCode(err) == leaderboard.NotFound:
 			f.end(cb, true)
 			return
 		case err != nil: // Redis unreachable, or the board being restored from the ledger: not gone
