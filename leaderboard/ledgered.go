@@ -444,12 +444,19 @@ func (s *Store) recordSubmission(ctx context.Context, sub Submission, now time.T
 }
 
 // missing is the error of a request on a board Redis does not hold: NOT_FOUND, or UNAVAILABLE while the ledger
-// holds the board and it is restored (the restore starts here).
+// holds the board and it is restored (the restore starts here), or while the ledger cannot be asked.
 func (s *Store) missing(ctx context.Context, board string) error {
 	if s.seq == nil {
 		return errorf(NotFound, "no leaderboard with id %q", board)
 	}
-	if s.seq.holds(ctx, board) {
+	held, err := s.seq.holds(ctx, board)
+	if err != nil {
+		// Redis lacks the board and the ledger cannot say whether it holds it: not NOT_FOUND (a board Redis lost is
+		// never NOT_FOUND, and a live subscription ends on NOT_FOUND).
+		return &Error{Code: Unavailable, Message: fmt.Sprintf("leaderboard %q cannot be found in the data store "+
+			"now, and the ledger is unreachable; try again", board), Err: err}
+	}
+	if held {
 		s.seq.restore.start(s.seq, board)
 		return errRestoring(board)
 	}
@@ -457,20 +464,20 @@ func (s *Store) missing(ctx context.Context, board string) error {
 }
 
 // holds reports whether the ledger holds a live board with this id (cached for a moment: every request on a
-// missing board asks).
-func (q *sequencer) holds(ctx context.Context, board string) bool {
+// missing board asks), or the error of a ledger that cannot say.
+func (q *sequencer) holds(ctx context.Context, board string) (bool, error) {
 	if v, ok := q.known.Load(board); ok {
 		k := v.(knownBoard)
 		if time.Since(k.at) < knownTTL {
-			return k.held
+			return k.held, nil
 		}
 	}
 	_, ok, err := q.ledger.Board(ctx, board)
 	if err != nil {
-		return false
+		return false, err
 	}
 	q.known.Store(board, knownBoard{held: ok, at: time.Now()})
-	return ok
+	return ok, nil
 }
 
 type knownBoard struct {

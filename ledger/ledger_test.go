@@ -992,3 +992,55 @@ func untilWhole(ctx context.Context, t *testing.T, s *leaderboard.Store) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestLedgerDownAndRedisLost: a board Redis lost while the database is unreachable is UNAVAILABLE, never NOT_FOUND
+// (nobody can tell whether it exists: a live subscription would end on NOT_FOUND, a client would create it
+// again); once the database is back, the board is restored with its scores. An id that never existed is still
+// NOT_FOUND then.
+func TestLedgerDownAndRedisLost(t *testing.T) {
+	pg := pgtest.Start(t)
+	ctx := ctxT(t, 2*time.Minute)
+	rdb := redistest.Standalone(t).Client(t)
+	l := openLedger(t, pg.Database(t))
+	c := newClock()
+	if _, err := newStore(rdb, l, c).CreateBoard(ctx, leaderboard.Board{ID: "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	feed(ctx, t, newStore(rdb, l, c), "lost", 50, 10)
+	view := leaderboard.View{Board: "lost", Window: leaderboard.AllTime, Period: leaderboard.AllPeriod}
+	before, err := newStore(rdb, l, c).Top(ctx, view, 0, 10)
+	if err != nil || before.Size != 10 {
+		t.Fatalf("top before the loss: %+v, %v; want 10 players", before, err)
+	}
+	pg.Kill()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s := newStore(rdb, l, c) // another process: nothing of the board cached
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = s.Top(rctx, view, 0, 10)
+	cancel()
+	if code := leaderboard.ErrorCode(err); code != leaderboard.Unavailable {
+		t.Fatalf("top of a board Redis lost, the database down: %v (code %q), want UNAVAILABLE", err, code)
+	}
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := s.Top(ctx, view, 0, 10)
+		if err == nil && p.Size == before.Size && reflect.DeepEqual(p.Entries, before.Entries) {
+			break
+		}
+		if code := leaderboard.ErrorCode(err); err != nil && code != leaderboard.Unavailable {
+			t.Fatalf("top after the database came back: %v (code %q), want the board or UNAVAILABLE", err, code)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the board is not back 30 s after the database: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, err := s.Top(ctx, leaderboard.View{Board: "never"}, 0, 10); leaderboard.ErrorCode(err) != leaderboard.NotFound {
+		t.Fatalf("top of a board that never existed: %v, want NOT_FOUND", err)
+	}
+}
