@@ -274,8 +274,7 @@ func readProcUsage(pid int) (procUsage, error) {
 	}
 	utime, _ := strconv.ParseInt(f[11], 10, 64) // field 14 of stat
 	stime, _ := strconv.ParseInt(f[12], 10, 64) // field 15
-	const ticksPerSecond = 100                  // USER_HZ on Linux
-	u.CPU = time.Duration(utime+stime) * time.Second / ticksPerSecond
+	u.CPU = time.Duration(utime+stime) * time.Second / userHZ
 	st, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return u, err
@@ -311,3 +310,73 @@ func raiseFileLimit() uint64 {
 	}
 	return r.Cur
 }
+
+// machineBusy is the CPU time all the machine's cores spent busy so far (every state of /proc/stat's cpu line but
+// idle and iowait).
+func machineBusy() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for i, v := range f[1:] {
+		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest and guest_nice are already in user and nice
+			continue
+		}
+		n, _ := strconv.ParseInt(v, 10, 64)
+		busy += n
+	}
+	return time.Duration(busy) * time.Second / userHZ
+}
+
+// treeCPU is the CPU time (user + system) of process pid and of every process below it, those that exited
+// included (a reaped child's time is in its parent's cutime and cstime): PostgreSQL's postmaster and its
+// backends. 0 when pid is 0.
+func treeCPU(pid int) time.Duration {
+	if pid <= 0 {
+		return 0
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	kids := map[int][]int{}
+	ticks := map[int]int64{}
+	for _, en := range ents {
+		p, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + en.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var t int64
+		for _, k := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime (fields 14-17 of stat)
+			v, _ := strconv.ParseInt(f[k], 10, 64)
+			t += v
+		}
+		kids[ppid] = append(kids[ppid], p)
+		ticks[p] = t
+	}
+	var sum int64
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		sum += ticks[queue[0]]
+		queue = append(queue, kids[queue[0]]...)
+	}
+	return time.Duration(sum) * time.Second / userHZ
+}
+
+// userHZ is the clock ticks a second of /proc's CPU times (USER_HZ on Linux).
+const userHZ = 100

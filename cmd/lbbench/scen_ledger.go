@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"strconv"
 	"strings"
 
 	"syscall"
@@ -115,51 +114,6 @@ func (d *ledgerDB) recorded(ctx context.Context, board string, from, to time.Tim
 
 // cpu is the CPU time of the postmaster and all its processes so far.
 func (d *ledgerDB) cpu() time.Duration { return treeCPU(d.srv.Pid()) }
-
-// treeCPU is the CPU time (user + system) of process pid and of every process below it, those that exited
-// included (a reaped child's time is in its parent's cutime and cstime): PostgreSQL's postmaster and its
-// backends. 0 when pid is 0.
-func treeCPU(pid int) time.Duration {
-	if pid <= 0 {
-		return 0
-	}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	kids := map[int][]int{}
-	ticks := map[int]int64{}
-	for _, en := range ents {
-		p, err := strconv.Atoi(en.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + en.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(data)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 15 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		var t int64
-		for _, k := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime (fields 14-17 of stat)
-			v, _ := strconv.ParseInt(f[k], 10, 64)
-			t += v
-		}
-		kids[ppid] = append(kids[ppid], p)
-		ticks[p] = t
-	}
-	var sum int64
-	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
-		sum += ticks[queue[0]]
-		queue = append(queue, kids[queue[0]]...)
-	}
-	const ticksPerSecond = 100 // USER_HZ on Linux
-	return time.Duration(sum) * time.Second / ticksPerSecond
-}
 
 // probeFsync measures the disk under dir as PostgreSQL's WAL flushes meet it: 8 KiB written over the same place
 // of a file opened with O_DSYNC (each write returns once it is on the disk), as many as fit in d.
@@ -440,30 +394,6 @@ func (e *env) cpuSnap(sv *service, db *ledgerDB) cpuSnap {
 		machine: machineBusy()}
 }
 
-// machineBusy is the CPU time all the machine's cores spent busy so far (every state of /proc/stat's cpu line but
-// idle and iowait).
-func machineBusy() time.Duration {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(data), "\n")
-	f := strings.Fields(line)
-	if len(f) < 8 || f[0] != "cpu" {
-		return 0
-	}
-	var busy int64
-	for i, v := range f[1:] {
-		if i == 3 || i == 4 || i >= 8 { // idle, iowait; guest and guest_nice are already in user and nice
-			continue
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		busy += n
-	}
-	const ticksPerSecond = 100 // USER_HZ
-	return time.Duration(busy) * time.Second / ticksPerSecond
-}
-
 // cores returns the cores each process used from a to b, as a Sample's Extra.
 func (a cpuSnap) cores(b cpuSnap) map[string]float64 {
 	el := b.at.Sub(a.at).Seconds()
@@ -478,31 +408,4 @@ func (a cpuSnap) cores(b cpuSnap) map[string]float64 {
 // fmtCoreSet formats the cores of a span: the four processes, then the machine's.
 func fmtCoreSet(x map[string]float64) string {
 	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f (%.2f)", x["server"], x["redis"], x["pg"], x["gen"], x["machine"])
-}
-
-// restoreTimeout bounds the wait for a restore of n events: ten times the target's time for n, at least two
-// minutes.
-func restoreTimeout(n int) time.Duration {
-	return max(2*time.Minute, 10*time.Duration(float64(ledgerRestoreMillion)*float64(n)/1e6))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// unlink deletes keys, 1000 to a pipeline.
-func (e *env) unlink(ctx context.Context, keys []string) error {
-	for from := 0; from < len(keys); from += 1000 {
-		if err := e.rdb.Unlink(ctx, keys[from:min(from+1000, len(keys))]...).Err(); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/leaderboard/leaderboard/leaderboard"
@@ -19,9 +17,6 @@ import (
 // loop as game servers send (a submission when a match ends, whatever the last one's latency), at
 // ledgerOthersKeepShare of the closed-loop writers' rate before the restore: whether the service keeps that rate
 // while it restores.
-
-// ledgerPacedWorkers bounds the open-loop writers' requests in flight: past it they fall behind (counted).
-const ledgerPacedWorkers = 64
 
 // restoreSet is what a series of restores measured: each restore's time, the writers' spans before and during it,
 // and what the reads of the restored board answered.
@@ -219,138 +214,6 @@ func (e *env) restoreRounds(ctx context.Context, on *service, db *ledgerDB, boar
 	return set, nil
 }
 
-// startPacedWriters starts open-loop submitScore writers on sv: rate submissions a second in all, the i-th due at
-// i/rate seconds after the start and written to boards[i % len(boards)] by whichever of ledgerPacedWorkers
-// goroutines is free; each outcome goes to m with its latency from when it fell due. A submission due when no
-// goroutine is free is not sent and counts as an error. The returned stop ends them and waits.
-func (e *env) startPacedWriters(ctx context.Context, sv *service, boards []string, rate float64, m *meter) (
-	stop func()) {
-	h := newRawHTTP(sv.addr, "/graphql")
-	ctx, cancel := context.WithCancel(ctx)
-	due := make(chan time.Time) // unbuffered: a send succeeds only when a goroutine is free
-	var wg sync.WaitGroup
-	var seq atomic.Int64
-	m.take()
-	for w := range ledgerPacedWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case at := <-due:
-					i := seq.Add(1) - 1
-					p, s := workload(i)
-					_, err := h.post(ctx, w, submitKey, submitBody(boards[int(i)%len(boards)], p, s))
-					if ctx.Err() != nil && err != nil {
-						return
-					}
-					m.add(time.Since(at), err)
-				}
-			}
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		var sent int64
-		for ctx.Err() == nil {
-			for n := int64(time.Since(start).Seconds() * rate); sent < n; sent++ {
-				at := start.Add(time.Duration(float64(sent) / rate * float64(time.Second)))
-				select {
-				case due <- at:
-				default:
-					m.add(time.Since(at), errBehind)
-				}
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			wg.Wait()
-			h.closeAll()
-		})
-	}
-}
-
-// errBehind is the outcome of an open-loop submission that found every writer busy.
-var errBehind = fmt.Errorf("the open-loop writers fell behind: %d submissions in flight", ledgerPacedWorkers)
-
-// meter collects the outcomes of operations that run on their own (the writers around the restore) and
-// summarizes them by span: take returns the span since the previous take.
-type meter struct {
-	mu       sync.Mutex
-	lat      []time.Duration
-	errs     int64
-	firstErr string
-	since    time.Time
-}
-
-func (m *meter) add(d time.Duration, err error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lat = append(m.lat, d)
-	if err != nil {
-		if m.errs++; m.errs == 1 {
-			m.firstErr = err.Error()
-		}
-	}
-}
-
-// take summarizes the operations that ended since the previous take (the first take: since the first add).
-func (m *meter) take() Sample {
-	m.mu.Lock()
-	lat, errs, first, since := m.lat, m.errs, m.firstErr, m.since
-	m.lat, m.errs, m.firstErr, m.since = nil, 0, "", time.Now()
-	m.mu.Unlock()
-	el := time.Duration(0)
-	if !since.IsZero() {
-		el = time.Since(since)
-	}
-	s := summarize(lat, el)
-	s.Errs, s.FirstErr = errs, first
-	return s
-}
-
-// startWriters starts n closed-loop submitScore clients on sv, client w writing to boards[w % len(boards)], each
-// outcome going to m; the returned stop ends them and waits (a second call does nothing).
-func (e *env) startWriters(ctx context.Context, sv *service, boards []string, n int, m *meter) (stop func()) {
-	h := newRawHTTP(sv.addr, "/graphql")
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var seq atomic.Int64
-	m.take()
-	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			board := boards[w%len(boards)]
-			for ctx.Err() == nil {
-				p, s := workload(seq.Add(1) - 1)
-				t0 := time.Now()
-				_, err := h.post(ctx, w, submitKey, submitBody(board, p, s))
-				if ctx.Err() != nil && err != nil {
-					return
-				}
-				m.add(time.Since(t0), err)
-			}
-		}()
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			wg.Wait()
-			h.closeAll()
-		})
-	}
-}
-
 // boardView is what a read of a board answered: its size and its top 10.
 type boardView struct {
 	size int
@@ -470,4 +333,31 @@ func waitWhole(ctx context.Context, sv *service, board string, want boardView, t
 			return res, err
 		}
 	}
+}
+
+// restoreTimeout bounds the wait for a restore of n events: ten times the target's time for n, at least two
+// minutes.
+func restoreTimeout(n int) time.Duration {
+	return max(2*time.Minute, 10*time.Duration(float64(ledgerRestoreMillion)*float64(n)/1e6))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// unlink deletes keys, 1000 to a pipeline.
+func (e *env) unlink(ctx context.Context, keys []string) error {
+	for from := 0; from < len(keys); from += 1000 {
+		if err := e.rdb.Unlink(ctx, keys[from:min(from+1000, len(keys))]...).Err(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
