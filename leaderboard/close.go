@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -339,6 +340,28 @@ func (s *Store) Closes(ctx context.Context, board, after string, count int) ([]C
 		return nil, redisError(err)
 	}
 	return s.decodeCloses(ctx, board, msgs)
+}
+
+// ClosesMarked is Closes with the board's mark read at the same moment (one transaction), so that a follower of
+// the outbox can tell the events of the board it follows from those of one created again since
+// (BoardMark.RecreatedSince). A board Redis lacks is NotFound, or Unavailable while the ledger restores it.
+func (s *Store) ClosesMarked(ctx context.Context, board, after string, count int) ([]CloseEvent, BoardMark, error) {
+	var xr *redis.XMessageSliceCmd
+	var mark func() (BoardMark, error)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		xr = p.XRangeN(ctx, keyOutbox.of(s.makeKeyBase(board)), "("+after, "+", int64(count))
+		mark = s.queueMark(ctx, p, board)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, BoardMark{}, redisError(err)
+	}
+	m, err := mark()
+	if err != nil {
+		return nil, BoardMark{}, err
+	}
+	evs, err := s.decodeCloses(ctx, board, xr.Val())
+	return evs, m, err
 }
 
 // LastCloseID returns the outbox id of the board's newest close event, "0-0" when it has none.

@@ -228,37 +228,50 @@ func (s *Store) Gone(ctx context.Context, id string) (bool, error) {
 	return false, err
 }
 
-// DefinitionNow reads a board's stored definition from Redis, not from the store's cache, and returns what
-// Board.Definition returns for it, with the board's creation mark (born of keyCounters; empty for a board restored
-// from the ledger, or created before the mark existed). A board was deleted and created again meanwhile when its
-// definition changed, or when its mark changed to a non-empty one (a restore keeps the board, and leaves no
-// mark; a creation always leaves one): BoardRecreated says so. A board Redis lacks is NotFound, or Unavailable
-// while the ledger restores it (as for Board).
-func (s *Store) DefinitionNow(ctx context.Context, id string) (def, born string, err error) {
-	if err := checkID("board id", id); err != nil {
-		return "", "", err
-	}
-	base := s.makeKeyBase(id)
-	var get *redis.StringCmd
-	var mark *redis.StringCmd
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, keyDef.of(base))
-		mark = p.HGet(ctx, keyCounters.of(base), "born")
-		return nil
-	})
-	if errors.Is(get.Err(), redis.Nil) {
-		return "", "", s.missing(ctx, id)
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", "", redisError(err)
-	}
-	return defSum(get.Val()), mark.Val(), nil
+// BoardMark tells one board of an id from another created after its deletion: its definition (what
+// Board.Definition returns) and its creation mark (born of keyCounters; empty for a board restored from the
+// ledger, or created before the mark existed).
+type BoardMark struct{ Def, Born string }
+
+// RecreatedSince reports whether the board read as m was deleted and created again since it read as then: another
+// definition, or a mark changed to a non-empty one (a restore keeps the board and leaves no mark; a creation
+// always leaves one).
+func (m BoardMark) RecreatedSince(then BoardMark) bool {
+	return m.Def != then.Def || m.Born != "" && m.Born != then.Born
 }
 
-// BoardRecreated reports whether a board read by DefinitionNow as (def, born) earlier and as (defNow, bornNow)
-// now was deleted and created again in between.
-func BoardRecreated(def, born, defNow, bornNow string) bool {
-	return defNow != def || bornNow != "" && bornNow != born
+// BoardMarkNow reads a board's mark from Redis, not from the store's cache. A board Redis lacks is NotFound, or
+// Unavailable while the ledger restores it (as for Board).
+func (s *Store) BoardMarkNow(ctx context.Context, id string) (BoardMark, error) {
+	if err := checkID("board id", id); err != nil {
+		return BoardMark{}, err
+	}
+	var mark func() (BoardMark, error)
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		mark = s.queueMark(ctx, p, id)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return BoardMark{}, redisError(err)
+	}
+	return mark()
+}
+
+// queueMark queues the reads of a board's mark on p (keys of the board's key base: one slot) and returns what
+// reads them once p ran.
+func (s *Store) queueMark(ctx context.Context, p redis.Pipeliner, id string) func() (BoardMark, error) {
+	base := s.makeKeyBase(id)
+	def := p.Get(ctx, keyDef.of(base))
+	born := p.HGet(ctx, keyCounters.of(base), "born")
+	return func() (BoardMark, error) {
+		switch err := def.Err(); {
+		case errors.Is(err, redis.Nil):
+			return BoardMark{}, s.missing(ctx, id)
+		case err != nil:
+			return BoardMark{}, redisError(err)
+		}
+		return BoardMark{Def: defSum(def.Val()), Born: born.Val()}, nil
+	}
 }
 
 // BoardNow is Board checked against Redis: a cached definition of a board that was deleted (by another process)

@@ -251,51 +251,56 @@ func TestInterruptedDeleteFinished(t *testing.T) {
 	})
 }
 
-// A board's creation mark (DefinitionNow) tells a board created again with the same definition from the one
-// before, on a board of one shard and on a sharded one (shard 0's mark); the same board read twice keeps it.
-func TestDefinitionNowTellsABoardCreatedAgain(t *testing.T) {
-	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) { definitionNowTells(t, s) })
+// A board's creation mark (BoardMarkNow, and ClosesMarked, which reads it with the events) tells a board created again
+// with the same definition from the one before, on a board of one shard and on a sharded one (shard 0's mark); the
+// same board read twice keeps it.
+func TestBoardMarkTellsABoardCreatedAgain(t *testing.T) {
+	eachTarget(t, func(t *testing.T, s *lb.Store, _ redistest.Target) { boardMarkTells(t, s) })
 	// The rule itself: a restore leaves no mark (not created again), a creation always leaves one.
 	for _, c := range []struct {
-		def, born, defNow, bornNow string
-		want                       bool
+		then, now lb.BoardMark
+		want      bool
 	}{
-		{"d", "x", "d", "x", false}, {"d", "x", "d", "", false}, {"d", "", "d", "", false},
-		{"d", "x", "d", "y", true}, {"d", "", "d", "y", true}, {"d", "x", "e", "x", true},
+		{lb.BoardMark{"d", "x"}, lb.BoardMark{"d", "x"}, false}, {lb.BoardMark{"d", "x"}, lb.BoardMark{"d", ""}, false},
+		{lb.BoardMark{"d", ""}, lb.BoardMark{"d", ""}, false}, {lb.BoardMark{"d", "x"}, lb.BoardMark{"d", "y"}, true},
+		{lb.BoardMark{"d", ""}, lb.BoardMark{"d", "y"}, true}, {lb.BoardMark{"d", "x"}, lb.BoardMark{"e", "x"}, true},
 	} {
-		if got := lb.BoardRecreated(c.def, c.born, c.defNow, c.bornNow); got != c.want {
-			t.Errorf("BoardRecreated(%+v) = %v", c, got)
+		if got := c.now.RecreatedSince(c.then); got != c.want {
+			t.Errorf("%+v.RecreatedSince(%+v) = %v", c.now, c.then, got)
 		}
 	}
 }
 
-func definitionNowTells(t *testing.T, s *lb.Store) {
+func boardMarkTells(t *testing.T, s *lb.Store) {
 	ctx := context.Background()
 	for _, shards := range []int{1, 3} {
 		def := lb.Board{ID: fmt.Sprintf("born-%d", shards), Shards: shards}
 		if _, err := s.CreateBoard(ctx, def); err != nil {
 			t.Fatal(err)
 		}
-		d1, b1, err := s.DefinitionNow(ctx, def.ID)
-		if err != nil || b1 == "" {
-			t.Fatalf("shards %d: DefinitionNow = %q, %q, %v; want a creation mark", shards, d1, b1, err)
+		m1, err := s.BoardMarkNow(ctx, def.ID)
+		if err != nil || m1.Born == "" || m1.Def == "" {
+			t.Fatalf("shards %d: BoardMarkNow = %+v, %v; want a definition and a creation mark", shards, m1, err)
 		}
-		if d, b, err := s.DefinitionNow(ctx, def.ID); err != nil || lb.BoardRecreated(d1, b1, d, b) {
-			t.Fatalf("shards %d: the same board read again looks created again (%q %q, %v)", shards, d, b, err)
+		if _, m, err := s.ClosesMarked(ctx, def.ID, "0-0", 10); err != nil || m != m1 {
+			t.Fatalf("shards %d: the mark read with the close events = %+v, %v; want %+v", shards, m, err, m1)
 		}
 		if _, err := s.DeleteBoard(ctx, def.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := s.DefinitionNow(ctx, def.ID); lb.ErrorCode(err) != lb.NotFound {
-			t.Fatalf("shards %d: DefinitionNow of a deleted board: %v, want NOT_FOUND", shards, err)
+		if _, err := s.BoardMarkNow(ctx, def.ID); lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("shards %d: BoardMarkNow of a deleted board: %v, want NOT_FOUND", shards, err)
+		}
+		if _, _, err := s.ClosesMarked(ctx, def.ID, "0-0", 10); lb.ErrorCode(err) != lb.NotFound {
+			t.Fatalf("shards %d: ClosesMarked of a deleted board: %v, want NOT_FOUND", shards, err)
 		}
 		if _, err := s.CreateBoard(ctx, def); err != nil {
 			t.Fatal(err)
 		}
-		d2, b2, err := s.DefinitionNow(ctx, def.ID)
-		if err != nil || d2 != d1 || !lb.BoardRecreated(d1, b1, d2, b2) {
-			t.Fatalf("shards %d: created again with the same definition: %q %q (before %q %q), %v; want another "+
-				"mark", shards, d2, b2, d1, b1, err)
+		m2, err := s.BoardMarkNow(ctx, def.ID)
+		if err != nil || m2.Def != m1.Def || !m2.RecreatedSince(m1) {
+			t.Fatalf("shards %d: created again with the same definition: %+v (before %+v), %v; want another mark",
+				shards, m2, m1, err)
 		}
 	}
 }

@@ -42,10 +42,9 @@ type closeBoard struct {
 	subs  map[chan leaderboard.CloseEvent]*Ending // each subscription's Ending (nil: none)
 	ctx   context.Context                         // ends when the feed does
 	stop  context.CancelFunc
-	watch *DeletionWatch // the hub's watch of the board's deletion notice (nil without a hub)
-	def   string         // the board's definition (Board.Definition) when the feed started
-	born  string         // and its creation mark (Store.DefinitionNow)
-	last  string         // the outbox id the feed starts after
+	watch *DeletionWatch        // the hub's watch of the board's deletion notice (nil without a hub)
+	mark  leaderboard.BoardMark // the board's when the feed started
+	last  string                // the outbox id the feed starts after
 }
 
 // deleted reports whether the hub has the board's deletion notice: no subscription joins the feed any more.
@@ -130,7 +129,7 @@ func (f *CloseFeed) start(ctx context.Context, board string) (_ *closeBoard, err
 			return nil, err
 		}
 	}
-	if cb.def, cb.born, err = f.store.DefinitionNow(ctx, board); err != nil {
+	if cb.mark, err = f.store.BoardMarkNow(ctx, board); err != nil {
 		return nil, err
 	}
 	if cb.last, err = f.store.LastCloseID(ctx, board); err != nil {
@@ -167,22 +166,19 @@ func (f *CloseFeed) follow(cb *closeBoard) {
 			return
 		case <-t.C:
 		}
-		evs, err := f.store.Closes(ctx, cb.id, cb.last, closeBatch)
-		if err != nil {
-			if ctx.Err() == nil {
-				f.log.Warn("close events: reading an outbox", "board", cb.id, "err", err)
-			}
-			continue
-		}
-		// Still the same board? After the read: events read before a deletion and a creation are not handed out,
-		// also while the hub's notice of the deletion lags (a board created again has another creation mark).
-		def, born, err := f.store.DefinitionNow(ctx, cb.id)
+		// The events with the board's mark, read at one moment: events of a board created again since the feed
+		// started are not handed out, also while the hub's notice of the deletion lags.
+		evs, mark, err := f.store.ClosesMarked(ctx, cb.id, cb.last, closeBatch)
 		switch {
-		case err == nil && leaderboard.BoardRecreated(cb.def, cb.born, def, born),
-			leaderboard.ErrorCode(err) == leaderboard.NotFound:
+		case err == nil && mark.RecreatedSince(cb.mark), leaderboard.ErrorCode(err) == leaderboard.NotFound:
 			f.end(cb, true)
 			return
-		case err != nil: // Redis unreachable, or the board being restored from the ledger: not gone
+		case err != nil:
+			// UNAVAILABLE: Redis unreachable (its health is reported elsewhere), or the board being restored from
+			// the ledger; not gone either way.
+			if ctx.Err() == nil && leaderboard.ErrorCode(err) != leaderboard.Unavailable {
+				f.log.Warn("close events: reading an outbox", "board", cb.id, "err", err)
+			}
 			continue
 		}
 		if len(evs) == 0 {

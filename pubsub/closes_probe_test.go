@@ -298,7 +298,7 @@ func (c *pausedConn) Read(b []byte) (int, error) {
 // period, while the hub's reader lags (the deletion notice has not reached it) and the feed's polls run: the old
 // subscription must get none of the new board's close events, and ends as deleted once the notice arrives.
 //
-// The feed's poll tells the board created again by its creation mark (Store.DefinitionNow, BoardRecreated) and
+// The feed's poll tells the board created again by its creation mark (leaderboard.BoardMark, read with the events) and
 // ends the subscription as deleted before the notice arrives. Before the mark, the old subscription got the new
 // board's s1: the definition is the same and the hub had no notice yet.
 func TestCloseFeedRecreatedWhileNoticeLags(t *testing.T) {
