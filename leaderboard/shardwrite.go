@@ -345,6 +345,7 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 			}
 			continue
 		}
+		tails := cuts(near)
 		ahead, better, prev, size := map[int]int64{}, map[int]int64{}, map[int]int64{}, map[int]int64{}
 		for k, sh := range near {
 			for j, o := range owners[pk][k] {
@@ -375,7 +376,10 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 				continue
 			}
 			r.Entry.Rank += ahead[di]
-			r.Entry.Approximate = b.approxAt(r.Entry.Rank)
+			// Estimated beyond exactTop, in its shard's tail (its shard's answer), or where another shard's tail
+			// may precede it (tailCut).
+			r.Entry.Approximate = b.approxAt(r.Entry.Rank) || r.Entry.Approximate ||
+				!othersCut(tails, d.shard).holds(b.userScore(r.Entry.Score))
 			if r.Entry.TieRank > 0 {
 				r.Entry.TieRank += better[di]
 			}

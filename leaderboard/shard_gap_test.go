@@ -1,0 +1,229 @@
+package leaderboard_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	lb "github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// TestShardedExactTopGaps: on exactTop boards a player can leave its shard's exact tier other than by being
+// passed (a drop on LATEST, a negative delta on SUM, a removal on any mode), leaving that shard's tier short while
+// its tail holds players that may rank within the board's best exactTop. Every entry a sharded board reports as
+// exact (top, rank, tieRank, aroundMe, friends, the export's rows, a submission's own) must be the player's true
+// place (a model of the same submissions), top and the export list the exact tier only (consecutive ranks from 1,
+// none estimated), and an estimated rank lies within the board. Before the fix, shard B's exact players were
+// listed at ranks that shard A's tail players held (top, aroundMe, exports; ranks 2..exactTop reported exact
+// and wrong), and a tail player was reported exact.
+func TestShardedExactTopGaps(t *testing.T) {
+	t.Parallel()
+	rdb := shardClient(t)
+	for _, c := range []struct {
+		mode   lb.Mode
+		order  lb.Order
+		shards int
+	}{{lb.Latest, lb.Desc, 2}, {lb.Latest, lb.Asc, 3}, {lb.Sum, lb.Desc, 2}, {lb.Sum, lb.Asc, 5}, {lb.Best, lb.Desc, 3},
+		{lb.Latest, lb.Desc, 1}, {lb.Sum, lb.Desc, 1}} {
+		t.Run(fmt.Sprintf("%s-%s-S%d", c.mode, c.order, c.shards), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s, clock := shardStore(t, rdb)
+			def := lb.Board{ID: "gaps", Mode: c.mode, Order: c.order, Shards: c.shards, ExactTop: 3}
+			mustBoard(t, s, def)
+			m := newShardModel(def)
+			k := mKey{lb.AllTime, "all"}
+			v := lb.View{Board: def.ID}
+			players := make([]string, 14)
+			for i := range players {
+				players[i] = fmt.Sprintf("g%02d", i)
+			}
+			rng := rand.New(rand.NewPCG(uint64(c.shards), uint64(len(c.mode)+len(c.order))))
+			for op := range 160 {
+				clock.Set(clock.Now().Add(time.Second))
+				pl := players[rng.IntN(len(players))]
+				if rng.IntN(12) == 0 {
+					got, err := s.RemovePlayer(ctx, def.ID, pl)
+					if want := m.remove(pl); err != nil || got != want {
+						t.Fatalf("op %d: RemovePlayer(%s) = %v, %v; want %v", op, pl, got, err, want)
+					}
+				} else {
+					sc := float64(rng.IntN(9))
+					if c.mode == lb.Sum {
+						sc = float64(rng.IntN(9) - 4)
+					}
+					sub := lb.Submission{Board: def.ID, Player: pl, Score: sc}
+					r, err := s.Submit(ctx, sub)
+					if err != nil {
+						if c.mode == lb.Sum && sc == 0 {
+							continue
+						}
+						t.Fatalf("op %d: Submit(%s, %v): %v", op, pl, sc, err)
+					}
+					m.submit(sub, clock.Now())
+					rank, tie, size := m.rankOf(k, pl)
+					if r.Size != size || !r.Entry.Approximate && (r.Entry.Rank != rank || r.Entry.TieRank != tie) ||
+						r.Entry.Approximate && (r.Entry.Rank < 1 || r.Entry.Rank > size) {
+						t.Fatalf("op %d: Submit(%s, %v): rank %d tieRank %d approximate %v size %d; true rank %d "+
+							"tieRank %d size %d", op, pl, sc, r.Entry.Rank, r.Entry.TieRank, r.Entry.Approximate,
+							r.Size, rank, tie, size)
+					}
+				}
+				if op%4 == 3 {
+					checkGapReads(t, s, m, v, k, players, def.ExactTop, fmt.Sprintf("op %d", op))
+				}
+			}
+			checkGapReads(t, s, m, v, k, players, def.ExactTop, "end")
+		})
+	}
+}
+
+// TestShardedExactTopRemovalGap: on a BEST board (exactTop 2, 2 shards), removing the best player of shard A
+// leaves A's tier one short while its tail holds a player (8) better than shard B's exact ones (7, 6): the board's
+// second place is that tail player, so top lists the first only, B's 7 is estimated third, and nothing is
+// reported exact at a rank it does not hold.
+func TestShardedExactTopRemovalGap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, clock := shardStore(t, shardClient(t))
+	def := lb.Board{ID: "gap-rm", Mode: lb.Best, Shards: 2, ExactTop: 2}
+	mustBoard(t, s, def)
+	m := newShardModel(def)
+	ps := onShards(t, "r", 2, 3)
+	a, b := ps[0], ps[1]
+	for _, sub := range []lb.Submission{{Player: a[0], Score: 10}, {Player: a[1], Score: 9}, {Player: a[2], Score: 8},
+		{Player: b[0], Score: 7}, {Player: b[1], Score: 6}} {
+		clock.Set(clock.Now().Add(time.Second))
+		sub.Board = def.ID
+		mustSubmit(t, s, sub)
+		m.submit(sub, clock.Now())
+	}
+	if ok, err := s.RemovePlayer(ctx, def.ID, a[0]); !ok || err != nil {
+		t.Fatalf("RemovePlayer(%s): %v, %v", a[0], ok, err)
+	}
+	m.remove(a[0])
+	k, v := mKey{lb.AllTime, "all"}, lb.View{Board: def.ID}
+	checkGapReads(t, s, m, v, k, append(a, b...), def.ExactTop, "after the removal")
+	if ids := topIDs(t, s, v, 5); len(ids) != 1 || ids[0] != a[1] {
+		t.Fatalf("top %v, want [%s] (the board's exact tier ends before shard A's tail)", ids, a[1])
+	}
+	// A submission of shard B's player is placed among A's tail too.
+	clock.Set(clock.Now().Add(time.Second))
+	sub := lb.Submission{Board: def.ID, Player: b[1], Score: 6.5}
+	r := mustSubmit(t, s, sub)
+	m.submit(sub, clock.Now())
+	if !r.Entry.Approximate || r.Entry.Rank != 4 {
+		t.Fatalf("Submit(%s, 6.5): rank %d approximate %v; want 4, estimated", b[1], r.Entry.Rank, r.Entry.Approximate)
+	}
+	checkGapReads(t, s, m, v, k, append(a, b...), def.ExactTop, "after B's submission")
+}
+
+// checkGapReads holds every read of a board with exactTop to model m (see TestShardedExactTopGaps).
+func checkGapReads(t *testing.T, s *lb.Store, m *shardModel, v lb.View, k mKey, players []string, exactTop int,
+	at string) {
+	t.Helper()
+	ctx := context.Background()
+	rows, pos := m.ranking(k)
+	n := int64(len(rows))
+	// exact checks an entry: estimated within 1..n, else the player's true place, score and updatedAt.
+	exact := func(what string, e lb.Entry) {
+		t.Helper()
+		i, ok := pos[e.PlayerID]
+		if !ok {
+			t.Fatalf("%s: %s lists %s, who has no score", at, what, e.PlayerID)
+		}
+		r := rows[i]
+		if e.Score != r.e.score {
+			t.Fatalf("%s: %s: %s score %v, want %v", at, what, e.PlayerID, e.Score, r.e.score)
+		}
+		if e.Approximate {
+			if e.Rank < 1 || e.Rank > n || e.Rank <= int64(exactTop) && e.Rank < r.tieRank {
+				t.Fatalf("%s: %s: %s estimated rank %d outside the board (size %d, true rank %d)", at, what,
+					e.PlayerID, e.Rank, n, r.rank)
+			}
+			return
+		}
+		if e.Rank != r.rank || (e.TieRank != 0 && e.TieRank != r.tieRank) || !e.UpdatedAt.Equal(time.Unix(r.e.updated, 0)) {
+			t.Fatalf("%s: %s: %s reported exact at rank %d tieRank %d updatedAt %v; true rank %d tieRank %d "+
+				"updatedAt %v\nmodel: %s", at, what, e.PlayerID, e.Rank, e.TieRank, e.UpdatedAt, r.rank, r.tieRank,
+				time.Unix(r.e.updated, 0).UTC(), modelRows(rows))
+		}
+	}
+	listed := map[string]int64{}
+	p, err := s.Top(ctx, v, 0, 50)
+	if err != nil || p.Size != n {
+		t.Fatalf("%s: Top: %v, size %v (want %d)", at, err, p, n)
+	}
+	for i, e := range p.Entries {
+		if e.Approximate || e.Rank != int64(i+1) || i >= exactTop {
+			t.Fatalf("%s: Top entry %d: %+v (the exact tier only, ranks from 1)", at, i, e)
+		}
+		exact("Top", e)
+		listed[e.PlayerID] = e.Rank
+	}
+	sn, err := s.Snapshot(ctx, v)
+	if err != nil {
+		t.Fatalf("%s: Snapshot: %v", at, err)
+	}
+	pg, err := sn.Page(ctx, 0, 50)
+	sn.Close(ctx)
+	if err != nil {
+		t.Fatalf("%s: Snapshot page: %v", at, err)
+	}
+	for i, e := range pg.Entries {
+		if e.Approximate || e.Rank != int64(i+1) {
+			t.Fatalf("%s: export row %d: %+v (the exact tier only, ranks from 1)", at, i, e)
+		}
+		exact("export", e)
+	}
+	for _, pl := range append(players, "absent") {
+		e, err := s.Rank(ctx, v, pl)
+		if err != nil {
+			t.Fatalf("%s: Rank(%s): %v", at, pl, err)
+		}
+		_, has := pos[pl]
+		if (e != nil) != has {
+			t.Fatalf("%s: Rank(%s) = %+v; has a score: %v", at, pl, e, has)
+		}
+		if e == nil {
+			continue
+		}
+		exact("Rank", *e)
+		if r, ok := listed[pl]; ok && (e.Approximate || e.Rank != r) {
+			t.Fatalf("%s: Rank(%s) = %d approximate %v; top lists it at %d", at, pl, e.Rank, e.Approximate, r)
+		}
+		for _, radius := range []int{1, 3} {
+			around, err := s.Around(ctx, v, pl, radius)
+			if err != nil {
+				t.Fatalf("%s: Around(%s): %v", at, pl, err)
+			}
+			for i, a := range around {
+				exact(fmt.Sprintf("Around(%s, %d)", pl, radius), a)
+				if i > 0 && (a.Approximate || a.Rank != around[i-1].Rank+1) {
+					t.Fatalf("%s: Around(%s, %d): %v", at, pl, radius, around)
+				}
+			}
+		}
+		fr, err := s.Friends(ctx, v, pl, append(players, "absent", pl))
+		if err != nil {
+			t.Fatalf("%s: Friends(%s): %v", at, pl, err)
+		}
+		if len(fr) != len(rows) {
+			t.Fatalf("%s: Friends(%s): %d entries, want %d", at, pl, len(fr), len(rows))
+		}
+		for _, f := range fr {
+			exact("Friends", f)
+		}
+	}
+}
+
+func modelRows(rows []mRow) string {
+	var b strings.Builder
+	for _, r := range rows {
+		fmt.Fprintf(&b, "%s:%v@%d ", r.id, r.e.score, r.rank)
+	}
+	return b.String()
+}
