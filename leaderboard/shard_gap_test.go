@@ -179,6 +179,27 @@ func checkGapReads(t *testing.T, s *lb.Store, m *shardModel, v lb.View, k mKey, 
 		}
 		exact("export", e)
 	}
+	// rankForScore: a new player with score x ranks after every player with an equal or better score.
+	for x := -12.0; x <= 12; x++ {
+		est, err := s.RankForScore(ctx, v, x)
+		if err != nil {
+			t.Fatalf("%s: RankForScore(%v): %v", at, x, err)
+		}
+		rank, tie := int64(1), int64(1)
+		for _, r := range rows {
+			if r.e.score == x || m.better(r.e.score, x) {
+				rank++
+			}
+			if m.better(r.e.score, x) {
+				tie++
+			}
+		}
+		if est.Size != n || !est.Approximate && (est.Rank != rank || est.TieRank != tie) ||
+			est.Approximate && (est.Rank < 1 || est.Rank > n+1) {
+			t.Fatalf("%s: RankForScore(%v) = %+v; true rank %d tieRank %d size %d\nmodel: %s", at, x, *est, rank, tie,
+				n, modelRows(rows))
+		}
+	}
 	for _, pl := range append(players, "absent") {
 		e, err := s.Rank(ctx, v, pl)
 		if err != nil {
