@@ -124,3 +124,69 @@ func TestShardedLiveAcrossShards(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedLiveExactTierGap: a LATEST board of 2 shards with exactTop 2 whose shard A's best drops into A's tail
+// while A's tail holds a player better than shard B's: the live top list (rebuilt from its diffs) ends at the
+// store's top, which lists the board's exact tier only (A's 9), and B's best is estimated third everywhere
+// (rank, aroundMe, its rankUpdates watch).
+func TestShardedLiveExactTierGap(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	if v, _ := strconv.ParseBool(os.Getenv(redistest.NoClusterEnv)); !v {
+		cfg.RedisURL = ""
+		cfg.RedisClusterAddrs = redistest.SharedCluster(t).Addrs
+	}
+	s := startServer(t, cfg)
+	const board = "live-gap"
+	s.create(t, map[string]any{"id": board, "shards": 2, "mode": "LATEST", "exactTop": 2})
+	var a, b []string
+	for i := 0; len(a) < 3 || len(b) < 2; i++ {
+		p := "gp" + strconv.Itoa(i)
+		if leaderboard.ShardOf(p, 2) == 0 {
+			a = append(a, p)
+		} else {
+			b = append(b, p)
+		}
+	}
+	conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+	lists := map[string]*liveList{"top": {first: 5}}
+	pump(t, conn, lists)
+	if err := conn.Subscribe("top", topUpdatesSub, map[string]any{"b": board, "n": 5}); err != nil {
+		t.Fatal(err)
+	}
+	rankConn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+	if err := rankConn.Subscribe("b0", `subscription($b: ID!, $p: ID!) { rankUpdates(board: $b, playerId: $p) {
+		playerId rank approximate score } }`, map[string]any{"b": board, "p": b[0]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		p string
+		x float64
+	}{{a[0], 10}, {a[1], 9}, {a[2], 8}, {b[0], 7}, {b[1], 6}, {a[0], 1}} {
+		s.submit(t, map[string]any{"board": board, "playerId": w.p, "score": w.x})
+		waitLive(t, s, lists["top"], board, 5*time.Second)
+	}
+	if top := s.top(t, board, 5); len(top) != 1 || top[0].PlayerID != a[1] || top[0].Rank != 1 {
+		t.Fatalf("top %+v, want %s alone (the board's exact tier ends before shard A's tail)", top, a[1])
+	}
+	ctx := ctxT(t, 10*time.Second)
+	for {
+		var u struct {
+			RankUpdates *entry `json:"rankUpdates"`
+		}
+		rankConn.NextData(t, ctx, "b0", &u)
+		if e := u.RankUpdates; e != nil && e.Rank == 3 && e.Approximate && e.Score == 7 {
+			break
+		}
+	}
+	var out struct {
+		Rank     *entry
+		AroundMe []entry
+	}
+	s.must(t, "", `query($b: ID!, $p: ID!) { rank(board: $b, playerId: $p) { `+entryFields+` }
+		aroundMe(board: $b, playerId: $p, radius: 2) { `+entryFields+` } }`, map[string]any{"b": board, "p": b[0]}, &out)
+	if out.Rank == nil || out.Rank.Rank != 3 || !out.Rank.Approximate || len(out.AroundMe) != 1 ||
+		out.AroundMe[0].Rank != 3 || !out.AroundMe[0].Approximate {
+		t.Fatalf("rank %+v, aroundMe %+v; want rank 3, estimated, alone", out.Rank, out.AroundMe)
+	}
+}
