@@ -248,3 +248,39 @@ func modelRows(rows []mRow) string {
 	}
 	return b.String()
 }
+
+// TestShardedExactTopGapRetry: a retry of a submission with an eventId gets its first result back, approximate
+// included, also when the first was estimated within exactTop because another shard's tail may precede it
+// (tailCut): shard A's tier {9, 8} is one short of exactTop 3 and its tail holds a 7; B's 7 arrived before it and
+// is third, but A's tail may hold it (the cut is at 7), so it is estimated.
+func TestShardedExactTopGapRetry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, clock := shardStore(t, shardClient(t))
+	def := lb.Board{ID: "gap-retry", Mode: lb.Latest, Shards: 2, ExactTop: 3}
+	mustBoard(t, s, def)
+	ps := onShards(t, "q", 2, 4)
+	a, b := ps[0], ps[1]
+	for _, sub := range []lb.Submission{{Player: a[0], Score: 10}, {Player: a[1], Score: 9}, {Player: a[2], Score: 8},
+		{Player: b[0], Score: 7}, {Player: a[3], Score: 7}, {Player: a[0], Score: 1}} {
+		clock.Set(clock.Now().Add(time.Second))
+		sub.Board = def.ID
+		mustSubmit(t, s, sub)
+	}
+	// B's 7 again (LATEST, the same score: it keeps its place), with an eventId, then its retry.
+	sub := lb.Submission{Board: def.ID, Player: b[0], Score: 7, EventID: "again"}
+	first := mustSubmit(t, s, sub)
+	if first.Entry.Rank != 3 || !first.Entry.Approximate {
+		t.Fatalf("first result: rank %d approximate %v; want 3, estimated (shard A's tail may hold a 7 before it)",
+			first.Entry.Rank, first.Entry.Approximate)
+	}
+	retry := mustSubmit(t, s, sub)
+	if !retry.Duplicate || retry.Entry.Rank != first.Entry.Rank || retry.Entry.Approximate != first.Entry.Approximate ||
+		retry.Entry.TopPercent != first.Entry.TopPercent || retry.Size != first.Size {
+		t.Fatalf("retry: %+v (duplicate %v, size %d); first %+v (size %d)", retry.Entry, retry.Duplicate, retry.Size,
+			first.Entry, first.Size)
+	}
+	if e, err := s.Rank(ctx, lb.View{Board: def.ID}, b[0]); err != nil || e.Rank != 3 || !e.Approximate {
+		t.Fatalf("Rank(%s): %+v, %v; want 3, estimated", b[0], e, err)
+	}
+}

@@ -265,8 +265,9 @@ func shardWritten(b *Board, reply any, period, player, eventID string, i, k int,
 		return written{}, false
 	}
 	if res.Duplicate && len(row) >= 18 && toInt(row[17]) == 1 {
-		// A retry whose first result's place on the board was stored (shardresult.lua): that result.
-		res.Entry.Approximate = b.approxAt(res.Entry.Rank)
+		// A retry whose first result's place on the board was stored (shardresult.lua): that result. Its
+		// approximate is the board's too (tailCut), except in records stored before it was: beyond exactTop.
+		res.Entry.Approximate = res.Entry.Approximate || b.approxAt(res.Entry.Rank)
 		out.Result = res
 		return written{}, false
 	}
@@ -405,7 +406,11 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 			if r.PreviousRank != nil {
 				prev = strconv.FormatInt(*r.PreviousRank, 10)
 			}
-			records[d.shard] = append(records[d.shard], d.eventID, r.Entry.Rank, r.Entry.TieRank, r.Size, prev)
+			approx := 0
+			if r.Entry.Approximate {
+				approx = 1
+			}
+			records[d.shard] = append(records[d.shard], d.eventID, r.Entry.Rank, r.Entry.TieRank, r.Size, prev, approx)
 		}
 	}
 	var patches []shardCall
