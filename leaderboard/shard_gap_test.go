@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -23,16 +24,17 @@ func TestShardedExactTopGaps(t *testing.T) {
 	t.Parallel()
 	rdb := shardClient(t)
 	for _, c := range []struct {
-		mode   lb.Mode
-		order  lb.Order
-		shards int
-	}{{lb.Latest, lb.Desc, 2}, {lb.Latest, lb.Asc, 3}, {lb.Sum, lb.Desc, 2}, {lb.Sum, lb.Asc, 5}, {lb.Best, lb.Desc, 3},
-		{lb.Latest, lb.Desc, 1}, {lb.Sum, lb.Desc, 1}} {
-		t.Run(fmt.Sprintf("%s-%s-S%d", c.mode, c.order, c.shards), func(t *testing.T) {
+		mode             lb.Mode
+		order            lb.Order
+		shards, exactTop int
+	}{{lb.Latest, lb.Desc, 2, 3}, {lb.Latest, lb.Asc, 3, 3}, {lb.Sum, lb.Desc, 2, 3}, {lb.Sum, lb.Asc, 5, 3},
+		{lb.Best, lb.Desc, 3, 3}, {lb.Latest, lb.Desc, 4, 6}, {lb.Sum, lb.Desc, 3, 8}, {lb.Latest, lb.Desc, 1, 3},
+		{lb.Sum, lb.Desc, 1, 3}} {
+		t.Run(fmt.Sprintf("%s-%s-S%d-X%d", c.mode, c.order, c.shards, c.exactTop), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s, clock := shardStore(t, rdb)
-			def := lb.Board{ID: "gaps", Mode: c.mode, Order: c.order, Shards: c.shards, ExactTop: 3}
+			def := lb.Board{ID: "gaps", Mode: c.mode, Order: c.order, Shards: c.shards, ExactTop: c.exactTop}
 			mustBoard(t, s, def)
 			m := newShardModel(def)
 			k := mKey{lb.AllTime, "all"}
@@ -41,7 +43,7 @@ func TestShardedExactTopGaps(t *testing.T) {
 			for i := range players {
 				players[i] = fmt.Sprintf("g%02d", i)
 			}
-			rng := rand.New(rand.NewPCG(uint64(c.shards), uint64(len(c.mode)+len(c.order))))
+			rng := rand.New(rand.NewPCG(uint64(c.shards), uint64(len(c.mode)+len(c.order)+c.exactTop)))
 			for op := range 160 {
 				clock.Set(clock.Now().Add(time.Second))
 				pl := players[rng.IntN(len(players))]
@@ -153,6 +155,7 @@ func checkGapReads(t *testing.T, s *lb.Store, m *shardModel, v lb.View, k mKey, 
 		}
 	}
 	listed := map[string]int64{}
+	var tier []string // the board's exact tier, as top lists it
 	p, err := s.Top(ctx, v, 0, 50)
 	if err != nil || p.Size != n {
 		t.Fatalf("%s: Top: %v, size %v (want %d)", at, err, p, n)
@@ -163,6 +166,7 @@ func checkGapReads(t *testing.T, s *lb.Store, m *shardModel, v lb.View, k mKey, 
 		}
 		exact("Top", e)
 		listed[e.PlayerID] = e.Rank
+		tier = append(tier, e.PlayerID)
 	}
 	sn, err := s.Snapshot(ctx, v)
 	if err != nil {
@@ -213,19 +217,36 @@ func checkGapReads(t *testing.T, s *lb.Store, m *shardModel, v lb.View, k mKey, 
 			continue
 		}
 		exact("Rank", *e)
-		if r, ok := listed[pl]; ok && (e.Approximate || e.Rank != r) {
-			t.Fatalf("%s: Rank(%s) = %d approximate %v; top lists it at %d", at, pl, e.Rank, e.Approximate, r)
+		if r, ok := listed[pl]; ok != !e.Approximate || ok && e.Rank != r {
+			t.Fatalf("%s: Rank(%s) = %d approximate %v; top lists it at %d (%v)", at, pl, e.Rank, e.Approximate, r, ok)
 		}
 		for _, radius := range []int{1, 3} {
 			around, err := s.Around(ctx, v, pl, radius)
 			if err != nil {
 				t.Fatalf("%s: Around(%s): %v", at, pl, err)
 			}
+			var ids []string
 			for i, a := range around {
 				exact(fmt.Sprintf("Around(%s, %d)", pl, radius), a)
 				if i > 0 && (a.Approximate || a.Rank != around[i-1].Rank+1) {
 					t.Fatalf("%s: Around(%s, %d): %v", at, pl, radius, around)
 				}
+				ids = append(ids, a.PlayerID)
+			}
+			// In the exact tier: radius either side, shifted at its ends (as on a board of one shard); beyond
+			// it, the player alone.
+			want := []string{pl}
+			if r, ok := listed[pl]; ok {
+				start := max(0, int(r)-1-radius)
+				stop := start + 2*radius
+				if stop > len(tier)-1 {
+					stop = len(tier) - 1
+					start = max(0, stop-2*radius)
+				}
+				want = tier[start : stop+1]
+			}
+			if !slices.Equal(ids, want) {
+				t.Fatalf("%s: Around(%s, %d) = %v, want %v (exact tier %v)", at, pl, radius, ids, want, tier)
 			}
 		}
 		fr, err := s.Friends(ctx, v, pl, append(players, "absent", pl))
