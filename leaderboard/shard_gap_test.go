@@ -305,3 +305,41 @@ func TestShardedExactTopGapRetry(t *testing.T) {
 		t.Fatalf("Rank(%s): %+v, %v; want 3, estimated", b[0], e, err)
 	}
 }
+
+// TestShardedExactTopGapClose: the close event of a period whose shard A's tier a drop left short carries the
+// board's exact tier only (A's 9), as top lists it, and the closed period reads the same.
+func TestShardedExactTopGapClose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, clock := shardStore(t, shardClient(t))
+	def := lb.Board{ID: "gap-close", Mode: lb.Latest, Shards: 2, ExactTop: 2, Windows: []lb.Window{lb.Daily},
+		CloseEventTop: 5}
+	mustBoard(t, s, def)
+	ps := onShards(t, "c", 2, 3)
+	a, b := ps[0], ps[1]
+	for _, sub := range []lb.Submission{{Player: a[0], Score: 10}, {Player: a[1], Score: 9}, {Player: a[2], Score: 8},
+		{Player: b[0], Score: 7}, {Player: b[1], Score: 6}, {Player: a[0], Score: 1}} {
+		clock.Set(clock.Now().Add(time.Second))
+		sub.Board = def.ID
+		mustSubmit(t, s, sub)
+	}
+	period := clock.Now().Format("2006-01-02")
+	v := lb.View{Board: def.ID, Window: lb.Daily, Period: period}
+	if _, _, err := s.RecordClose(ctx, def.ID, lb.Daily, period, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Closes(ctx, def.ID, "0", 10)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("closes %v, %v", evs, err)
+	}
+	if ev := evs[0]; ev.Size != 5 || len(ev.Top) != 1 || ev.Top[0].PlayerID != a[1] || ev.Top[0].Rank != 1 ||
+		ev.Top[0].Approximate {
+		t.Fatalf("close event: size %d, top %+v; want 5 players, %s alone at rank 1", ev.Size, ev.Top, a[1])
+	}
+	if ids := topIDs(t, s, v, 5); len(ids) != 1 || ids[0] != a[1] {
+		t.Fatalf("top of the closed period %v, want [%s]", ids, a[1])
+	}
+	if e, err := s.Rank(ctx, v, b[0]); err != nil || e.Rank != 3 || !e.Approximate {
+		t.Fatalf("Rank(%s) in the closed period: %+v, %v; want 3, estimated", b[0], e, err)
+	}
+}
