@@ -78,3 +78,51 @@ func TestShardedBatchItemOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// TestShardedSeasonOnlyTwins: a board whose only window is SEASON (SUM, LATEST ASC): scores while
+// no season runs are PERIOD_CLOSED on every shard as on the unsharded board, eventIds and removals inside a
+// season, a season ended and another started; each season reads as the unsharded board's.
+func TestShardedSeasonOnlyTwins(t *testing.T) {
+	t.Parallel()
+	for _, def := range []lb.Board{
+		{ID: "so-sum", Mode: lb.Sum, Windows: []lb.Window{lb.Season}},
+		{ID: "so-latest", Mode: lb.Latest, Order: lb.Asc, Windows: []lb.Window{lb.Season}},
+	} {
+		t.Run(def.ID, func(t *testing.T) {
+			t.Parallel()
+			s, clock := twinStore(t)
+			tw := &twins{t: t, s: s, clock: clock, def: def, shards: []int{1, 2, 5}}
+			for _, sh := range tw.shards {
+				d := def
+				d.Shards, d.ID = sh, fmt.Sprintf("%s~%d", def.ID, sh)
+				mustBoard(t, s, d)
+				tw.ids = append(tw.ids, d.ID)
+			}
+			ps := twinPlayers(9)
+			tick := func() { clock.Set(clock.Now().Add(time.Second)) }
+			tw.submit(lb.Submission{Player: ps[0], Score: 1}) // no season: PERIOD_CLOSED
+			tw.season("s1", clock.Now().Add(time.Hour))
+			for i, p := range ps {
+				tick()
+				tw.submit(lb.Submission{Player: p, Score: float64(i % 4), EventID: "a-" + p})
+			}
+			tick()
+			tw.submitMany([]lb.Submission{{Player: ps[1], Score: 2, EventID: "a-" + ps[1]}, // retry
+				{Player: ps[2], Score: 3, EventID: "a-" + ps[2]}, // another score: CONFLICT
+				{Player: ps[3], Score: -1}, {Player: ps[3], Score: 5, EventID: "b"}})
+			tw.remove(ps[4])
+			tick()
+			tw.season("", time.Time{})
+			tw.submit(lb.Submission{Player: ps[5], Score: 9}) // ended: PERIOD_CLOSED
+			tw.season("s2", clock.Now().Add(time.Hour))
+			for i, p := range ps[:5] {
+				tick()
+				tw.submit(lb.Submission{Player: p, Score: float64(3 - i%3), EventID: "a-" + p}) // s1's: duplicates
+				tw.submit(lb.Submission{Player: p, Score: float64(3 - i%3), EventID: "c-" + p})
+			}
+			for _, season := range []string{"s1", "s2"} {
+				tw.check(lb.Season, season, append(slices.Clone(ps), "absent"))
+			}
+		})
+	}
+}
