@@ -26,8 +26,9 @@ import (
 //
 // exactTop: every shard keeps the board's exactTop players exact. The board's best exactTop players are then in
 // the union of the shards' exact tiers (a player beyond its shard's exact tier has exactTop players ahead on that
-// shard alone), so ranks 1..exactTop of the merge are exact; beyond, a rank adds every shard's tail estimate
-// (tail_before of its histogram) and is Approximate, as on a board of one shard.
+// shard alone), so ranks 1..exactTop of the merge are exact while every shard's tier is full (else see tailCut);
+// beyond, a rank adds every shard's tail estimate (tail_before of its histogram) and is Approximate, as on a board
+// of one shard.
 const (
 	MaxShards = 64 // most shards of a board
 	// MaxShardedDepth bounds offset+first of Top on a sharded board: every shard sends that many rows to merge.
