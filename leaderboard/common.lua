@@ -489,6 +489,24 @@ local function tail_before(st, x)
   return before + floor(own * f)
 end
 
+-- tail_bound returns where the tail of an exactTop board's window period may begin (shard.go's tailCut), printed
+-- ('' : no tail): no tail player has a better internal score. tb, or the best score of tb's bucket (the tail's
+-- first: see submit.lua's hist_add) while that bucket's scores are counted one by one: tb is only a lower bound
+-- once a bucket emptied.
+local function tail_bound(st)
+  if st.tn <= 0 or not st.tb then return '' end
+  local best = st.tb
+  local k = hidx(best)
+  if rcall('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
+    local vals = rcall('HKEYS', vkey(st.w, st.p, k))
+    for j = 1, #vals do
+      local x = tonum(vals[j])
+      if j == 1 or x < best then best = x end
+    end
+  end
+  return fmt(best)
+end
+
 -- locate finds a player (h: its phash in st, when the caller has it): returns record key, record (or nil), and when
 -- present, updatedAt, token, internal score, whether the player is in the exact ranking and, if so, its member
 -- there (token .. player: made once, and a submission names it up to three times).

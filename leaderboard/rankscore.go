@@ -93,7 +93,9 @@ func (s *Store) rankForScoreSharded(ctx context.Context, r Resolved, score, x fl
 	}
 	e.Rank++
 	e.TieRank++
-	e.Approximate = r.Board.approxAt(e.Rank)
+	// Estimated beyond exactTop, or where a shard's tail may hold players at x or better (tailCut: the new player
+	// would live on one of the shards, after them all).
+	e.Approximate = r.Board.approxAt(e.Rank) || !othersCut(cuts(near), -1).holds(x)
 	e.TopPercent = TopPercent(e.Rank, e.Size+1)
 	return e, nil
 }

@@ -2,7 +2,9 @@ package leaderboard
 
 import (
 	"encoding/base64"
+	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 )
 
@@ -24,8 +26,9 @@ import (
 //
 // exactTop: every shard keeps the board's exactTop players exact. The board's best exactTop players are then in
 // the union of the shards' exact tiers (a player beyond its shard's exact tier has exactTop players ahead on that
-// shard alone), so ranks 1..exactTop of the merge are exact; beyond, a rank adds every shard's tail estimate
-// (tail_before of its histogram) and is Approximate, as on a board of one shard.
+// shard alone), so ranks 1..exactTop of the merge are exact while every shard's tier is full (else see tailCut);
+// beyond, a rank adds every shard's tail estimate (tail_before of its histogram) and is Approximate, as on a board
+// of one shard.
 const (
 	MaxShards = 64 // most shards of a board
 	// MaxShardedDepth bounds offset+first of Top on a sharded board: every shard sends that many rows to merge.
@@ -121,6 +124,61 @@ func (s *Store) ShardKeyBases(b *Board) []string { return s.shardBases(b.ID, max
 
 // approxAt reports whether rank is estimated on a sharded board: beyond exactTop (see above).
 func (b *Board) approxAt(rank int64) bool { return b.ExactTop > 0 && rank > int64(b.ExactTop) }
+
+// tailCut is where a shard's tail may begin on a sharded exactTop board: the internal score from which its tail
+// players may rank (set: at x; unset: nowhere). The argument above (a player beyond its shard's exact tier has
+// exactTop players ahead there) holds while the shard's tier is full. A drop on LATEST or SUM, or a removal, can
+// leave a shard's tier with fewer than exactTop players while its tail holds some (tail players are not ordered,
+// so none moves up, as on a board of one shard): those may then rank anywhere from the tail's bound on, also
+// within the board's best exactTop. So a place is exact only when its player is in its own shard's exact tier
+// (which that shard orders before its tail) and it is before the cut of every other shard whose tier has such a
+// gap (othersCut); top, aroundMe and exports list the board's exact tier only, which ends at the first place
+// that is not exact (exactPrefix).
+type tailCut struct {
+	set bool
+	x   float64
+}
+
+// holds reports whether internal score x is before the cut.
+func (c tailCut) holds(x float64) bool { return !c.set || x < c.x }
+
+// gapCut is the cut of a shard with exact players in its tier and a tail bound tail (empty: no tail): set when the
+// tier has a gap (fewer than exactTop players while the tail holds some).
+func (b *Board) gapCut(exact int64, tail string) (tailCut, error) {
+	if tail == "" || b.ExactTop == 0 || exact >= int64(b.ExactTop) {
+		return tailCut{}, nil
+	}
+	x, err := strconv.ParseFloat(tail, 64)
+	if err != nil {
+		return tailCut{}, fmt.Errorf("bad tail bound %q", tail)
+	}
+	return tailCut{true, x}, nil
+}
+
+// othersCut is the first of the cuts of every shard but shard j (cuts: by shard).
+func othersCut(cuts []tailCut, j int) tailCut {
+	var c tailCut
+	for k, o := range cuts {
+		if k != j && o.set && (!c.set || o.x < c.x) {
+			c = o
+		}
+	}
+	return c
+}
+
+// exactPrefix is how many of rows (merged, each from its player's shard's exact tier) the board's exact tier
+// holds: those before the first one that another shard's tail may precede (cuts: by shard).
+func exactPrefix(rows []shardRow, cuts []tailCut) int {
+	if !slices.ContainsFunc(cuts, func(c tailCut) bool { return c.set }) {
+		return len(rows)
+	}
+	for i, row := range rows {
+		if !othersCut(cuts, ShardOf(row.player, len(cuts))).holds(row.x) {
+			return i
+		}
+	}
+	return len(rows)
+}
 
 // exactRows bounds a count of listed rows by the board's exact tier (exactTop; none: n).
 func (b *Board) exactRows(n int64) int64 {

@@ -197,8 +197,8 @@ func (tw *twins) submit(sub lb.Submission, opts ...lb.ReadOption) *lb.Result {
 	return want
 }
 
-// submitMany sends subs to every twin in one call each and compares the outcomes.
-func (tw *twins) submitMany(subs []lb.Submission) {
+// submitMany sends subs to every twin in one call each, compares the outcomes and returns the unsharded board's.
+func (tw *twins) submitMany(subs []lb.Submission) []lb.Outcome {
 	tw.t.Helper()
 	ctx := context.Background()
 	var want []lb.Outcome
@@ -226,6 +226,7 @@ func (tw *twins) submitMany(subs []lb.Submission) {
 			}
 		}
 	}
+	return want
 }
 
 func (tw *twins) remove(player string) {

@@ -336,13 +336,15 @@ func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, p
 		return []Entry{}, nil
 	}
 	me, at, better := f.row, f.ahead, f.better
-	if r.Board.approxAt(at + 1) {
+	if r.Board.approxAt(at+1) || !f.exact() {
 		// Beyond exactTop: the player's own estimated entry, as on a board of one shard.
 		tie := int64(0)
 		if arg&int(FieldTieRank) != 0 {
 			tie = min(better+1, at+1)
 		}
-		return []Entry{r.Board.entryOf(me, at+1, tie, size)}, nil
+		e := r.Board.entryOf(me, at+1, tie, size)
+		e.Approximate = true
+		return []Entry{e}, nil
 	}
 	var before, after []shardRow
 	for _, pr := range f.near {
@@ -358,7 +360,18 @@ func (s *Store) aroundSharded(ctx context.Context, r Resolved, v *cachedBoard, p
 			}
 		}
 	}
-	rows, start := aroundRows(me, before, after, at, r.Board.exactRows(size), radius)
+	n := r.Board.exactRows(size)
+	if slices.ContainsFunc(f.cuts, func(c tailCut) bool { return c.set }) {
+		// The board's exact tier ends at the first row after the player that another shard's tail may precede
+		// (tailCut; the rows before the player precede it, so they are in the tier): so does the window. Each shard
+		// listed 2 * radius after the player, so fewer kept than that is where the tier ends.
+		slices.SortFunc(after, compareRows)
+		after = after[:exactPrefix(after, f.cuts)]
+		if len(after) < 2*radius {
+			n = min(n, at+1+int64(len(after)))
+		}
+	}
+	rows, start := aroundRows(me, before, after, at, n, radius)
 	ties := map[float64]int64{me.x: better + 1}
 	if arg&int(FieldTieRank) != 0 {
 		// A neighbour's tie rank is 1 + the players with a better score on every shard: one more round trip for

@@ -8,9 +8,11 @@
 -- ('' : before every player with that score, '+': after them), player (its own member is not listed; '' : none),
 -- nb, na.
 -- Reply: per probe (the batcher merges calls) {ahead, better, before rows, after rows, players in the period on this
--- shard, and for a '?' probe the player's row}; a row is {player, internal score, updatedAt (0: not asked), meta,
--- token}. A '?' probe whose player has no score here answers ahead -1 and no rows. On exactTop boards the counts add
--- the shard's tail estimate (tail_before) and the rows come from its exact tier.
+-- shard, players in its exact tier, its tail's bound, whether a '?' probe's player is in the tail (1) or not (0),
+-- and for a '?' probe the player's row}; a row is {player, internal score, updatedAt (0: not asked), meta, token}. A
+-- '?' probe whose player has no score here answers ahead -1 and no rows. On exactTop boards the counts add the
+-- shard's tail estimate (tail_before) and the rows come from its exact tier; the tail's bound (tb: no tail player
+-- has a better internal score; '' : no tail) tells where its tail may begin (shard.go's tailCut).
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local st = load_state(ARGV[2], ARGV[3], true)
@@ -48,15 +50,17 @@ local function rows_of(r)
   return out
 end
 
+local tail = tail_bound(st)
 local out = {}
 for i = 6, #ARGV - 4, 5 do
   local xs, tok, player, nb, na = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonum(ARGV[i + 3]), tonum(ARGV[i + 4])
-  local ahead, better, own, me = 0, 0, false, nil
+  local ahead, better, own, me, inTail = 0, 0, false, nil, 0
   if xs == '?' then
     -- Find the player here first: the probe is its own place (a read that starts from a player asks its shard so).
-    local _, rec, ts, t, x = locate(st, player)
+    local _, rec, ts, t, x, exact = locate(st, player)
     if rec then
       xs, tok = fmt(x), t
+      if not exact then inTail = 1 end
       if not wantTs then ts = 0 end
       me = { player, xs, ts, '', tok }
       if wantMeta then me[4] = meta_of(player) end
@@ -103,6 +107,6 @@ for i = 6, #ARGV - 4, 5 do
     if own then from = ahead + 1 end
     after = rows_of(rcall('ZRANGE', z, from, from + na - 1, 'WITHSCORES'))
   end
-  out[#out + 1] = { ahead, better, before, after, st.cnt, me }
+  out[#out + 1] = { ahead, better, before, after, st.cnt, rcall('ZCARD', z), tail, inTail, me }
 end
 return out

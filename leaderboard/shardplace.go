@@ -140,6 +140,9 @@ func (s *Store) placeElsewhere(ctx context.Context, r Resolved, v *cachedBoard, 
 			p := whose[k][j]
 			p.ahead += pr.ahead
 			p.better += pr.better
+			if p.cuts != nil {
+				p.cuts[k] = near[k].cut
+			}
 			p.near = append(p.near, pr)
 		}
 	}

@@ -128,15 +128,26 @@ func compareRows(a, b shardRow) int {
 type nearShard struct {
 	asked  bool
 	size   int64
+	cut    tailCut // where its tail may begin (tailCut)
 	probes []nearProbe
 }
 
+// cuts is each shard's tailCut (unset where not asked).
+func cuts(near []nearShard) []tailCut {
+	out := make([]tailCut, len(near))
+	for k, sh := range near {
+		out[k] = sh.cut
+	}
+	return out
+}
+
 // nearProbe is a probe's answer; me is the row of a '?' probe's player (nil when the shard does not have it,
-// ahead then -1).
+// ahead then -1), inTail whether that player is in the shard's tail (exactTop).
 type nearProbe struct {
 	ahead, better int64
 	before, after []shardRow
 	me            *shardRow
+	inTail        bool
 }
 
 // sizeOf is the players on every shard.
@@ -200,21 +211,25 @@ func (s *Store) nearOn(ctx context.Context, v *cachedBoard, w Window, p string, 
 		sh := nearShard{asked: true, probes: make([]nearProbe, n)}
 		for j, pv := range rows {
 			parts, _ := pv.([]any)
-			if len(parts) != 5 && len(parts) != 6 {
+			if len(parts) != 8 && len(parts) != 9 {
 				return nil, redisError(fmt.Errorf("shardnear: bad probe reply %T", pv))
 			}
 			sh.size = toInt(parts[4])
+			cut, err := v.b.gapCut(toInt(parts[5]), toString(parts[6]))
+			if err != nil {
+				return nil, redisError(fmt.Errorf("shardnear: %w", err))
+			}
+			sh.cut = cut
 			if j >= n {
 				break // the size probe
 			}
-			pr := nearProbe{ahead: toInt(parts[0]), better: toInt(parts[1])}
-			var err error
+			pr := nearProbe{ahead: toInt(parts[0]), better: toInt(parts[1]), inTail: toInt(parts[7]) == 1}
 			if pr.before, err = parseShardRows(parts[2]); err == nil {
 				pr.after, err = parseShardRows(parts[3])
 			}
-			if err == nil && len(parts) == 6 {
+			if err == nil && len(parts) == 9 {
 				var me []shardRow
-				if me, err = parseShardRows([]any{parts[5]}); err == nil {
+				if me, err = parseShardRows([]any{parts[8]}); err == nil {
 					pr.me = &me[0]
 				}
 			}
@@ -342,6 +357,7 @@ func (s *Store) topSharded(ctx context.Context, r Resolved, v *cachedBoard, offs
 	slices.SortFunc(rows, compareRows)
 	size := sizeOf(near)
 	rows = rows[:r.Board.exactRows(int64(len(rows)))] // on exactTop boards only the exact tier is listed
+	rows = rows[:exactPrefix(rows, cuts(near))]
 	p := &Page{Board: r.Board.ID, Order: r.Board.Order, Window: r.Window, Period: r.Period, Size: size}
 	// The merged rows start at rank 1, so each row's tie rank is the rank of the first row with its score.
 	tie := int64(1)
@@ -365,7 +381,14 @@ type placed struct {
 	after         int64       // the players after it on its own shard (plain reads only: readOwnShard)
 	nb, na        int         // the neighbours to list on the other shards
 	near          []nearProbe // its probes' answers (neighbours) on every shard, unmerged (script reads only)
+	shard         int         // its own shard
+	inTail        bool        // it is in its shard's tail (exactTop)
+	cuts          []tailCut   // every shard's tailCut as its probes found them (script reads only)
 }
+
+// exact reports whether the player's place is exact as far as the shards' tails go (tailCut): its rank is then
+// exact when within exactTop.
+func (p *placed) exact() bool { return !p.inTail && othersCut(p.cuts, p.shard).holds(p.row.x) }
 
 // placePlayers finds players on their shards and places them on every other shard: two parallel round trips (the
 // first asks only the shards that have players; the second every other shard, and the first ones again only for
@@ -395,7 +418,9 @@ func (s *Store) placePlayers(ctx context.Context, r Resolved, v *cachedBoard, fi
 			if pr.me == nil {
 				continue
 			}
-			p := &placed{row: *pr.me, ahead: pr.ahead, better: pr.better, nb: nb, na: na, near: []nearProbe{pr}}
+			p := &placed{row: *pr.me, ahead: pr.ahead, better: pr.better, nb: nb, na: na, near: []nearProbe{pr},
+				shard: k, inTail: pr.inTail, cuts: make([]tailCut, len(v.shards))}
+			p.cuts[k] = sh.cut
 			if narrow != nil {
 				p.nb, p.na = narrow(pr.ahead, sh.size-pr.ahead-1)
 			}
@@ -425,7 +450,9 @@ func (r Resolved) rankPage(players []string, found map[string]*placed, size int6
 		if tie {
 			t = f.better + 1
 		}
-		p.Entries = append(p.Entries, r.Board.entryOf(f.row, f.ahead+1, t, size))
+		e := r.Board.entryOf(f.row, f.ahead+1, t, size)
+		e.Approximate = e.Approximate || !f.exact()
+		p.Entries = append(p.Entries, e)
 	}
 	return p
 }

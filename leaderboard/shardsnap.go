@@ -13,6 +13,7 @@ import (
 // last one read starts the merge again from the first row.
 type snapshotMerge struct {
 	parts []*Snapshot
+	cuts  []tailCut // per part (shard): tailCut
 	mu    sync.Mutex
 	next  int64 // rows merged so far: the 0-based rank of the next one
 	buf   [][]mergeRow
@@ -49,16 +50,35 @@ func (s *Store) snapshotSharded(ctx context.Context, r Resolved, bases []string)
 		}
 		return nil, err
 	}
-	m := &snapshotMerge{parts: parts}
+	m := &snapshotMerge{parts: parts, cuts: make([]tailCut, len(parts))}
 	sn := &Snapshot{Resolved: r, s: s, merge: m}
-	for _, p := range parts {
+	gaps := false
+	for i, p := range parts {
 		sn.Rows += p.Rows
 		sn.Size += p.Size
+		m.cuts[i], gaps = p.cut, gaps || p.cut.set
 		p.stop, p.done = make(chan struct{}), make(chan struct{})
 		go p.renew()
 	}
 	sn.Rows = r.Board.exactRows(sn.Rows)
 	sn.once.Do(func() {}) // the parts renew themselves
+	if gaps {
+		// The exact tier ends where another shard's tail may begin (tailCut): its rows are counted by merging
+		// them (an export asks for exactly Rows rows).
+		n := int64(0)
+		for {
+			p, err := sn.pageMerged(ctx, int(n), MaxFirst)
+			if err != nil {
+				_ = sn.Close(context.WithoutCancel(ctx))
+				return nil, err
+			}
+			n += int64(len(p.Entries))
+			if len(p.Entries) < MaxFirst {
+				break
+			}
+		}
+		sn.Rows = n
+	}
 	return sn, nil
 }
 
@@ -90,6 +110,9 @@ func (sn *Snapshot) pageMerged(ctx context.Context, offset, n int) (*Page, error
 			break
 		}
 		row := m.buf[k][0]
+		if !othersCut(m.cuts, k).holds(row.row.x) {
+			break // the end of the board's exact tier
+		}
 		m.buf[k] = m.buf[k][1:]
 		if m.next == 0 || row.row.x != m.lastX {
 			m.tie = m.next + 1

@@ -265,8 +265,9 @@ func shardWritten(b *Board, reply any, period, player, eventID string, i, k int,
 		return written{}, false
 	}
 	if res.Duplicate && len(row) >= 18 && toInt(row[17]) == 1 {
-		// A retry whose first result's place on the board was stored (shardresult.lua): that result.
-		res.Entry.Approximate = b.approxAt(res.Entry.Rank)
+		// A retry whose first result's place on the board was stored (shardresult.lua): that result. Its
+		// approximate is the board's too (tailCut), except in records stored before it was: beyond exactTop.
+		res.Entry.Approximate = res.Entry.Approximate || b.approxAt(res.Entry.Rank)
 		out.Result = res
 		return written{}, false
 	}
@@ -345,6 +346,7 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 			}
 			continue
 		}
+		tails := cuts(near)
 		ahead, better, prev, size := map[int]int64{}, map[int]int64{}, map[int]int64{}, map[int]int64{}
 		for k, sh := range near {
 			for j, o := range owners[pk][k] {
@@ -375,7 +377,10 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 				continue
 			}
 			r.Entry.Rank += ahead[di]
-			r.Entry.Approximate = b.approxAt(r.Entry.Rank)
+			// Estimated beyond exactTop, in its shard's tail (its shard's answer), or where another shard's tail
+			// may precede it (tailCut).
+			r.Entry.Approximate = b.approxAt(r.Entry.Rank) || r.Entry.Approximate ||
+				!othersCut(tails, d.shard).holds(b.userScore(r.Entry.Score))
 			if r.Entry.TieRank > 0 {
 				r.Entry.TieRank += better[di]
 			}
@@ -401,7 +406,11 @@ func (s *Store) placeWritten(ctx context.Context, v *cachedBoard, done []written
 			if r.PreviousRank != nil {
 				prev = strconv.FormatInt(*r.PreviousRank, 10)
 			}
-			records[d.shard] = append(records[d.shard], d.eventID, r.Entry.Rank, r.Entry.TieRank, r.Size, prev)
+			approx := 0
+			if r.Entry.Approximate {
+				approx = 1
+			}
+			records[d.shard] = append(records[d.shard], d.eventID, r.Entry.Rank, r.Entry.TieRank, r.Size, prev, approx)
 		}
 	}
 	var patches []shardCall

@@ -48,6 +48,7 @@ type Snapshot struct {
 	frozen *frozenView
 	// merge: a sharded board's snapshot, one part per shard, paged by merging them (shardsnap.go).
 	merge *snapshotMerge
+	cut   tailCut // where its tail may begin, when its exact tier has a gap (a shard's: tailCut)
 	id    string
 	once  sync.Once
 	stop  chan struct{} // closed by Close: the renewals end
@@ -106,8 +107,8 @@ func (s *Store) snapshotOf(ctx context.Context, r Resolved, base string) (*Snaps
 	defer release()
 	sn := &Snapshot{Resolved: r, s: s, keys: []string{base}, id: rand.Text()}
 	reply, err := s.fns.run(ctx, snapshotScript, sn.keys, r.Board.sum, windowCodes[r.Window], r.Period, sn.id,
-		s.snapshotTTL().Milliseconds()).Int64Slice()
-	if err == nil && len(reply) != 2 {
+		s.snapshotTTL().Milliseconds()).Slice()
+	if err == nil && len(reply) != 3 {
 		err = fmt.Errorf("snapshot script returned %d values", len(reply))
 	}
 	if err != nil {
@@ -121,7 +122,11 @@ func (s *Store) snapshotOf(ctx context.Context, r Resolved, base string) (*Snaps
 		}
 		return nil, err
 	}
-	sn.Rows, sn.Size = reply[0], reply[1]
+	sn.Rows, sn.Size = toInt(reply[0]), toInt(reply[1])
+	if sn.cut, err = r.Board.gapCut(sn.Rows, toString(reply[2])); err != nil {
+		_ = sn.drop(context.WithoutCancel(ctx))
+		return nil, redisError(err)
+	}
 	return sn, nil
 }
 

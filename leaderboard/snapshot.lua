@@ -8,7 +8,8 @@
 -- have many more players. Then only the listed players' entries are copied, EXTRACT_RATIO being where that gets
 -- cheaper (a copied entry costs a fraction of one looked up in Lua).
 -- ARGV: definition SHA-1, window code, period, snapshot id, TTL (ms) of every copied key.
--- Reply: {rows, size}: the players of the exact ranking (the rows Page lists) and of the window period.
+-- Reply: {rows, size, tail}: the players of the exact ranking (the rows Page lists) and of the window period, and
+-- where its tail may begin (tail_bound: a sharded board's export ends its exact tier there, shardsnap.go).
 local bad = check_def(ARGV[1])
 if bad then return bad end
 local EXTRACT_RATIO = 4
@@ -67,4 +68,4 @@ if not (copyRecs and copyNames) then
 end
 rcall('HSET', sk, 'cnt', st.cnt, 'lvl', st.lvl, 'sp', st.sp, 'hv', st.hv, 'rows', rows, 'nb', nb)
 rcall('PEXPIRE', sk, ttl)
-return { rows, st.cnt }
+return { rows, st.cnt, tail_bound(st) }

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -44,6 +45,8 @@ func TestShardedBoardGraphQL(t *testing.T) {
 	for _, in := range []map[string]any{
 		{"id": "bad-0", "shards": 0},
 		{"id": "bad-65", "shards": 65},
+		{"id": "bad-neg", "shards": -1},
+		{"id": "bad-min", "shards": math.MinInt32},
 	} {
 		s.wantCode(t, testAdminKey, "BAD_USER_INPUT", create, map[string]any{"in": in})
 		s.wantCode(t, "", "NOT_FOUND", `query($b: ID!) { top(board: $b) { playerId } }`,
