@@ -1,0 +1,29 @@
+package server
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A retry (same eventId, same submission) of a submission the board refused answers that refusal again: it never
+// counted, and duplicate true would say it did; the board does not change.
+func TestLedgerRetryOfARefusedSubmission(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	s := startServer(t, ledgerConfig(t, clock))
+	s.create(t, map[string]any{"id": "r", "maxSubmitsPerMinute": 1})
+	s.submit(t, map[string]any{"board": "r", "playerId": "p", "score": 5, "eventId": "e1"})
+	// Past the submission limit: refused, recorded, voided with the refusal.
+	limited := map[string]any{"board": "r", "playerId": "p", "score": 9, "eventId": "e2"}
+	s.wantCode(t, testSubmitKey, "RATE_LIMITED", submitMutation, map[string]any{"in": limited})
+	// The next minute, the same submission again.
+	clock.Set(ledgerStart.Add(time.Minute))
+	r := s.wantCode(t, testSubmitKey, "RATE_LIMITED", submitMutation, map[string]any{"in": limited})
+	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Message, "eventId e2 was refused when first sent") {
+		t.Errorf("the retry of a refused submission: %+v", r.Errors)
+	}
+	if top := s.top(t, "r", 10); len(top) != 1 || top[0].Score != 5 {
+		t.Errorf("the board after the retry of a refused submission: %+v", top)
+	}
+}
