@@ -27,3 +27,28 @@ func TestLedgerRetryOfARefusedSubmission(t *testing.T) {
 		t.Errorf("the board after the retry of a refused submission: %+v", top)
 	}
 }
+
+// A retry of a submission that counted answers duplicate, also when its player has no score now (removed since)
+// and Redis's dedupe record went with a rebuild: the submission as sent, unranked. It was an error ("the
+// marshaler returned null" for updatedAt, coded BAD_USER_INPUT).
+func TestLedgerRetryOfARemovedPlayersSubmission(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	s := startServer(t, ledgerConfig(t, clock))
+	s.create(t, map[string]any{"id": "r"})
+	sub := map[string]any{"board": "r", "playerId": "p", "score": 5, "eventId": "e1"}
+	s.submit(t, sub)
+	s.must(t, testAdminKey, `mutation { removePlayer(board: "r", playerId: "p") }`, nil, nil)
+	var rb struct{ RebuildLeaderboard bool }
+	s.must(t, testAdminKey, rebuildMutation, map[string]any{"id": "r"}, &rb)
+	clock.Set(ledgerStart.Add(2 * time.Minute))
+	var out struct{ SubmitScore scoreResult }
+	s.must(t, testSubmitKey, submitMutation, map[string]any{"in": sub}, &out)
+	if e := out.SubmitScore.Entry; !out.SubmitScore.Duplicate || e.PlayerID != "p" || e.Rank != 0 || e.Score != 5 ||
+		e.UpdatedAt.IsZero() {
+		t.Errorf("the retry of e1 after p's removal and a rebuild: %+v", out.SubmitScore)
+	}
+	if top := s.top(t, "r", 10); len(top) != 0 {
+		t.Errorf("the board after the retry: %+v", top)
+	}
+}
