@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -33,22 +34,42 @@ func TestLedgerRetryOfARefusedSubmission(t *testing.T) {
 // marshaler returned null" for updatedAt, coded BAD_USER_INPUT).
 func TestLedgerRetryOfARemovedPlayersSubmission(t *testing.T) {
 	t.Parallel()
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			t.Parallel()
+			clock := &closeClock{t: ledgerStart}
+			s := startServer(t, ledgerConfig(t, clock))
+			s.create(t, map[string]any{"id": "r", "shards": shards})
+			sub := map[string]any{"board": "r", "playerId": "p", "score": 5, "eventId": "e1"}
+			s.submit(t, sub)
+			s.must(t, testAdminKey, `mutation { removePlayer(board: "r", playerId: "p") }`, nil, nil)
+			var rb struct{ RebuildLeaderboard bool }
+			s.must(t, testAdminKey, rebuildMutation, map[string]any{"id": "r"}, &rb)
+			clock.Set(ledgerStart.Add(2 * time.Minute))
+			var out struct{ SubmitScore scoreResult }
+			s.must(t, testSubmitKey, submitMutation, map[string]any{"in": sub}, &out)
+			if e := out.SubmitScore.Entry; !out.SubmitScore.Duplicate || e.PlayerID != "p" || e.Rank != 0 ||
+				e.Score != 5 || e.UpdatedAt.IsZero() {
+				t.Errorf("the retry of e1 after p's removal and a rebuild: %+v", out.SubmitScore)
+			}
+			if top := s.top(t, "r", 10); len(top) != 0 {
+				t.Errorf("the board after the retry: %+v", top)
+			}
+		})
+	}
+}
+
+// The same submission twice in one submitScores call (same eventId), the first refused: the second is refused
+// too, not a duplicate of something that counts.
+func TestLedgerRefusedTwiceInOneCall(t *testing.T) {
+	t.Parallel()
 	clock := &closeClock{t: ledgerStart}
 	s := startServer(t, ledgerConfig(t, clock))
-	s.create(t, map[string]any{"id": "r"})
-	sub := map[string]any{"board": "r", "playerId": "p", "score": 5, "eventId": "e1"}
-	s.submit(t, sub)
-	s.must(t, testAdminKey, `mutation { removePlayer(board: "r", playerId: "p") }`, nil, nil)
-	var rb struct{ RebuildLeaderboard bool }
-	s.must(t, testAdminKey, rebuildMutation, map[string]any{"id": "r"}, &rb)
-	clock.Set(ledgerStart.Add(2 * time.Minute))
-	var out struct{ SubmitScore scoreResult }
-	s.must(t, testSubmitKey, submitMutation, map[string]any{"in": sub}, &out)
-	if e := out.SubmitScore.Entry; !out.SubmitScore.Duplicate || e.PlayerID != "p" || e.Rank != 0 || e.Score != 5 ||
-		e.UpdatedAt.IsZero() {
-		t.Errorf("the retry of e1 after p's removal and a rebuild: %+v", out.SubmitScore)
-	}
-	if top := s.top(t, "r", 10); len(top) != 0 {
-		t.Errorf("the board after the retry: %+v", top)
+	s.create(t, map[string]any{"id": "r", "maxSubmitsPerMinute": 1})
+	s.submit(t, map[string]any{"board": "r", "playerId": "p", "score": 5, "eventId": "e1"})
+	limited := map[string]any{"board": "r", "playerId": "p", "score": 9, "eventId": "e2"}
+	r := s.do(t, testSubmitKey, submitsMutation, map[string]any{"in": []map[string]any{limited, limited}})
+	if c := r.Codes(); len(c) != 2 || c[0] != "RATE_LIMITED" || c[1] != "RATE_LIMITED" {
+		t.Errorf("a refused submission twice in one call: %s %+v", r.Data, r.Errors)
 	}
 }

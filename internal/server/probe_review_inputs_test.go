@@ -22,7 +22,7 @@ func TestLedgerReviewInputEdges(t *testing.T) {
 	for i := range 3 { // #2 #3 #4
 		s.submit(t, map[string]any{"board": "b", "playerId": "p", "score": float64(i + 1), "eventId": fmt.Sprintf("e%d", i)})
 	}
-	s.must(t, testAdminKey, `mutation { removePlayer(board: "b", playerId: "q") }`, nil, nil) // #5
+	s.must(t, testAdminKey, `mutation { removePlayer(board: "b", playerId: "q") }`, nil, nil)         // #5
 	s.wantCode(t, testSubmitKey, "RATE_LIMITED", submitMutation, map[string]any{"in": map[string]any{ // #6
 		"board": "b", "playerId": "p", "score": 100, "eventId": "limited"}})
 	clock.Set(ledgerStart.Add(time.Minute))
