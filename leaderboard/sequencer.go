@@ -366,14 +366,14 @@ func refusalReason(err error) string {
 }
 
 // refusalOf is the refusal a recorded submission's void reason keeps; nil for a reason that is none (a void's,
-// or "": the submission counts).
+// which an admin may have written in that form, or "": the submission counts).
 func refusalOf(reason string) *Error {
 	rest, ok := strings.CutPrefix(reason, "refused (")
 	code, msg, cut := strings.Cut(rest, "): ")
-	if !ok || !cut {
-		return nil
+	if e := (&Error{Code: Code(code), Message: msg}); ok && cut && IsRefusal(e) {
+		return e
 	}
-	return &Error{Code: Code(code), Message: msg}
+	return nil
 }
 
 // applyOne applies a write of one event other than a submission.
