@@ -47,6 +47,7 @@ type sequencer struct {
 	workers []chan *ledgerWrite
 	restore restorer
 	known   sync.Map // board id -> knownBoard (holds)
+	list    ledgerList
 	frozen  *frozenCache
 }
 
