@@ -350,7 +350,7 @@ func (r *periodCloseResolver) Window(ctx context.Context, obj *leaderboard.Close
 
 // Leaderboards is the resolver for the leaderboards field.
 func (r *queryResolver) Leaderboards(ctx context.Context) ([]leaderboard.Board, error) {
-	boards, err := r.Store.Boards(ctx)
+	boards, err := r.Store.ListBoards(ctx)
 	if err != nil {
 		return nil, internal(err)
 	}

@@ -79,7 +79,7 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 			continue // a restore's applied item: no result (submit.lua's building)
 		}
 		if row, ok := reply[k].([]any); ok && len(row) == 1 && toString(row[0]) == "seen" {
-			out[i].Result, out[i].Err = s.seenResult(ctx, v.b, evs[i].Player)
+			out[i].Result, out[i].Err = s.seenResult(ctx, v.b, evs[i])
 			continue
 		}
 		out[i].Result, out[i].Err = parseSubmitReply(v.b, reply[k], firstPeriods[k], evs[i].Player)
@@ -112,17 +112,27 @@ func (s *Store) appendEvent(args []any, b *Board, board string, e *LedgerEvent, 
 }
 
 // seenResult is the result of a submission the index applied before (a retry the ledger recognised after its
-// dedupe record expired, or an event applied by another process's catch-up): the player's entry now.
-func (s *Store) seenResult(ctx context.Context, b *Board, player string) (*Result, error) {
+// dedupe record expired or a restore went without it, or an event applied by another process's catch-up): the
+// player's entry now. A player without one now (removed, or every score voided since) gets the submission as sent,
+// unranked (rank 0): Entry is non-null, and the retry must still say that the first was applied.
+func (s *Store) seenResult(ctx context.Context, b *Board, e *LedgerEvent) (*Result, error) {
 	v := View{Board: b.ID, Window: b.Windows[0]}
-	e, err := s.Rank(ctx, v, player)
+	en, err := s.Rank(ctx, v, e.Player)
 	if err != nil {
 		return nil, err
 	}
 	r := &Result{Window: b.Windows[0], Duplicate: true}
-	if e != nil {
-		r.Entry = *e
+	if en != nil {
+		r.Entry = *en
 		r.Size, _ = s.Size(ctx, v)
+	} else {
+		r.Entry = Entry{PlayerID: e.Player, DisplayName: e.Name, Score: e.Score, UpdatedAt: e.AchievedAt}
+		if e.Meta != nil {
+			r.Entry.Metadata = []byte(*e.Meta)
+		}
+		if r.Entry.UpdatedAt.IsZero() {
+			r.Entry.UpdatedAt = e.RecordedAt
+		}
 	}
 	if res, err := s.Resolve(ctx, v); err == nil {
 		r.Period = res.Period

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -142,6 +143,74 @@ func (s *Store) missing(ctx context.Context, board string) error {
 		return errRestoring(board)
 	}
 	return errorf(NotFound, "no leaderboard with id %q", board)
+}
+
+// unlisted completes a board list (Redis's: ids, sorted) with the boards the ledger holds: those Redis holds
+// though its list lacked them (created or restored since it was read) are added; one Redis lacks (a FLUSHALL, a
+// restart without persistence) is UNAVAILABLE until it is restored, not a list without it. It starts no restore
+// (the board may be being created: recorded, not applied yet); the ledger check does, and so does any request to
+// the board. The ledger's list is read at most once per boardListTTL, by one caller at a time (the others take
+// the last one); while it cannot be read, the last one serves, and Redis's list answers when it holds every board
+// of it (reads go on).
+func (q *sequencer) unlisted(ctx context.Context, ids []string) ([]string, error) {
+	var added []string
+	for _, id := range q.ledgerIDs(ctx) {
+		if _, ok := slices.BinarySearch(ids, id); ok {
+			continue
+		}
+		ok, err := q.s.Exists(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			added = append(added, id)
+			continue
+		}
+		// Deleted since the ledger's list was read, or not: the ledger says (a board Redis lacks is rare).
+		if _, held, err := q.ledger.Board(ctx, id); err != nil || held {
+			return nil, errRestoring(id)
+		}
+	}
+	if len(added) == 0 {
+		return ids, nil
+	}
+	out := slices.Concat(ids, added) // a new slice: ids is the store's cached list
+	slices.Sort(out)
+	return out, nil
+}
+
+// ledgerIDs returns the ids of the ledger's live boards as last read (unlisted), reading them again when that
+// read is older than boardListTTL and no other caller reads them.
+func (q *sequencer) ledgerIDs(ctx context.Context) []string {
+	l := &q.list
+	l.mu.Lock()
+	ids := l.ids
+	if l.reading || time.Since(l.read) < boardListTTL {
+		l.mu.Unlock()
+		return ids
+	}
+	l.reading = true
+	l.mu.Unlock()
+	boards, err := q.ledger.Boards(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reading, l.read = false, time.Now()
+	if err != nil {
+		return ids
+	}
+	l.ids = make([]string, len(boards))
+	for i, b := range boards {
+		l.ids[i] = b.ID
+	}
+	return l.ids
+}
+
+// ledgerList is the last read of the ledger's board ids (sequencer.ledgerIDs).
+type ledgerList struct {
+	mu      sync.Mutex
+	ids     []string
+	read    time.Time // when ids were read, or a read failed
+	reading bool
 }
 
 // holds reports whether the ledger holds a live board with this id (cached for a moment: every request on a

@@ -47,6 +47,7 @@ type sequencer struct {
 	workers []chan *ledgerWrite
 	restore restorer
 	known   sync.Map // board id -> knownBoard (holds)
+	list    ledgerList
 	frozen  *frozenCache
 }
 
@@ -311,6 +312,15 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 				w.outs[k].Err = errorf(Conflict, "eventId %s was already used for another submission", w.events[k].EventID)
 				continue
 			}
+			if a := w.appended[k]; a.Duplicate {
+				// A retry of a submission the board refused: it never counted, so it is refused again (a
+				// duplicate's success would say it counts), and its eventId is spent (unique for ever).
+				if r := refusalOf(a.VoidReason); r != nil {
+					w.outs[k].Err = errorf(r.Code, "eventId %s was refused when first sent, and is spent: %s",
+						w.events[k].EventID, r.Message)
+					continue
+				}
+			}
 			items = append(items, item{w, k})
 		}
 	}
@@ -335,8 +345,7 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 			}
 			it.w.outs[it.k] = outs[i]
 			if e := outs[i].Err; e != nil && !dup[i] && IsRefusal(e) {
-				refused = append(refused, Refusal{Seq: evs[i].Seq, Reason: fmt.Sprintf("refused (%s): %s",
-					ErrorCode(e), ErrorMessage(e))})
+				refused = append(refused, Refusal{Seq: evs[i].Seq, Reason: refusalReason(e)})
 			}
 		}
 		if len(refused) > 0 {
@@ -349,6 +358,23 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 			q.restore.start(q, board)
 		}
 	}
+}
+
+// refusalReason is how the ledger keeps a refusal (Refusal.Reason; scoreEvents' voidReason); refusalOf reads
+// it back.
+func refusalReason(err error) string {
+	return fmt.Sprintf("refused (%s): %s", ErrorCode(err), ErrorMessage(err))
+}
+
+// refusalOf is the refusal a recorded submission's void reason keeps; nil for a reason that is none (a void's,
+// which an admin may have written in that form, or "": the submission counts).
+func refusalOf(reason string) *Error {
+	rest, ok := strings.CutPrefix(reason, "refused (")
+	code, msg, cut := strings.Cut(rest, "): ")
+	if e := (&Error{Code: Code(code), Message: msg}); ok && cut && IsRefusal(e) {
+		return e
+	}
+	return nil
 }
 
 // applyOne applies a write of one event other than a submission.

@@ -135,7 +135,7 @@ func (s *Store) applySubmitsSharded(ctx context.Context, board string, v *cached
 				case "ok": // a restore's applied item: no result (submit.lua's building)
 					continue
 				case "seen":
-					out[i].Result, out[i].Err = s.seenResult(ctx, b, evs[i].Player)
+					out[i].Result, out[i].Err = s.seenResult(ctx, b, evs[i])
 					continue
 				}
 			}

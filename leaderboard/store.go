@@ -383,13 +383,34 @@ func (s *Store) fresh(board string, f func() error) error {
 	return err
 }
 
-// Boards returns every board, ordered by id. The list may be up to a second old (boards created by this store
-// are always in it).
+// Boards returns every board Redis holds, ordered by id. The list may be up to a second old (boards created by
+// this store are always in it). The server's loops (closes, webhooks) go by it: a board Redis lost is not theirs
+// until it is restored, and must not hold up the others.
 func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
 	ids, err := s.boardIDs(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return s.boardsOf(ctx, ids)
+}
+
+// ListBoards is Boards as clients read it (leaderboards): with the ledger, every board it holds is in it, or the
+// list is UNAVAILABLE while Redis lacks one (sequencer.unlisted), never a list without it.
+func (s *Store) ListBoards(ctx context.Context) ([]*Board, error) {
+	ids, err := s.boardIDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s.seq != nil {
+		if ids, err = s.seq.unlisted(ctx, ids); err != nil {
+			return nil, err
+		}
+	}
+	return s.boardsOf(ctx, ids)
+}
+
+// boardsOf returns the boards of ids that exist.
+func (s *Store) boardsOf(ctx context.Context, ids []string) ([]*Board, error) {
 	out := make([]*Board, 0, len(ids))
 	for _, id := range ids {
 		b, err := s.Board(ctx, id)

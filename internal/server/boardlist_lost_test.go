@@ -1,0 +1,47 @@
+package server
+
+import (
+	"testing"
+	"time"
+)
+
+// After Redis lost every board (a FLUSHALL), leaderboards answers UNAVAILABLE until they are restored, then the
+// full list: not a list without the lost boards (it answered [] until the ledger check, or a request to each
+// board, restored them). A board deleted a moment ago is simply not listed.
+func TestLedgerBoardListAfterRedisLost(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = time.Hour // only requests start restores
+	s := startServer(t, cfg)
+	for _, id := range []string{"a", "b", "c", "gone"} {
+		s.create(t, map[string]any{"id": id})
+		s.submit(t, map[string]any{"board": id, "playerId": "p", "score": 1})
+	}
+	s.must(t, "", `{ leaderboards { id } }`, nil, nil) // the ledger's list is read now, with "gone"
+	var del struct{ DeleteLeaderboard bool }
+	s.must(t, testAdminKey, deleteMutation, map[string]any{"id": "gone"}, &del)
+	before := s.do(t, "", `{ leaderboards { id } }`, nil)
+	if len(before.Errors) > 0 || string(before.Data) != `{"leaderboards":[{"id":"a"},{"id":"b"},{"id":"c"}]}` {
+		t.Fatalf("the list after a deletion: %s %+v", before.Data, before.Errors)
+	}
+	deletePrefixKeys(t, s)
+	time.Sleep(1100 * time.Millisecond) // the lists' caches (1 s) are stale
+	r := s.wantCode(t, "", "UNAVAILABLE", `{ leaderboards { id } }`, nil)
+	t.Log(r.Errors)
+	for _, id := range []string{"a", "b", "c"} { // a request to each board starts its restore
+		s.do(t, "", `query($b: ID!) { top(board: $b) { playerId } }`, map[string]any{"b": id})
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r := s.do(t, "", `{ leaderboards { id } }`, nil)
+		if len(r.Errors) == 0 {
+			if string(r.Data) != string(before.Data) {
+				t.Fatalf("the list once restored: %s, before %s", r.Data, before.Data)
+			}
+			break
+		}
+		if c := r.Codes(); len(c) != 1 || c[0] != "UNAVAILABLE" || time.Now().After(deadline) {
+			t.Fatalf("the list while the boards are restored: %+v", r.Errors)
+		}
+	}
+}
