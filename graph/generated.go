@@ -1280,7 +1280,7 @@ type ScoreResult {
   previousScore: Float
   "False when the stored score did not change (e.g. not a new best)."
   updated: Boolean!
-  "True when eventId was seen before: nothing was applied again."
+  "True when eventId was seen before: nothing was applied again. With the ledger, a retry whose player has no score now (removed, or its scores voided since) carries the submission as sent, unranked: entry.rank 0."
   duplicate: Boolean!
 }
 
