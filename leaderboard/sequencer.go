@@ -313,8 +313,9 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 				continue
 			}
 			if a := w.appended[k]; a.Duplicate {
-				// A retry of a submission the board refused: it never counted, so it is refused again (a
-				// duplicate's success would say it counts), and its eventId is spent (unique for ever).
+				// A retry of a submission the board refused whose eventId is still taken (refused before the
+				// ledger freed refused eventIds, Ledger.Refuse): it never counted, so it is refused again (a
+				// duplicate's success would say it counts).
 				if r := refusalOf(a.VoidReason); r != nil {
 					w.outs[k].Err = errorf(r.Code, "eventId %s was refused when first sent, and is spent: %s",
 						w.events[k].EventID, r.Message)

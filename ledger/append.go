@@ -421,8 +421,10 @@ func appendArgs(b leaderboard.AppendBatch) columns {
 }
 
 // Refuse marks the board's submissions the index refused when they were applied as voided at recorded, with the
-// refusal as the reason, unless they are voided already: replays skip them as they skip voided ones. One statement,
-// committed on its own (the refusals are rare: a round of writes that has some).
+// refusal as the reason, unless they are voided already: replays skip them as they skip voided ones. Their eventIds
+// are freed (moved to refused_event_id, migration 00004): a refusal changed nothing, so a retry is a new attempt,
+// as without the ledger. One statement, committed on its own (the refusals are rare: a round of writes that has
+// some), before the refusal is answered: a retry sent after the answer finds the eventId free.
 func (l *Ledger) Refuse(ctx context.Context, board string, recorded time.Time, refusals []leaderboard.Refusal) error {
 	if len(refusals) == 0 {
 		return nil
@@ -438,7 +440,8 @@ func (l *Ledger) Refuse(ctx context.Context, board string, recorded time.Time, r
 	for i, r := range refusals {
 		seqs[i], reasons[i] = r.Seq, strings.ReplaceAll(r.Reason, "\x00", "") // text holds no NUL
 	}
-	_, err = l.pool.Exec(ctx, `UPDATE events SET voided_ms = $2, void_reason = r.reason
+	_, err = l.pool.Exec(ctx, `UPDATE events SET voided_ms = $2, void_reason = r.reason,
+			refused_event_id = event_id, event_id = NULL
 		FROM unnest($3::bigint[], $4::text[]) AS r(seq, reason)
 		WHERE board_key = $1 AND kind = $5 AND events.seq = r.seq AND voided_ms IS NULL`,
 		key, recorded.UnixMilli(), seqs, reasons, int16(leaderboard.EventSubmit))

@@ -47,7 +47,7 @@ func (l *Ledger) Boards(ctx context.Context) ([]leaderboard.LedgerBoard, error) 
 	return out, nil
 }
 
-const eventColumns = `seq, kind, coalesce(player, ''), coalesce(score, 0), coalesce(event_id, ''),
+const eventColumns = `seq, kind, coalesce(player, ''), coalesce(score, 0), coalesce(event_id, refused_event_id, ''),
 	coalesce(fingerprint, ''), coalesce(achieved_ms, 0), recorded_ms, name, meta, args, voided_ms IS NOT NULL,
 	coalesce(void_reason, '')`
 

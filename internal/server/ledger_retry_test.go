@@ -1,31 +1,94 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 )
 
-// A retry (same eventId, same submission) of a submission the board refused answers that refusal again: it never
-// counted, and duplicate true would say it did; the board does not change.
+// A submission the board refused changed nothing, its eventId included: a retry with it is a new attempt, on a
+// ledgered server as on a server without the ledger (the oracle: the same requests to both, every answer and the
+// board compared). It used to answer duplicate: true with the player's entry, saying the refused score counted;
+// then, for a while, the refusal again, for ever (the eventId spent). scoreEvents lists every attempt.
 func TestLedgerRetryOfARefusedSubmission(t *testing.T) {
 	t.Parallel()
 	clock := &closeClock{t: ledgerStart}
-	s := startServer(t, ledgerConfig(t, clock))
-	s.create(t, map[string]any{"id": "r", "maxSubmitsPerMinute": 1})
-	s.submit(t, map[string]any{"board": "r", "playerId": "p", "score": 5, "eventId": "e1"})
-	// Past the submission limit: refused, recorded, voided with the refusal.
-	limited := map[string]any{"board": "r", "playerId": "p", "score": 9, "eventId": "e2"}
-	s.wantCode(t, testSubmitKey, "RATE_LIMITED", submitMutation, map[string]any{"in": limited})
-	// The next minute, the same submission again.
-	clock.Set(ledgerStart.Add(time.Minute))
-	r := s.wantCode(t, testSubmitKey, "RATE_LIMITED", submitMutation, map[string]any{"in": limited})
-	if len(r.Errors) != 1 || !strings.Contains(r.Errors[0].Message, "eventId e2 was refused when first sent") {
-		t.Errorf("the retry of a refused submission: %+v", r.Errors)
+	ledgered := startServer(t, ledgerConfig(t, clock))
+	plainCfg := testConfig(t)
+	plainCfg.Clock = clock.Now
+	plain := startServer(t, plainCfg)
+	type answer struct {
+		code   string
+		result scoreResult
 	}
-	if top := s.top(t, "r", 10); len(top) != 1 || top[0].Score != 5 {
-		t.Errorf("the board after the retry of a refused submission: %+v", top)
+	send := func(s *testServer, in map[string]any) answer {
+		t.Helper()
+		r := s.do(t, testSubmitKey, submitMutation, map[string]any{"in": in})
+		if len(r.Errors) > 0 {
+			return answer{code: r.Errors[0].Code()}
+		}
+		var out struct{ SubmitScore scoreResult }
+		if err := json.Unmarshal(r.Data, &out); err != nil {
+			t.Fatal(err)
+		}
+		return answer{result: out.SubmitScore}
+	}
+	first := map[string]any{"board": "r", "playerId": "p", "score": 5, "eventId": "e1"}
+	limited := map[string]any{"board": "r", "playerId": "p", "score": 9, "eventId": "e2"}
+	steps := []struct {
+		at   time.Duration
+		in   map[string]any
+		want string // the code, or "" for an answer that counted ("dup": a duplicate)
+	}{
+		{0, first, ""},
+		{0, limited, "RATE_LIMITED"},
+		{10 * time.Second, limited, "RATE_LIMITED"}, // the same minute: refused again, as a new attempt
+		{time.Minute, limited, ""},                  // the next minute: it counts
+		{time.Minute, limited, "dup"},               // and is a duplicate from then on
+	}
+	for _, s := range []*testServer{ledgered, plain} {
+		s.create(t, map[string]any{"id": "r", "maxSubmitsPerMinute": 1})
+	}
+	for i, st := range steps {
+		clock.Set(ledgerStart.Add(st.at))
+		got, want := send(ledgered, st.in), send(plain, st.in)
+		if got.code != st.want && !(st.want == "dup" && got.code == "" && got.result.Duplicate) &&
+			!(st.want == "" && got.code == "" && !got.result.Duplicate) {
+			t.Fatalf("step %d (%v): the ledgered server answered %+v, want %q", i, st.in, got, st.want)
+		}
+		if got.code != want.code || got.result.Duplicate != want.result.Duplicate ||
+			got.result.Updated != want.result.Updated || got.result.Entry.Score != want.result.Entry.Score ||
+			got.result.Entry.Rank != want.result.Entry.Rank {
+			t.Fatalf("step %d (%v): ledgered %+v, without the ledger %+v", i, st.in, got, want)
+		}
+	}
+	if got, want := ledgered.top(t, "r", 10), plain.top(t, "r", 10); len(got) != 1 || got[0].Score != 9 ||
+		fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the board: ledgered %+v, without the ledger %+v", got, want)
+	}
+	evs := ledgered.scoreEvents(t, "r", "p", 10, nil).Events
+	var desc []string
+	for _, e := range evs {
+		reason := ""
+		if e.VoidReason != nil {
+			reason, _, _ = strings.Cut(*e.VoidReason, ":")
+		}
+		desc = append(desc, fmt.Sprintf("%s %v %v %s", e.EventID, e.Score, e.Voided, reason))
+	}
+	if got, want := strings.Join(desc, ", "), "e1 5 false , e2 9 true refused (RATE_LIMITED), "+
+		"e2 9 true refused (RATE_LIMITED), e2 9 false "; got != want {
+		t.Errorf("scoreEvents: %s\nwant %s", got, want)
+	}
+	// The index rebuilt from the ledger counts the attempt that counted, once.
+	var rb struct{ RebuildLeaderboard bool }
+	ledgered.must(t, testAdminKey, rebuildMutation, map[string]any{"id": "r"}, &rb)
+	if top := ledgered.top(t, "r", 10); len(top) != 1 || top[0].Score != 9 {
+		t.Errorf("the board rebuilt: %+v", top)
+	}
+	if a := send(ledgered, limited); a.code != "" || !a.result.Duplicate || a.result.Entry.Score != 9 {
+		t.Errorf("a retry after the rebuild: %+v", a)
 	}
 }
 
