@@ -5,7 +5,7 @@ import (
 	"crypto/rand"
 	_ "embed"
 	"errors"
-
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +39,7 @@ const PurgeBatch = 1000
 // script checks the definition first. The rest of the keys are then deleted in batches of PurgeBatch (SCAN of the
 // board's key pattern on the node of its slot, one short script per batch), so that a board with millions of
 // players never blocks Redis for long; DeleteBoard returns when all of them are gone. If it is interrupted, the
-// tombstone stays, and the next DeleteBoard or CreateBoard of the id finishes the purge.
+// tombstone stays, and the next DeleteBoard or CreateBoard of the id finishes the purge (finishDeletion).
 func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 	if err := checkID("board id", id); err != nil {
 		return false, err
@@ -58,15 +58,15 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 			}
 		}
 	}
-	var sharded *Board // shards 1.. go after shard 0 (shardwrite.go)
+	token := rand.Text()
 	if b, err := s.BoardNow(ctx, id); err == nil && b.Sharded() {
-		sharded = b
+		token = deletionToken(token, b.Shards) // shards 1.. go after shard 0 (finishDeletion)
 	}
 	release, err := s.writes.acquire(ctx)
 	if err != nil {
 		return false, err
 	}
-	reply, err := s.fns.run(ctx, deleteScript, []string{s.keyBase(id), s.registryKey(id)}, id, rand.Text(),
+	reply, err := s.fns.run(ctx, deleteScript, []string{s.keyBase(id), s.registryKey(id)}, id, token,
 		s.publishArg(), s.Channel(id), DeletedNotice).Result()
 	release()
 	if err != nil {
@@ -78,17 +78,32 @@ func (s *Store) DeleteBoard(ctx context.Context, id string) (bool, error) {
 		return false, nil // "none": no such board, nothing to purge
 	}
 	state, _ := parts[0].(string)
-	token, _ := parts[1].(string)
+	token, _ = parts[1].(string) // an earlier deletion's when it is still being purged
 	// The board is gone for everybody now; a caller that stops waiting must not leave the purge half done.
-	if err := s.purge(context.WithoutCancel(ctx), id, token); err != nil {
+	if err := s.finishDeletion(context.WithoutCancel(ctx), id, token); err != nil {
 		return false, err
 	}
-	if sharded != nil {
-		if err := s.deleteShards(context.WithoutCancel(ctx), sharded); err != nil {
-			return false, err
+	return state == "deleted", nil
+}
+
+// deletionToken is the tombstone token of the deletion of a board of shards shards: token, '.' (never in
+// rand.Text) and the shard count, so that whoever finishes the deletion knows which shards it has to clear.
+func deletionToken(token string, shards int) string { return token + "." + strconv.Itoa(shards) }
+
+// finishDeletion deletes what is left of a deleted board whose shard 0 holds the tombstone token: first shards 1..
+// of the layout the token names (deletionToken; none for a board of one shard), then shard 0's keys and, last,
+// its tombstone. While the tombstone stays, a deletion interrupted anywhere (a node that cannot be reached, a
+// process that stops) is finished by the next DeleteBoard or CreateBoard of the id, whatever shard count the board
+// created next has: only the tombstone knows the old board's shards.
+func (s *Store) finishDeletion(ctx context.Context, id, token string) error {
+	if _, n, ok := strings.Cut(token, "."); ok {
+		if shards, err := strconv.Atoi(n); err == nil && shards > 1 && shards <= MaxShards {
+			if err := s.deleteShards(ctx, &Board{ID: id, Shards: shards}); err != nil {
+				return err
+			}
 		}
 	}
-	return state == "deleted", nil
+	return s.purge(ctx, id, token)
 }
 
 // Forget drops a board's definition from this store's cache (and the board from its list), so that the next use
@@ -189,7 +204,11 @@ func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id
 	}
 	err := create()
 	if token, ok := deletingToken(err); ok {
-		if err := s.purgeBase(ctx, keys[0], token); err != nil {
+		finish := func() error { return s.purgeBase(ctx, keys[0], token) } // a shard's own deletion
+		if as == "" {
+			finish = func() error { return s.finishDeletion(ctx, id, token) } // the board's, with its shards
+		}
+		if err := finish(); err != nil {
 			return err
 		}
 		err = create()

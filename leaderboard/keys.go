@@ -58,7 +58,8 @@ var (
 	// keyDeadLetter (o:dead): close events whose webhook delivery gave up (deadLetterKey).
 	keyDeadLetter = boardKey{"o:dead", "dead_letter"}
 	// keyTomb (del): the tombstone of a deletion still being purged (delete.lua, purge.lua): the token of that
-	// deletion; no def then, and create.lua refuses the id until the purge removes it.
+	// deletion (on a sharded board's shard 0, with its shard count: deletionToken); no def then, and create.lua
+	// refuses the id until the purge removes it.
 	keyTomb = boardKey{"del", "tomb"}
 	// keyRestoring (restoring): the lock of a restore of the board (restore.go).
 	keyRestoring = boardKey{"restoring", "restoring"}

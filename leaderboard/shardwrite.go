@@ -26,9 +26,8 @@ var (
 )
 
 // createSharded stores a sharded board's definition on every shard, shard 0 (and the board list) last: nobody
-// finds the board before all its shards hold the definition. A shard that holds a definition while shard 0 holds
-// none is what a deletion interrupted between its shards left; it is deleted first, so that a new board never
-// inherits its players.
+// finds the board before all its shards hold the definition. What a deletion or a creation interrupted between its
+// shards left is deleted first (clearLeftShards), so that a new board never inherits its players.
 func (s *Store) createSharded(ctx context.Context, b *Board, def string) error {
 	bases := s.shardBases(b.ID, b.Shards)
 	cur, err := s.clearLeftShards(ctx, b)
@@ -67,17 +66,29 @@ func (s *Store) deleteShard(ctx context.Context, id, base string) error {
 }
 
 // clearLeftShards returns the definition shard 0 of a sharded board about to be created holds; when it holds none,
-// it first deletes what an interrupted deletion may have left on shards 1.. (deleteShards).
+// it first finishes a deletion still under way (its tombstone on shard 0 names the old board's shards, which
+// need not be this board's: finishDeletion), then deletes what a creation interrupted between its shards may have
+// left on shards 1.. of this board (deleteShards).
 func (s *Store) clearLeftShards(ctx context.Context, b *Board) (string, error) {
-	cur, err := s.rdb.Get(ctx, keyDef.of(s.makeKeyBase(b.ID))).Result()
+	base := s.makeKeyBase(b.ID)
+	cur, err := s.rdb.Get(ctx, keyDef.of(base)).Result()
 	if errors.Is(err, redis.Nil) {
+		token, err := s.rdb.Get(ctx, keyTomb.of(base)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", redisError(err)
+		}
+		if err == nil {
+			if err := s.finishDeletion(ctx, b.ID, token); err != nil {
+				return "", err
+			}
+		}
 		return "", s.deleteShards(ctx, b)
 	}
 	return cur, redisError(err)
 }
 
 // deleteShards deletes shards 1.. of a sharded board whose shard 0 has no definition (deleted already, or not yet
-// created: what an interrupted deletion left). Nobody reads or writes the board then: every merged read and every
+// created: what an interrupted deletion or creation left). Nobody reads or writes the board then: every merged read and every
 // submission goes through shard 0's definition.
 func (s *Store) deleteShards(ctx context.Context, b *Board) error {
 	for _, base := range s.shardBases(b.ID, b.Shards)[1:] {
