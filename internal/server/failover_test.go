@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,8 +49,10 @@ func snapshotBoard(t *testing.T, s *testServer, board string, shards int) boardS
 	t.Helper()
 	c, ctx := redisClient(t, s), ctxT(t, 10*time.Second)
 	keys := shardKeys(t, s, board, shards)
-	if len(keys) == 0 {
-		t.Fatalf("no keys of %s", board)
+	for _, base := range s.Store.ShardKeyBases(&leaderboard.Board{ID: board, Shards: shards}) {
+		if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, base) }) {
+			t.Fatalf("no keys of %s under %s", board, base)
+		}
 	}
 	snap := boardSnapshot{}
 	for _, k := range keys {
@@ -165,9 +168,10 @@ func TestLedgerFailoverToReplicaOfTheDeletedBoard(t *testing.T) {
 	}
 }
 
-// A failover to a replica that lagged: Redis holds the board as it was some writes ago (a SUM board with DAILY,
-// names, metadata, a removal and a period closed since the snapshot). The ledger check applies the missing events
-// where the board stands: every field of every window and period ends as before the failover.
+// A failover to a replica that lagged: Redis holds a sharded board as it was some writes ago (SUM, DAILY, names,
+// metadata, a removal and a day closed since the snapshot). The ledger check applies the missing events where the
+// board stands: every field of every window and period ends as before the failover, and the day's close is not
+// announced a second time.
 func TestLedgerFailoverToALaggingReplica(t *testing.T) {
 	t.Parallel()
 	clock := &closeClock{t: ledgerStart}
@@ -175,7 +179,8 @@ func TestLedgerFailoverToALaggingReplica(t *testing.T) {
 	cfg.LedgerCheckInterval = 50 * time.Millisecond
 	cfg.Closes.CheckInterval = 20 * time.Millisecond
 	s := startServer(t, cfg)
-	s.create(t, map[string]any{"id": "lag", "mode": "SUM", "windows": []string{"ALL_TIME", "DAILY"}, "shards": 3})
+	s.create(t, map[string]any{"id": "lag", "mode": "SUM", "windows": []string{"ALL_TIME", "DAILY"}, "shards": 3,
+		"closeEventTop": 10})
 	submit := func(i int) {
 		in := map[string]any{"board": "lag", "playerId": fmt.Sprintf("p%d", i%7), "score": float64(i%3) + 1,
 			"eventId": fmt.Sprintf("e%d", i)}
@@ -209,6 +214,12 @@ func TestLedgerFailoverToALaggingReplica(t *testing.T) {
 		}
 		want[p] = string(r.Data)
 	}
+	var closesBefore []leaderboard.CloseEvent
+	waitUntil(t, 10*time.Second, "the close of the first day", func() bool {
+		var err error
+		closesBefore, err = s.Store.Closes(ctxT(t, 5*time.Second), "lag", "0-0", 10)
+		return err == nil && len(closesBefore) == 1
+	})
 	failOver(t, s, "lag", 3, snap)
 	for _, p := range []string{"2031-03-14", "2031-03-15"} {
 		var got gqlResponse
@@ -219,6 +230,18 @@ func TestLedgerFailoverToALaggingReplica(t *testing.T) {
 		}
 		if string(got.Data) != want[p] {
 			t.Fatalf("%s after the failover:\n%s %+v\nbefore it:\n%s", p, got.Data, got.Errors, want[p])
+		}
+	}
+	// The catch-up applies the day's close again (its fence) without announcing it again: no second close event
+	// (without WEBHOOK_URLS no delivery is open, so the one the replica lacked is not sent again either).
+	time.Sleep(300 * time.Millisecond)
+	closesAfter, err := s.Store.Closes(ctxT(t, 5*time.Second), "lag", "0-0", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range closesAfter {
+		if c.ID() != closesBefore[0].ID() {
+			t.Fatalf("a close event after the failover: %+v (the close: %+v)", c, closesBefore[0])
 		}
 	}
 }
