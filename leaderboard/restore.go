@@ -173,15 +173,6 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	start := time.Now()
 	rep.Board = board
 	defer func() { rep.Took = time.Since(start) }()
-	lb, ok, err := q.ledger.Board(ctx, board)
-	if err != nil {
-		rep.Err = err
-		return rep
-	}
-	if !ok {
-		rep.Err = errorf(NotFound, "no leaderboard with id %q", board)
-		return rep
-	}
 	base := s.makeKeyBase(board)
 	token := rand.Text()
 	lock := keyRestoring.of(base)
@@ -196,6 +187,17 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	}
 	defer s.rdb.Eval(context.WithoutCancel(ctx), releaseLockLua, []string{lock}, token)
 	keep := func() { s.rdb.Expire(ctx, lock, restoreLockTTL) }
+	// The ledger's board is read under the lock, which a deletion takes too: read before it, it could be a board
+	// deleted (and created again) since, which the restore would switch back in.
+	lb, ok, err := q.ledger.Board(ctx, board)
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	if !ok {
+		rep.Err = errorf(NotFound, "no leaderboard with id %q", board)
+		return rep
+	}
 
 	// The board's definition, from its first event: how many shards hold it.
 	first, err := q.ledger.Events(ctx, lb.Key, 0, 1)
