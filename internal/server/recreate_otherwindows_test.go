@@ -5,8 +5,11 @@ import (
 	"time"
 )
 
-// A board deleted and created again with other windows through one server, read through a second server that had
-// its definition cached: a read of a window only the new board has answers as on the first server.
+// A board deleted and created again with other windows through one server, read through it and through a second
+// server that had its definition cached: a read of a window only the new board has answers on both. The deleting
+// server's hub store (Hub.Top resolves through it) had the old definition cached while the hub did not watch the
+// board, so no deletion notice made it forget, and that server answered 'board "rw" has no DAILY window' for good
+// (every run under -race): Resolve refused in Go, where no script could find the definition stale.
 func TestRecreatedWithOtherWindowsReadElsewhere(t *testing.T) {
 	t.Parallel()
 	for _, ledgered := range []bool{false, true} {
