@@ -4,7 +4,7 @@
 -- Reply: 'created', 'same' (the same definition exists) or an LB_CONFLICT error; LB_DELETING <token> while a
 -- deletion of the id is still being purged (see delete.lua).
 -- Ledgered (the board's first event): a restore keeps the definition in rdef, off the board list, until
--- restore_done.lua switches it in.
+-- restore_done.lua switches it in; ARGV[4] is the ledger's key of the board ('' unknown), kept in c.lbk.
 local gone = rcall('GET', base .. K.tomb)
 if gone then return redis.error_reply('LB_DELETING ' .. gone) end
 local restore = LG and LG.restore
@@ -16,7 +16,10 @@ end
 if LG then
   local bad = ledger_check()
   if bad then return bad end
-  if ledger_event(1) then ledger_save() end
+  if ledger_event(1) then
+    ledger_save()
+    if ARGV[4] and ARGV[4] ~= '' then rcall('HSET', base .. K.counters, 'lbk', ARGV[4]) end
+  end
 end
 if not restore and ARGV[3] ~= 'shard' then rcall('SADD', KEYS[2], ARGV[2]) end
 if cur then return 'same' end

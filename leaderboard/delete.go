@@ -113,7 +113,10 @@ func (s *Store) Forget(id string) { s.forget(id) }
 
 // forget drops a board from this store's definition cache and board list.
 func (s *Store) forget(id string) {
+	s.forgetMu.Lock()
+	s.forgets++
 	s.boards.Delete(id)
+	s.forgetMu.Unlock()
 	s.listChange(id, false)
 }
 

@@ -32,7 +32,7 @@ var (
 	// applied, see the ledger's gate in common.lua), void (the last void applied), arr (shard 0 of a sharded
 	// board: its board-wide arrival counter, arrivals.lua), born (when create.lua created the board, Redis's
 	// TIME: tells a board created again with the same definition from the one before; a restore from the ledger
-	// sets none, BoardMark).
+	// sets none, BoardMark), lbk (the ledger's key of the board, boardKeyField).
 	keyCounters = boardKey{"c", "counters"}
 	// keyEvent (e:<eventId>): the first result of an eventId, with the fingerprint of its payload.
 	keyEvent = boardKey{"e:", "event"}

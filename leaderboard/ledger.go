@@ -65,6 +65,10 @@ type LedgerEvent struct {
 	// Voided is set on a submission an EventVoid voided (VoidReason says why): it no longer counts.
 	Voided     bool
 	VoidReason string
+	// Board is an EventCreate's: the ledger's key of the board it created (LedgerBoard.Key), which the index keeps
+	// (boardKeyField) to tell this board from one of the same id before a deletion. Set by the ledger when it reads
+	// events (Appended.Board when it records them); 0: unknown.
+	Board int64
 
 	// noneVoided is set, before it is applied, on an EventVoid that voided nothing (what it names was voided
 	// already, or is no submission of the board): it passes the gate without marking the board for a rebuild
@@ -83,6 +87,8 @@ type Appended struct {
 	// VoidReason is, for a Duplicate, why the recorded event no longer counts ("": it counts): a void's reason, or
 	// the refusal the index answered it with (refusalReason).
 	VoidReason string
+	// Board is, for an EventCreate, the ledger's key of the board (LedgerEvent.Board).
+	Board int64
 }
 
 // LedgerBoard is a board as the ledger knows it.

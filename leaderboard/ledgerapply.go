@@ -236,7 +236,7 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 		}
 		keys := []string{s.makeKeyBase(board), s.registryKey(board)}
 		return s.createPurging(ctx, board, func() (any, error) {
-			err := call(createLedgerScript, keys, string(e.Args), board)
+			err := call(createLedgerScript, keys, string(e.Args), board, "", e.boardArg())
 			return reply, err
 		})
 	case EventRemove:

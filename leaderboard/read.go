@@ -26,10 +26,20 @@ type Resolved struct {
 
 // Resolve loads the board of v and checks its window and period.
 func (s *Store) Resolve(ctx context.Context, v View) (Resolved, error) {
-	b, err := s.Board(ctx, v.Board)
+	c, err := s.loadBoard(ctx, v.Board)
 	if err != nil {
 		return Resolved{}, err
 	}
+	if v.Window != "" && !c.b.HasWindow(v.Window) {
+		// The cached definition may be of a board deleted and created again since, with other windows, which this
+		// store was not told of (a hub's store hears a deletion only on a board it watches), and no script runs to
+		// find it stale: read the definition again before refusing.
+		s.boards.CompareAndDelete(v.Board, c)
+		if c, err = s.loadBoard(ctx, v.Board); err != nil {
+			return Resolved{}, err
+		}
+	}
+	b := c.b
 	w := v.Window
 	if w == "" {
 		w = b.DefaultWindow()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,6 +37,25 @@ const DefaultRestoreRate = 25_000
 // restoreLockTTL is how long a restorer holds a board before another process may take over (refreshed while it
 // works).
 const restoreLockTTL = 30 * time.Second
+
+// boardKeyField is the field of a board's counters (every shard's) that keeps the ledger's key of the board its
+// keys hold (create.lua sets it from LedgerEvent.Board). An id deleted and created again is another board of the
+// ledger, whose events are numbered from 1 again: the high-water mark of a Redis that still holds the board of
+// before the deletion (a failover to a replica that lagged behind both) says nothing of the new one, and the
+// gate would take the new board's events as seen or apply them on the old one. The key tells them apart, and such
+// a board is restored whole (otherBoard). Boards created before the key was kept have none: nothing to compare.
+const boardKeyField = "lbk"
+
+// boardArg is create.lua's ARGV[4]: the ledger's key of the board an EventCreate created ("" unknown).
+func (e *LedgerEvent) boardArg() string {
+	if e.Board == 0 {
+		return ""
+	}
+	return strconv.FormatInt(e.Board, 10)
+}
+
+// otherBoard reports whether a board's boardKeyField (v; "" none) names another board of the ledger than key.
+func otherBoard(v string, key int64) bool { return v != "" && v != strconv.FormatInt(key, 10) }
 
 // RestoreReport is what OnRestore hears of a restore or catch-up.
 type RestoreReport struct {
@@ -153,15 +173,6 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	start := time.Now()
 	rep.Board = board
 	defer func() { rep.Took = time.Since(start) }()
-	lb, ok, err := q.ledger.Board(ctx, board)
-	if err != nil {
-		rep.Err = err
-		return rep
-	}
-	if !ok {
-		rep.Err = errorf(NotFound, "no leaderboard with id %q", board)
-		return rep
-	}
 	base := s.makeKeyBase(board)
 	token := rand.Text()
 	lock := keyRestoring.of(base)
@@ -176,6 +187,17 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	}
 	defer s.rdb.Eval(context.WithoutCancel(ctx), releaseLockLua, []string{lock}, token)
 	keep := func() { s.rdb.Expire(ctx, lock, restoreLockTTL) }
+	// The ledger's board is read under the lock, which a deletion takes too: read before it, it could be a board
+	// deleted (and created again) since, which the restore would switch back in.
+	lb, ok, err := q.ledger.Board(ctx, board)
+	if err != nil {
+		rep.Err = err
+		return rep
+	}
+	if !ok {
+		rep.Err = errorf(NotFound, "no leaderboard with id %q", board)
+		return rep
+	}
 
 	// The board's definition, from its first event: how many shards hold it.
 	first, err := q.ledger.Events(ctx, lb.Key, 0, 1)
@@ -201,6 +223,7 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 			p.Exists(ctx, keyRestoreDef.of(base))
 			p.HGet(ctx, keyCounters.of(base), "lsq")
 			p.HGet(ctx, keyCounters.of(base), "void")
+			p.HGet(ctx, keyCounters.of(base), boardKeyField)
 		}
 		return nil
 	})
@@ -211,13 +234,16 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 	hasDef, hasRdef := true, true
 	hwm := int64(-1)
 	for k := range bases {
-		hasDef = hasDef && st[4*k].(*redis.IntCmd).Val() == 1
-		hasRdef = hasRdef && st[4*k+1].(*redis.IntCmd).Val() == 1
-		if h, _ := st[4*k+2].(*redis.StringCmd).Int64(); hwm < 0 || h < hwm {
+		hasDef = hasDef && st[5*k].(*redis.IntCmd).Val() == 1
+		hasRdef = hasRdef && st[5*k+1].(*redis.IntCmd).Val() == 1
+		if h, _ := st[5*k+2].(*redis.StringCmd).Int64(); hwm < 0 || h < hwm {
 			hwm = h
 		}
-		if st[4*k+3].(*redis.StringCmd).Val() != "" {
+		if st[5*k+3].(*redis.StringCmd).Val() != "" {
 			force = true // a void whose rebuild did not happen yet
+		}
+		if otherBoard(st[5*k+4].(*redis.StringCmd).Val(), lb.Key) {
+			force = true // the keys hold the board of the id before a deletion: nothing of them is this board's
 		}
 	}
 	if hasDef && !force {
@@ -456,11 +482,13 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 		defs := make([]*redis.StringCmd, len(part))
 		hwms := make([]*redis.StringCmd, len(part))
 		voids := make([]*redis.StringCmd, len(part))
+		lbks := make([]*redis.StringCmd, len(part))
 		for i, b := range part {
 			base := s.makeKeyBase(b.ID)
 			defs[i] = pipe.Get(ctx, keyDef.of(base))
 			hwms[i] = pipe.HGet(ctx, keyCounters.of(base), "lsq")
 			voids[i] = pipe.HGet(ctx, keyCounters.of(base), "void")
+			lbks[i] = pipe.HGet(ctx, keyCounters.of(base), boardKeyField)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return n, redisError(err)
@@ -480,21 +508,25 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 			pipe := s.rdb.Pipeline()
 			sdefs := make([]*redis.IntCmd, len(shards))
 			shwms := make([]*redis.StringCmd, len(shards))
+			slbks := make([]*redis.StringCmd, len(shards))
 			for j, base := range shards {
 				sdefs[j] = pipe.Exists(ctx, keyDef.of(base))
 				shwms[j] = pipe.HGet(ctx, keyCounters.of(base), "lsq")
+				slbks[j] = pipe.HGet(ctx, keyCounters.of(base), boardKeyField)
 			}
 			if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 				return n, redisError(err)
 			}
 			for j, i := range shardOf {
 				hwm, _ := shwms[j].Int64()
-				behind[i] = behind[i] || sdefs[j].Val() != 1 || hwm < part[i].Head
+				behind[i] = behind[i] || sdefs[j].Val() != 1 || hwm < part[i].Head ||
+					otherBoard(slbks[j].Val(), part[i].Key)
 			}
 		}
 		for i, b := range part {
 			hwm, _ := hwms[i].Int64()
-			if defs[i].Val() != "" && hwm >= b.Head && voids[i].Val() == "" && !behind[i] {
+			if defs[i].Val() != "" && hwm >= b.Head && voids[i].Val() == "" && !behind[i] &&
+				!otherBoard(lbks[i].Val(), b.Key) {
 				continue
 			}
 			if defs[i].Val() == "" && !s.undefined[b.ID] {

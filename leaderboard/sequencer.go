@@ -160,6 +160,7 @@ func (q *sequencer) commit(round []*ledgerWrite) func() {
 			w.appended = res[i][off : off+len(w.events)]
 			for k := range w.events {
 				w.events[k].Seq = w.appended[k].Seq
+				w.events[k].Board = w.appended[k].Board
 				w.events[k].RecordedAt = now
 			}
 			off += len(w.events)

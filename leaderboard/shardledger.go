@@ -190,7 +190,7 @@ func (s *Store) applyEventSharded(ctx context.Context, board string, v *cachedBo
 			if k == 0 {
 				as = ""
 			}
-			calls[k] = &shardCall{createLedgerScript, base, []any{string(e.Args), board, as, gate},
+			calls[k] = &shardCall{createLedgerScript, base, []any{string(e.Args), board, as, e.boardArg(), gate},
 				[]string{s.registryOf(slotTag(HashSlot(base)))}}
 		}
 		return lastOnZero(calls, nil)

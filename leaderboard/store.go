@@ -146,6 +146,11 @@ type Store struct {
 	// (CheckLedger restores those it finds so twice in a row); guarded by undefinedMu.
 	undefinedMu sync.Mutex
 	undefined   map[string]bool
+
+	// forgets counts forget calls; forgetMu orders them with loadBoard's caching: a definition read before a forget
+	// (the board deleted and maybe created again since) is not cached after it.
+	forgetMu sync.Mutex
+	forgets  uint64
 	// resendAfter is the ledger key after which the next ledger check looks for close events to send again
 	// (resend.go).
 	resendAfter atomic.Int64
@@ -352,6 +357,9 @@ func (s *Store) loadBoard(ctx context.Context, id string) (*cachedBoard, error) 
 	if err := checkID("board id", id); err != nil {
 		return nil, err
 	}
+	s.forgetMu.Lock()
+	gen := s.forgets
+	s.forgetMu.Unlock()
 	def, err := s.rdb.Get(ctx, keyDef.of(s.makeKeyBase(id))).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, s.missing(ctx, id)
@@ -362,6 +370,13 @@ func (s *Store) loadBoard(ctx context.Context, id string) (*cachedBoard, error) 
 	b, err := decodeBoard(def)
 	if err != nil {
 		return nil, &Error{Code: Internal, Message: "internal error", Err: err}
+	}
+	// Cached unless a forget came since the read: the definition may be of a board deleted since, and no script
+	// would tell a read of a window only the new board has that it is stale (Resolve refuses it first).
+	s.forgetMu.Lock()
+	defer s.forgetMu.Unlock()
+	if s.forgets != gen {
+		return s.newCachedBoard(id, b), nil
 	}
 	return s.cacheBoard(id, b), nil
 }

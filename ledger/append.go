@@ -335,7 +335,7 @@ func (l *Ledger) create(ctx context.Context, tx pgx.Tx, b leaderboard.AppendBatc
 		[]byte(b.Board)).Scan(&key, &cur)
 	switch {
 	case err == nil && cur == def:
-		return []leaderboard.Appended{{Seq: 1, Duplicate: true}}, key, nil
+		return []leaderboard.Appended{{Seq: 1, Duplicate: true, Board: key}}, key, nil
 	case err == nil:
 		return nil, 0, &leaderboard.Error{Code: leaderboard.Conflict,
 			Message: "a board with this id exists with a different definition"}
@@ -351,7 +351,7 @@ func (l *Ledger) create(ctx context.Context, tx pgx.Tx, b leaderboard.AppendBatc
 		return nil, 0, err
 	}
 	l.keys.m.Store(b.Board, key)
-	return []leaderboard.Appended{{Seq: 1}}, key, nil
+	return []leaderboard.Appended{{Seq: 1, Board: key}}, key, nil
 }
 
 // voidSQL is the statement that marks the submissions a void's arguments name (client eventIds, or '#<seq>' for

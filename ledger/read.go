@@ -90,6 +90,11 @@ func (l *Ledger) Events(ctx context.Context, key, after int64, limit int) ([]lea
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	for i := range out {
+		if out[i].Kind == leaderboard.EventCreate {
+			out[i].Board = key
+		}
+	}
 	return out, nil
 }
 

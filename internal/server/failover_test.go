@@ -1,0 +1,247 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/leaderboard/leaderboard/leaderboard"
+)
+
+// boardSnapshot is what a replica held of a board at one moment: every key of the board with its value (DUMP)
+// and its time to live.
+type boardSnapshot map[string]struct {
+	dump string
+	ttl  time.Duration
+}
+
+// shardKeys lists every key of a board of shards shards (1: unsharded) in the server's (standalone) Redis.
+func shardKeys(t *testing.T, s *testServer, board string, shards int) []string {
+	t.Helper()
+	c, ctx := redisClient(t, s), ctxT(t, 10*time.Second)
+	var out []string
+	for _, base := range s.Store.ShardKeyBases(&leaderboard.Board{ID: board, Shards: shards}) {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, "*", 1000).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				if strings.HasPrefix(k, base) {
+					out = append(out, k)
+				}
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// snapshotBoard copies every key of a board of shards shards from the server's (standalone) Redis.
+func snapshotBoard(t *testing.T, s *testServer, board string, shards int) boardSnapshot {
+	t.Helper()
+	c, ctx := redisClient(t, s), ctxT(t, 10*time.Second)
+	keys := shardKeys(t, s, board, shards)
+	for _, base := range s.Store.ShardKeyBases(&leaderboard.Board{ID: board, Shards: shards}) {
+		if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, base) }) {
+			t.Fatalf("no keys of %s under %s", board, base)
+		}
+	}
+	snap := boardSnapshot{}
+	for _, k := range keys {
+		d, err := c.Dump(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl, err := c.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl < 0 {
+			ttl = 0
+		}
+		snap[k] = struct {
+			dump string
+			ttl  time.Duration
+		}{d, ttl}
+	}
+	return snap
+}
+
+// failOver makes the server's Redis hold the board as the snapshot does, as a failover to a replica that had
+// copied nothing of the board since would: every key of the board now goes, the snapshot's come back.
+func failOver(t *testing.T, s *testServer, board string, shards int, snap boardSnapshot) {
+	t.Helper()
+	c, ctx := redisClient(t, s), ctxT(t, 10*time.Second)
+	keys := shardKeys(t, s, board, shards)
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Del(ctx, k)
+		}
+		for k, v := range snap {
+			p.RestoreReplace(ctx, k, v.ttl, v.dump)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A failover to a replica that lagged behind a deleteLeaderboard and createLeaderboard of the same id: Redis
+// holds the deleted board, whose high-water mark says nothing of the new board (its events are numbered from 1
+// again). The board must end as the ledger says, as a twin fed the same submissions that lost nothing: the new
+// board's players only, also a write sent right after the failover, unsharded and sharded either way. Before
+// the ledger's key of the board was kept in Redis, the deleted board stayed for good (its mark was past the new
+// board's head) and the write after the failover was taken as seen and never applied.
+func TestLedgerFailoverToReplicaOfTheDeletedBoard(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = 50 * time.Millisecond
+	s := startServer(t, cfg)
+	const read = `query($b: ID!) { top(board: $b, first: 50) { playerId rank tieRank score displayName metadata updatedAt }
+		d: top(board: $b, window: DAILY, first: 50) { playerId rank tieRank score displayName updatedAt }
+		rank(board: $b, playerId: "new2") { rank tieRank score }
+		leaderboard(id: $b) { size shards } }`
+	for _, c := range []struct{ from, to int }{{1, 1}, {3, 3}, {3, 1}, {1, 3}} {
+		id, twin := fmt.Sprintf("fo%d-%d", c.from, c.to), fmt.Sprintf("tw%d-%d", c.from, c.to)
+		def := func(id string, shards int) map[string]any {
+			return map[string]any{"id": id, "windows": []string{"ALL_TIME", "DAILY"}, "shards": shards}
+		}
+		s.create(t, def(id, c.from))
+		for i := range 12 {
+			clock.Set(ledgerStart.Add(time.Duration(i) * time.Second))
+			s.submit(t, map[string]any{"board": id, "playerId": fmt.Sprintf("old%d", i), "score": float64(100 + i)})
+		}
+		snap := snapshotBoard(t, s, id, c.from)
+		s.must(t, testAdminKey, deleteMutation, map[string]any{"id": id}, nil)
+		s.create(t, def(id, c.to))
+		s.create(t, def(twin, c.to))
+		submit := func(i int, p string, v float64) {
+			for _, b := range []string{id, twin} {
+				s.submit(t, map[string]any{"board": b, "playerId": p, "score": v, "displayName": "N " + p,
+					"metadata": map[string]any{"i": i}, "eventId": p})
+			}
+		}
+		for i := range 3 {
+			clock.Set(ledgerStart.Add(time.Duration(20+i) * time.Second))
+			submit(i, fmt.Sprintf("new%d", i), float64(i%2))
+		}
+		failOver(t, s, id, max(c.from, c.to), snap)
+		clock.Set(ledgerStart.Add(30 * time.Second))
+		// The write right after the failover may find the board being restored: UNAVAILABLE with outcome UNKNOWN,
+		// retried with its eventId as the README says.
+		in := map[string]any{"board": id, "playerId": "new9", "score": 0.5, "displayName": "N new9",
+			"metadata": map[string]any{"i": 9}, "eventId": "new9"}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			r := s.do(t, testSubmitKey, submitMutation, map[string]any{"in": in})
+			if len(r.Errors) == 0 {
+				break
+			}
+			if c := r.Codes(); len(c) != 1 || c[0] != "UNAVAILABLE" || time.Now().After(deadline) {
+				t.Fatalf("%s: the write after the failover: %+v", id, r.Errors)
+			}
+		}
+		in["board"] = twin
+		s.submit(t, in)
+		want := s.do(t, "", read, map[string]any{"b": twin})
+		if len(want.Errors) > 0 {
+			t.Fatal(want.Errors)
+		}
+		var got gqlResponse
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got = s.do(t, "", read, map[string]any{"b": id}); len(got.Errors) == 0 && string(got.Data) == string(want.Data) {
+				break
+			}
+		}
+		if string(got.Data) != string(want.Data) {
+			t.Fatalf("%s after the failover:\n%s %+v\nthe twin:\n%s", id, got.Data, got.Errors, want.Data)
+		}
+	}
+}
+
+// A failover to a replica that lagged: Redis holds a sharded board as it was some writes ago (SUM, DAILY, names,
+// metadata, a removal and a day closed since the snapshot). The ledger check applies the missing events where the
+// board stands: every field of every window and period ends as before the failover, and the day's close is not
+// announced a second time.
+func TestLedgerFailoverToALaggingReplica(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = 50 * time.Millisecond
+	cfg.Closes.CheckInterval = 20 * time.Millisecond
+	s := startServer(t, cfg)
+	s.create(t, map[string]any{"id": "lag", "mode": "SUM", "windows": []string{"ALL_TIME", "DAILY"}, "shards": 3,
+		"closeEventTop": 10})
+	submit := func(i int) {
+		in := map[string]any{"board": "lag", "playerId": fmt.Sprintf("p%d", i%7), "score": float64(i%3) + 1,
+			"eventId": fmt.Sprintf("e%d", i)}
+		if i%2 == 0 {
+			in["displayName"] = fmt.Sprintf("Name %d", i)
+			in["metadata"] = map[string]any{"i": i}
+		}
+		s.submit(t, in)
+	}
+	for i := range 20 {
+		clock.Set(ledgerStart.Add(time.Duration(i) * time.Minute))
+		submit(i)
+	}
+	snap := snapshotBoard(t, s, "lag", 3)
+	for i := 20; i < 40; i++ {
+		clock.Set(ledgerStart.Add(time.Duration(i)*time.Minute + 15*time.Hour)) // the next day: the first closes
+		submit(i)
+		if i == 30 {
+			s.must(t, testAdminKey, `mutation { removePlayer(board: "lag", playerId: "p3") }`, nil, nil)
+		}
+	}
+	const read = `query($p: String) {
+		a: top(board: "lag", first: 50) { playerId rank tieRank score displayName metadata updatedAt topPercent }
+		d: top(board: "lag", window: DAILY, period: $p, first: 50) { playerId rank tieRank score displayName metadata updatedAt }
+		leaderboard(id: "lag") { size periods(window: DAILY) { period size endedAt } } }`
+	want := map[string]string{}
+	for _, p := range []string{"2031-03-14", "2031-03-15"} {
+		r := s.do(t, "", read, map[string]any{"p": p})
+		if len(r.Errors) > 0 {
+			t.Fatal(r.Errors)
+		}
+		want[p] = string(r.Data)
+	}
+	var closesBefore []leaderboard.CloseEvent
+	waitUntil(t, 10*time.Second, "the close of the first day", func() bool {
+		var err error
+		closesBefore, err = s.Store.Closes(ctxT(t, 5*time.Second), "lag", "0-0", 10)
+		return err == nil && len(closesBefore) == 1
+	})
+	failOver(t, s, "lag", 3, snap)
+	for _, p := range []string{"2031-03-14", "2031-03-15"} {
+		var got gqlResponse
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got = s.do(t, "", read, map[string]any{"p": p}); len(got.Errors) == 0 && string(got.Data) == want[p] {
+				break
+			}
+		}
+		if string(got.Data) != want[p] {
+			t.Fatalf("%s after the failover:\n%s %+v\nbefore it:\n%s", p, got.Data, got.Errors, want[p])
+		}
+	}
+	// The catch-up applies the day's close again (its fence) without announcing it again: no second close event
+	// (without WEBHOOK_URLS no delivery is open, so the one the replica lacked is not sent again either).
+	time.Sleep(300 * time.Millisecond)
+	closesAfter, err := s.Store.Closes(ctxT(t, 5*time.Second), "lag", "0-0", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range closesAfter {
+		if c.ID() != closesBefore[0].ID() {
+			t.Fatalf("a close event after the failover: %+v (the close: %+v)", c, closesBefore[0])
+		}
+	}
+}
