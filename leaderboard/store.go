@@ -406,7 +406,7 @@ func (s *Store) Boards(ctx context.Context) ([]*Board, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.boardsOf(ctx, ids)
+	return s.boardsOf(ctx, ids, true)
 }
 
 // ListBoards is Boards as clients read it (leaderboards): with the ledger, every board it holds is in it, or the
@@ -421,15 +421,16 @@ func (s *Store) ListBoards(ctx context.Context) ([]*Board, error) {
 			return nil, err
 		}
 	}
-	return s.boardsOf(ctx, ids)
+	return s.boardsOf(ctx, ids, false)
 }
 
-// boardsOf returns the boards of ids that exist.
-func (s *Store) boardsOf(ctx context.Context, ids []string) ([]*Board, error) {
+// boardsOf returns the boards of ids that exist, and without the ones being restored from the ledger when
+// skipRestoring is set (else such a board is the list's error).
+func (s *Store) boardsOf(ctx context.Context, ids []string, skipRestoring bool) ([]*Board, error) {
 	out := make([]*Board, 0, len(ids))
 	for _, id := range ids {
 		b, err := s.Board(ctx, id)
-		if ErrorCode(err) == NotFound {
+		if ErrorCode(err) == NotFound || skipRestoring && errors.Is(err, errRestoringNow) {
 			continue
 		}
 		if err != nil {
