@@ -1,9 +1,7 @@
 package ledger_test
 
 import (
-	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,27 +9,6 @@ import (
 	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
-
-// slowEventsLedger is a ledger whose Events calls, once armed, wait for release (a restore held in the middle).
-type slowEventsLedger struct {
-	leaderboard.Ledger
-	mu      sync.Mutex
-	armed   bool
-	entered chan struct{}
-	release chan struct{}
-}
-
-func (l *slowEventsLedger) Events(ctx context.Context, key, after int64, limit int) ([]leaderboard.LedgerEvent, error) {
-	l.mu.Lock()
-	armed := l.armed
-	l.armed = false
-	l.mu.Unlock()
-	if armed {
-		close(l.entered)
-		<-l.release
-	}
-	return l.Ledger.Events(ctx, key, after, limit)
-}
 
 // The server's own passes over the boards (close checks, webhooks: Store.Boards) leave out a board being restored
 // instead of failing for all of them: a board Redis lost answered UNAVAILABLE in the list, and no period of any
@@ -41,7 +18,7 @@ func TestBoardsWhileOneIsRestored(t *testing.T) {
 	pg := pgtest.Shared(t)
 	ctx := ctxT(t, time.Minute)
 	rdb := redistest.Standalone(t).Client(t)
-	l := &slowEventsLedger{Ledger: openLedger(t, pg.Database(t)), entered: make(chan struct{}), release: make(chan struct{})}
+	l := newHeldLedger(openLedger(t, pg.Database(t)))
 	s := newStore(rdb, l, newClock())
 	for _, id := range []string{"kept", "lost"} {
 		if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: id}); err != nil {
@@ -65,9 +42,7 @@ func TestBoardsWhileOneIsRestored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	l.armed = true
-	l.mu.Unlock()
+	l.arm(false)
 	dropKeys(ctx, t, rdb, s.ShardKeyBases(lost)[0])
 	if _, err := s.Top(ctx, leaderboard.View{Board: "lost"}, 0, 10); leaderboard.ErrorCode(err) != leaderboard.Unavailable {
 		t.Fatalf("a read of the lost board: %v, want UNAVAILABLE", err)

@@ -11,27 +11,50 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
-// slowBoardLedger is a ledger whose next Board call, once armed, answers what the ledger holds at the call and
-// then waits for release before it returns (a slow database).
-type slowBoardLedger struct {
+// heldLedger is a ledger whose next Board call (holdBoard) or next Events call (holdEvents), once armed, waits
+// for release before it reads and returns (a slow database).
+type heldLedger struct {
 	leaderboard.Ledger
-	mu      sync.Mutex
-	armed   bool
-	entered chan struct{}
-	release chan struct{}
+	mu                    sync.Mutex
+	holdBoard, holdEvents bool
+	entered, release      chan struct{}
 }
 
-func (l *slowBoardLedger) Board(ctx context.Context, id string) (leaderboard.LedgerBoard, bool, error) {
-	b, ok, err := l.Ledger.Board(ctx, id)
+func newHeldLedger(l leaderboard.Ledger) *heldLedger {
+	return &heldLedger{Ledger: l, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// arm holds the next Board call (board) or the next Events call.
+func (l *heldLedger) arm(board bool) {
 	l.mu.Lock()
-	armed := l.armed
-	l.armed = false
+	defer l.mu.Unlock()
+	if board {
+		l.holdBoard = true
+	} else {
+		l.holdEvents = true
+	}
+}
+
+// wait holds the call when *armed (and disarms it).
+func (l *heldLedger) wait(armed *bool) {
+	l.mu.Lock()
+	held := *armed
+	*armed = false
 	l.mu.Unlock()
-	if armed {
+	if held {
 		close(l.entered)
 		<-l.release
 	}
-	return b, ok, err
+}
+
+func (l *heldLedger) Board(ctx context.Context, id string) (leaderboard.LedgerBoard, bool, error) {
+	l.wait(&l.holdBoard)
+	return l.Ledger.Board(ctx, id)
+}
+
+func (l *heldLedger) Events(ctx context.Context, key, after int64, limit int) ([]leaderboard.LedgerEvent, error) {
+	l.wait(&l.holdEvents)
+	return l.Ledger.Events(ctx, key, after, limit)
 }
 
 // A rebuild whose read of the ledger's board is slow, while the board is deleted and created again (with other
@@ -42,7 +65,7 @@ func TestRestoreReadsTheBoardUnderItsLock(t *testing.T) {
 	pg := pgtest.Shared(t)
 	ctx := ctxT(t, time.Minute)
 	rdb := redistest.Standalone(t).Client(t)
-	l := &slowBoardLedger{Ledger: openLedger(t, pg.Database(t)), entered: make(chan struct{}), release: make(chan struct{})}
+	l := newHeldLedger(openLedger(t, pg.Database(t)))
 	s := newStore(rdb, l, newClock())
 	if _, err := s.CreateBoard(ctx, leaderboard.Board{ID: "again"}); err != nil {
 		t.Fatal(err)
@@ -53,9 +76,7 @@ func TestRestoreReadsTheBoardUnderItsLock(t *testing.T) {
 		}
 	}
 	submit("old")
-	l.mu.Lock()
-	l.armed = true
-	l.mu.Unlock()
+	l.arm(true)
 	rebuilt := make(chan error, 1)
 	go func() { rebuilt <- s.Rebuild(ctx, "again") }()
 	<-l.entered
