@@ -105,7 +105,9 @@ func TestLedgerFailoverToReplicaOfTheDeletedBoard(t *testing.T) {
 	t.Parallel()
 	clock := &closeClock{t: ledgerStart}
 	cfg := ledgerConfig(t, clock)
-	cfg.LedgerCheckInterval = 50 * time.Millisecond
+	// Two checks (a board found without its definition twice in a row is restored) outlast the creation of a
+	// sharded board under -race on a busy machine: at 50 ms one restored the board its creator was reading.
+	cfg.LedgerCheckInterval = 500 * time.Millisecond
 	s := startServer(t, cfg)
 	const read = `query($b: ID!) { top(board: $b, first: 50) { playerId rank tieRank score displayName metadata updatedAt }
 		d: top(board: $b, window: DAILY, first: 50) { playerId rank tieRank score displayName updatedAt }
@@ -176,7 +178,9 @@ func TestLedgerFailoverToALaggingReplica(t *testing.T) {
 	t.Parallel()
 	clock := &closeClock{t: ledgerStart}
 	cfg := ledgerConfig(t, clock)
-	cfg.LedgerCheckInterval = 50 * time.Millisecond
+	// Two checks (a board found without its definition twice in a row is restored) outlast the creation of a
+	// sharded board under -race on a busy machine: at 50 ms one restored the board its creator was reading.
+	cfg.LedgerCheckInterval = 500 * time.Millisecond
 	cfg.Closes.CheckInterval = 20 * time.Millisecond
 	s := startServer(t, cfg)
 	s.create(t, map[string]any{"id": "lag", "mode": "SUM", "windows": []string{"ALL_TIME", "DAILY"}, "shards": 3,
