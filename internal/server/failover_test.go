@@ -226,13 +226,20 @@ func TestLedgerFailoverToALaggingReplica(t *testing.T) {
 	})
 	failOver(t, s, "lag", 3, snap)
 	for _, p := range []string{"2031-03-14", "2031-03-15"} {
+		// The closed day may be answered from its frozen standings for a while after the failover (names and
+		// metadata as frozen at its close, where Redis shows each player's latest: the README's "History outlives
+		// Redis"; seen once in make test): its ranking is compared, the open day's every field.
+		same := func(got string) bool { return got == want[p] }
+		if p == "2031-03-14" {
+			same = func(got string) bool { return unnamed(t, got) == unnamed(t, want[p]) }
+		}
 		var got gqlResponse
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			if got = s.do(t, "", read, map[string]any{"p": p}); len(got.Errors) == 0 && string(got.Data) == want[p] {
+			if got = s.do(t, "", read, map[string]any{"p": p}); len(got.Errors) == 0 && same(string(got.Data)) {
 				break
 			}
 		}
-		if string(got.Data) != want[p] {
+		if len(got.Errors) > 0 || !same(string(got.Data)) {
 			t.Fatalf("%s after the failover:\n%s %+v\nbefore it:\n%s", p, got.Data, got.Errors, want[p])
 		}
 	}
