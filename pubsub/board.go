@@ -57,6 +57,8 @@ type board struct {
 	lastVer         int64  // version of the last change event seen (or read with everything); 0: none
 	// marks are lastVer and epoch per shard of a sharded board (sharded.go); epoch and lastVer stay empty.
 	marks []eventMark
+	// arrived is the last change event that arrived per channel (shardOf), whatever was made of it: see eventAt.
+	arrived []eventMark
 	// taken mirrors epoch and lastVer for ChangedAt, which must not wait for mu (held through a fan-out).
 	taken atomic.Pointer[eventMark]
 	// listsVer is the event version the lists were read at by the last lists-only read (Hub.Changed), in epoch
@@ -295,10 +297,16 @@ const (
 	eventGap         // after a lost message, or the counter started again (Redis lost it)
 )
 
-// eventAt is the one rule of a counter's events, a board's or a shard's: where ev stands after (epoch, ver).
-func eventAt(epoch string, ver int64, ev *leaderboard.Event) int {
+// eventAt is the one rule of a counter's events, a board's or a shard's: where ev stands after (epoch, ver), the
+// last event taken or read with everything, when arrived is the event that came before it on its channel. An
+// epoch's versions arrive in the order they were published, so one not past the event before it means the
+// counter went back (Redis failed over to a replica that lagged, keeping the epoch): taken for read, the events
+// after the failover would be skipped until a version past the lost ones came.
+func eventAt(epoch string, ver int64, arrived eventMark, ev *leaderboard.Event) int {
 	switch {
 	case ev.Epoch != epoch && (epoch != "" || ver != 0):
+		return eventGap
+	case ev.Epoch == arrived.epoch && arrived.ver > 0 && ev.Version <= arrived.ver:
 		return eventGap
 	case ev.Version <= ver:
 		return eventRead
@@ -321,7 +329,9 @@ func (b *board) parse(msgs []inMsg) (changes []change, all bool) {
 			all = true
 			continue
 		}
-		switch eventAt(b.epoch, b.lastVer, &ev) {
+		at := eventAt(b.epoch, b.lastVer, b.arrived[m.shard], &ev)
+		b.arrived[m.shard] = eventMark{ev.Epoch, ev.Version}
+		switch at {
 		case eventGap:
 			all = true
 		case eventRead:

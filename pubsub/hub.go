@@ -422,6 +422,7 @@ func (h *Hub) boardLocked(def *leaderboard.Board) *board {
 	b := &board{h: h, def: def, channels: h.store.Channels(def), shardOf: map[string]int{},
 		sharded: def.Sharded(), live: map[string]bool{}, wake: make(chan struct{}, 1),
 		views: map[viewKey]*view{}, watches: map[watchKey]*watch{}, deletionWatches: map[*DeletionWatch]struct{}{}}
+	b.arrived = make([]eventMark, len(b.channels))
 	if b.sharded {
 		b.marks = make([]eventMark, len(b.channels))
 	}

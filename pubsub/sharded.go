@@ -32,7 +32,9 @@ func (b *board) parseSharded(msgs []inMsg) (changes []change, all bool) {
 			continue
 		}
 		mk := &b.marks[m.shard]
-		switch eventAt(mk.epoch, mk.ver, &ev) {
+		at := eventAt(mk.epoch, mk.ver, b.arrived[m.shard], &ev)
+		b.arrived[m.shard] = eventMark{ev.Epoch, ev.Version}
+		switch at {
 		case eventGap:
 			all = true
 		case eventRead:
