@@ -3,8 +3,6 @@ package leaderboard
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // replay.go: recorded events applied to the index again, in the ledger's order: a restore's (into keys nobody
@@ -31,11 +29,6 @@ func (q *sequencer) catchUp(ctx context.Context, board string, hwm, upto int64) 
 		if len(evs) == 0 {
 			return n, nil
 		}
-		if n == 0 {
-			if err := q.s.restartEvents(ctx, board); err != nil {
-				return n, err
-			}
-		}
 		if err := q.s.applyEvents(ctx, board, evs, nil); err != nil {
 			return n, err
 		}
@@ -43,31 +36,6 @@ func (q *sequencer) catchUp(ctx context.Context, board string, hwm, upto int64) 
 		hwm = evs[len(evs)-1].Seq
 	}
 	return n, nil
-}
-
-// restartEvents starts a new epoch of a board's change events on every shard, before a catch-up applies events
-// Redis lacks. When Redis lost them (a failover to a replica that lagged), its counter went back within the same
-// epoch: listeners that took later versions of it would take the replayed events for ones their lists hold, and
-// keep lists read while Redis lagged. A new epoch makes them read everything again (one extra read when another
-// process merely had the events in flight).
-func (s *Store) restartEvents(ctx context.Context, board string) error {
-	v, err := s.loadBoard(ctx, board)
-	if err != nil {
-		return err
-	}
-	bases := v.shards
-	if bases == nil {
-		bases = []string{v.keys}
-	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for _, base := range bases {
-			// publish (common.lua) starts a new epoch at version 1.
-			p.HSet(ctx, keyCounters.of(base), "ver", 0)
-			p.HDel(ctx, keyCounters.of(base), "ep")
-		}
-		return nil
-	})
-	return redisError(err)
 }
 
 // plainCall is the gappedFunc of a restore or catch-up: the events come from the ledger in order, so a gap is an

@@ -21,9 +21,14 @@ func TestTwoServersResendCloseEventOnce(t *testing.T) {
 	rx := newFlakyReceiver(t)
 	rx.down.Store(true)
 	cfg, own := durableConfig(t, clock, rx)
+	// The board is created before the servers that check start: a check every 20 ms restores a board found without
+	// its definition twice in a row, which one being created under -race on a busy machine may be (it failed so
+	// once in make test; the default interval is 5 s).
+	creator := startServer(t, func() Config { c := cfg; c.LedgerCheckInterval = time.Hour; return c }())
+	creator.create(t, map[string]any{"id": "cup", "windows": []string{"DAILY"}, "graceSeconds": 60, "closeEventTop": 2})
+	creator.Shutdown(t)
 	cfg.LedgerCheckInterval = 20 * time.Millisecond
 	s1, s2 := startServer(t, cfg), startServer(t, cfg)
-	s1.create(t, map[string]any{"id": "cup", "windows": []string{"DAILY"}, "graceSeconds": 60, "closeEventTop": 2})
 	for i, p := range []string{"ann", "bob", "cid"} {
 		s2.submit(t, map[string]any{"board": "cup", "playerId": p, "score": float64(50 + 10*i), "eventId": p})
 	}
@@ -119,8 +124,11 @@ func TestResendDoesNotChurnAFullOutbox(t *testing.T) {
 	cfg.Closes.RetryMin, cfg.Closes.RetryMax, cfg.Closes.ClaimIdle = time.Second, time.Second, time.Second
 	cfg.Closes.Timeout = 500 * time.Millisecond
 	cfg.Closes.RetryFor = 1000 * 24 * time.Hour // the test's clock moves 106 days: nothing is given up
+	// Created before the server that checks every 20 ms starts (see TestTwoServersResendCloseEventOnce).
+	creator := startServer(t, func() Config { c := cfg; c.LedgerCheckInterval = time.Hour; return c }())
+	creator.create(t, map[string]any{"id": "many", "windows": []string{"DAILY"}, "graceSeconds": 60, "retention": 400})
+	creator.Shutdown(t)
 	s := startServer(t, cfg)
-	s.create(t, map[string]any{"id": "many", "windows": []string{"DAILY"}, "graceSeconds": 60, "retention": 400})
 	rdb := redis.NewClient(&redis.Options{Addr: own.Addr})
 	t.Cleanup(func() { rdb.Close() })
 	key := outboxKeyOf(t, cfg, "many")
