@@ -329,9 +329,7 @@ func (b *board) parse(msgs []inMsg) (changes []change, all bool) {
 			all = true
 			continue
 		}
-		at := eventAt(b.epoch, b.lastVer, b.arrived[m.shard], &ev)
-		b.arrived[m.shard] = eventMark{ev.Epoch, ev.Version}
-		switch at {
+		switch b.arrive(m.shard, b.epoch, b.lastVer, &ev) {
 		case eventGap:
 			all = true
 		case eventRead:
@@ -347,6 +345,14 @@ func (b *board) parse(msgs []inMsg) (changes []change, all bool) {
 		}
 	}
 	return changes, all
+}
+
+// arrive is eventAt for an event that came on shard's channel, after (epoch, ver); it records the event as the
+// channel's last arrival. b.mu is held.
+func (b *board) arrive(shard int, epoch string, ver int64, ev *leaderboard.Event) int {
+	at := eventAt(epoch, ver, b.arrived[shard], ev)
+	b.arrived[shard] = eventMark{ev.Epoch, ev.Version}
+	return at
 }
 
 func newChange(board string, ver int64, c leaderboard.Change, stale bool) change {

@@ -32,9 +32,7 @@ func (b *board) parseSharded(msgs []inMsg) (changes []change, all bool) {
 			continue
 		}
 		mk := &b.marks[m.shard]
-		at := eventAt(mk.epoch, mk.ver, b.arrived[m.shard], &ev)
-		b.arrived[m.shard] = eventMark{ev.Epoch, ev.Version}
-		switch at {
+		switch b.arrive(m.shard, mk.epoch, mk.ver, &ev) {
 		case eventGap:
 			all = true
 		case eventRead:
