@@ -211,6 +211,23 @@ func (r gqlResponse) Codes() []string {
 	return out
 }
 
+// doAvailable is do, again every 20 ms while the answer has errors that are all UNAVAILABLE (a board being
+// restored), for at most 10 s; any other error, or one past that, fails the test.
+func (s *testServer) doAvailable(t testing.TB, query string, vars map[string]any) gqlResponse {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := s.do(t, "", query, vars)
+		if len(r.Errors) == 0 {
+			return r
+		}
+		for _, c := range r.Codes() {
+			if c != "UNAVAILABLE" || time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", vars, r.Errors)
+			}
+		}
+	}
+}
+
 // do POSTs a GraphQL request with key as bearer token ("": none).
 func (s *testServer) do(t testing.TB, key, query string, vars map[string]any) gqlResponse {
 	t.Helper()

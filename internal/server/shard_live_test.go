@@ -1,12 +1,10 @@
 package server
 
 import (
-	"os"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/leaderboard/leaderboard/internal/redistest"
 	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
@@ -17,11 +15,7 @@ import (
 // store reads; top, rank and aroundMe (at the first and the last place) say the same.
 func TestShardedLiveAcrossShards(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t)
-	if v, _ := strconv.ParseBool(os.Getenv(redistest.NoClusterEnv)); !v {
-		cfg.RedisURL = ""
-		cfg.RedisClusterAddrs = redistest.SharedCluster(t).Addrs
-	}
+	cfg := shardedConfig(t)
 	s := startServer(t, cfg)
 	// One player on each shard: me on shard 0, r1 on 1, r2 on 2.
 	var ps [3]string
@@ -131,11 +125,7 @@ func TestShardedLiveAcrossShards(t *testing.T) {
 // (rank, aroundMe, its rankUpdates watch).
 func TestShardedLiveExactTierGap(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t)
-	if v, _ := strconv.ParseBool(os.Getenv(redistest.NoClusterEnv)); !v {
-		cfg.RedisURL = ""
-		cfg.RedisClusterAddrs = redistest.SharedCluster(t).Addrs
-	}
+	cfg := shardedConfig(t)
 	s := startServer(t, cfg)
 	const board = "live-gap"
 	s.create(t, map[string]any{"id": board, "shards": 2, "mode": "LATEST", "exactTop": 2})

@@ -15,17 +15,25 @@ import (
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
+// shardedConfig is testConfig on the shared 3-primary cluster, where a sharded board's shards sit on different
+// primaries, or on the shared standalone Redis when REDISTEST_NO_CLUSTER is set.
+func shardedConfig(t *testing.T) Config {
+	t.Helper()
+	cfg := testConfig(t)
+	if v, _ := strconv.ParseBool(os.Getenv(redistest.NoClusterEnv)); !v {
+		cfg.RedisURL = ""
+		cfg.RedisClusterAddrs = redistest.SharedCluster(t).Addrs
+	}
+	return cfg
+}
+
 // TestShardedBoardGraphQL: createLeaderboard takes shards (default 1) and Leaderboard reports it; a board of 5
 // shards on the shared cluster ranks through GraphQL as the same submissions rank anywhere (equal scores by first
 // arrival, players of every shard), and reads back its shards from another store; shards outside 1..64 are
 // BAD_USER_INPUT and create nothing; the export has every player in rank order.
 func TestShardedBoardGraphQL(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t)
-	if v, _ := strconv.ParseBool(os.Getenv(redistest.NoClusterEnv)); !v {
-		cfg.RedisURL = ""
-		cfg.RedisClusterAddrs = redistest.SharedCluster(t).Addrs
-	}
+	cfg := shardedConfig(t)
 	s := startServer(t, cfg)
 	const create = `mutation($in: LeaderboardInput!) { createLeaderboard(input: $in) { id shards size } }`
 	type board struct {
