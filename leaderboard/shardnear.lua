@@ -50,7 +50,7 @@ local function rows_of(r)
   return out
 end
 
-local tail = tail_bound(st)
+local tail, tier = tail_bound(st), rcall('ZCARD', z)
 local out = {}
 for i = 6, #ARGV - 4, 5 do
   local xs, tok, player, nb, na = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonum(ARGV[i + 3]), tonum(ARGV[i + 4])
@@ -107,6 +107,6 @@ for i = 6, #ARGV - 4, 5 do
     if own then from = ahead + 1 end
     after = rows_of(rcall('ZRANGE', z, from, from + na - 1, 'WITHSCORES'))
   end
-  out[#out + 1] = { ahead, better, before, after, st.cnt, rcall('ZCARD', z), tail, inTail, me }
+  out[#out + 1] = { ahead, better, before, after, st.cnt, tier, tail, inTail, me }
 end
 return out
