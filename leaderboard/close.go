@@ -198,12 +198,12 @@ func (s *Store) closedSeasons(ctx context.Context, b *Board, now time.Time) ([]c
 // early: from then on it takes no score (a calendar period refuses them, a season is skipped).
 func (s *Store) RecordClose(ctx context.Context, board string, w Window, period string, endedAt time.Time) (id string, recorded bool, err error) {
 	err = s.fresh(board, func() error {
-		b, err := s.Board(ctx, board)
+		if w == "" {
+			return errorf(Invalid, "board %q has no %s window", board, w)
+		}
+		b, err := s.windowBoard(ctx, board, w)
 		if err != nil {
 			return err
-		}
-		if !b.HasWindow(w) {
-			return errorf(Invalid, "board %q has no %s window", b.ID, w)
 		}
 		ttl := minFenceTTL
 		switch w {

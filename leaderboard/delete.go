@@ -297,19 +297,23 @@ func (s *Store) queueMark(ctx context.Context, p redis.Pipeliner, id string) fun
 }
 
 // BoardNow is Board checked against Redis: a cached definition of a board that was deleted (by another process)
-// is forgotten and the board is NotFound. One EXISTS per call.
+// is forgotten and the board is NotFound; one of a board deleted and created again since, with another definition,
+// is read again. One GET per call.
 func (s *Store) BoardNow(ctx context.Context, id string) (*Board, error) {
-	b, err := s.Board(ctx, id)
+	c, err := s.loadBoard(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	ok, err := s.Exists(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
+	def, err := s.rdb.Get(ctx, keyDef.of(c.keys)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
 		s.forget(id)
 		return nil, s.missing(ctx, id) // with the ledger, a board Redis lost answers UNAVAILABLE while it is restored
+	case err != nil:
+		return nil, redisError(err)
+	case defSum(def) == c.b.sum:
+		return c.b, nil
 	}
-	return b, nil
+	s.boards.CompareAndDelete(id, c)
+	return s.Board(ctx, id)
 }

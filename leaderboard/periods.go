@@ -23,15 +23,12 @@ type ClosedPeriod struct {
 // With the ledger, the periods whose standings are frozen there and that Redis no longer keeps come too, by end
 // (frozenread.go): history outlives the retention.
 func (s *Store) Periods(ctx context.Context, board string, w Window) ([]ClosedPeriod, error) {
-	b, err := s.Board(ctx, board)
+	b, err := s.windowBoard(ctx, board, w)
 	if err != nil {
 		return nil, err
 	}
 	if w == "" {
 		w = b.DefaultWindow()
-	}
-	if !b.HasWindow(w) {
-		return nil, errorf(Invalid, "board %q has no %s window", b.ID, w)
 	}
 	out := []ClosedPeriod{}
 	if w == AllTime {

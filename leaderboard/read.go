@@ -24,28 +24,37 @@ type Resolved struct {
 	Period string
 }
 
+// windowBoard loads a board for a call on its window w ("": its default), refusing a window the board does not
+// keep. The cached definition may be of a board deleted and created again since, with other windows, which this
+// store was not told of (a hub's store hears a deletion only on a board it watches), and no script runs to find it
+// stale: the definition is read again before a refusal.
+func (s *Store) windowBoard(ctx context.Context, id string, w Window) (*Board, error) {
+	c, err := s.loadBoard(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if w == "" || c.b.HasWindow(w) {
+		return c.b, nil
+	}
+	s.boards.CompareAndDelete(id, c)
+	if c, err = s.loadBoard(ctx, id); err != nil {
+		return nil, err
+	}
+	if !c.b.HasWindow(w) {
+		return nil, errorf(Invalid, "board %q has no %s window", c.b.ID, w)
+	}
+	return c.b, nil
+}
+
 // Resolve loads the board of v and checks its window and period.
 func (s *Store) Resolve(ctx context.Context, v View) (Resolved, error) {
-	c, err := s.loadBoard(ctx, v.Board)
+	b, err := s.windowBoard(ctx, v.Board, v.Window)
 	if err != nil {
 		return Resolved{}, err
 	}
-	if v.Window != "" && !c.b.HasWindow(v.Window) {
-		// The cached definition may be of a board deleted and created again since, with other windows, which this
-		// store was not told of (a hub's store hears a deletion only on a board it watches), and no script runs to
-		// find it stale: read the definition again before refusing.
-		s.boards.CompareAndDelete(v.Board, c)
-		if c, err = s.loadBoard(ctx, v.Board); err != nil {
-			return Resolved{}, err
-		}
-	}
-	b := c.b
 	w := v.Window
 	if w == "" {
 		w = b.DefaultWindow()
-	}
-	if !b.HasWindow(w) {
-		return Resolved{}, errorf(Invalid, "board %q has no %s window", b.ID, w)
 	}
 	p := v.Period
 	if p == "" {

@@ -73,14 +73,7 @@ type SeasonChange struct {
 
 // seasonBoard loads a board and checks that it keeps the SEASON window.
 func (s *Store) seasonBoard(ctx context.Context, board string) (*Board, error) {
-	b, err := s.Board(ctx, board)
-	if err != nil {
-		return nil, err
-	}
-	if !b.HasWindow(Season) {
-		return nil, errorf(Invalid, "board %q has no SEASON window", b.ID)
-	}
-	return b, nil
+	return s.windowBoard(ctx, board, Season)
 }
 
 // seasonExpiry returns when (unix s) the keys of a season from start to endsAt expire: after endsAt, the grace
