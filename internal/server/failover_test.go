@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -259,8 +260,8 @@ func TestLedgerFailoverToALaggingReplica(t *testing.T) {
 
 // A failover to a replica that lagged: Redis's counter of the board's change events goes back within the same
 // epoch. A server whose hub took the versions before the failover must take the writes after it as new (they come
-// from another process here, so that only the events tell it), and its lists follow them, every field, unsharded
-// and sharded:
+// from another process here, so that only the events tell it): its cached lists and its live screens (topUpdates)
+// follow them, every field, unsharded and sharded:
 //   - without the ledger, the writes after the failover reuse the lost versions;
 //   - with the ledger, the other process's ledger check first applies the missing events, in shared calls: fewer
 //     versions than the writes it replays, which the writes after it follow.
@@ -308,6 +309,14 @@ func TestFailoverWritesAfterIt(t *testing.T) {
 						snap = snapshotBoard(t, a, "lagged", shards)
 					}
 				}
+				// A live screen of the first server, rebuilt from its topUpdates.
+				conn := wstest.Dial(t, a.WSURL, wstest.TransportWS, nil)
+				live := &liveList{first: 50}
+				pump(t, conn, map[string]*liveList{"top": live})
+				if err := conn.Subscribe("top", topUpdatesSub, map[string]any{"b": "lagged", "n": 50}); err != nil {
+					t.Fatal(err)
+				}
+				waitLive(t, a, live, "lagged", 10*time.Second)
 				// The hub took every version before the failover: it serves the list from memory.
 				waitUntil(t, 10*time.Second, "the hub's list", func() bool {
 					_, cached := a.App.Hub.TopToken(ctxT(t, time.Second), leaderboard.View{Board: "lagged"}, 0, 50)
@@ -335,6 +344,7 @@ func TestFailoverWritesAfterIt(t *testing.T) {
 				if got != want {
 					t.Fatalf("the first server after the writes:\n%s\nthe other's:\n%s", got, want)
 				}
+				waitLive(t, a, live, "lagged", 10*time.Second)
 				// While a change is pending the hub reads Redis: the answers stay right over many of its refreshes
 				// (MaxUpdateRate), not only until it takes the events.
 				for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
