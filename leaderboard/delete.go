@@ -197,15 +197,7 @@ func deletingToken(err error) (string, bool) {
 // purge and tries once more.
 // keys: the key base (the board's, or a shard's) and the board list of its slot; as: empty, or "shard" (create.lua).
 func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id, as string) error {
-	create := func() error {
-		release, err := s.writes.acquire(ctx)
-		if err != nil {
-			return err
-		}
-		defer release()
-		return s.fns.run(ctx, createScript, keys, def, id, as).Err()
-	}
-	err := create()
+	err := s.runCreate(ctx, keys, def, id, as)
 	if token, ok := deletingToken(err); ok {
 		finish := func() error { return s.purgeBase(ctx, keys[0], token) } // a shard's own deletion
 		if as == "" {
@@ -214,8 +206,23 @@ func (s *Store) createFinishingPurge(ctx context.Context, keys []string, def, id
 		if err := finish(); err != nil {
 			return err
 		}
-		err = create()
+		err = s.runCreate(ctx, keys, def, id, as)
 	}
+	return createError(err)
+}
+
+// runCreate runs the create script once (createFinishingPurge's arguments).
+func (s *Store) runCreate(ctx context.Context, keys []string, def, id, as string) error {
+	release, err := s.writes.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return s.fns.run(ctx, createScript, keys, def, id, as).Err()
+}
+
+// createError is the error of a creation from the create script's.
+func createError(err error) error {
 	if ErrorCode(err) == RateLimited {
 		return err
 	}

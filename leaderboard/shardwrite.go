@@ -28,26 +28,29 @@ var (
 // createSharded stores a sharded board's definition on every shard, shard 0 (and the board list) last: nobody
 // finds the board before all its shards hold the definition. What a deletion or a creation interrupted between its
 // shards left is deleted first (clearLeftShards), so that a new board never inherits its players.
+// A deletion of the id that shard 0 finds begun meanwhile (LB_DELETING) starts the creation again once: finished
+// there, it would delete the shards just written (its tombstone names the old board's shards).
 func (s *Store) createSharded(ctx context.Context, b *Board, def string) error {
 	bases := s.shardBases(b.ID, b.Shards)
-	cur, err := s.clearLeftShards(ctx, b)
-	if err != nil {
-		return err
-	}
-	if cur != "" && cur != def {
-		return errorf(Conflict, "a board with this id exists with a different definition")
-	}
-	for i := len(bases) - 1; i >= 0; i-- {
-		as := "shard"
-		if i == 0 {
-			as = ""
-		}
-		registry := s.registryOf(slotTag(HashSlot(bases[i])))
-		if err := s.createFinishingPurge(ctx, []string{bases[i], registry}, def, b.ID, as); err != nil {
+	for attempt := 0; ; attempt++ {
+		cur, err := s.clearLeftShards(ctx, b)
+		if err != nil {
 			return err
 		}
+		if cur != "" && cur != def {
+			return errorf(Conflict, "a board with this id exists with a different definition")
+		}
+		for _, base := range bases[1:] {
+			registry := s.registryOf(slotTag(HashSlot(base)))
+			if err := s.createFinishingPurge(ctx, []string{base, registry}, def, b.ID, "shard"); err != nil {
+				return err
+			}
+		}
+		err = s.runCreate(ctx, []string{bases[0], s.registryOf(slotTag(HashSlot(bases[0])))}, def, b.ID, "")
+		if _, deleting := deletingToken(err); !deleting || attempt == 1 {
+			return createError(err)
+		}
 	}
-	return nil
 }
 
 // deleteShard deletes the keys under one shard's key base (shards 1..: shard 0 is the board's, DeleteBoard).
