@@ -180,21 +180,34 @@ func (q *sequencer) unlisted(ctx context.Context, ids []string) ([]string, error
 }
 
 // ledgerIDs returns the ids of the ledger's live boards as last read (unlisted), reading them again when that
-// read is older than boardListTTL and no other caller reads them.
+// read is older than boardListTTL and no other caller reads them. Callers that come while the first read runs
+// wait for it: there is no last read to take yet.
 func (q *sequencer) ledgerIDs(ctx context.Context) []string {
 	l := &q.list
 	l.mu.Lock()
+	for l.reading != nil && l.read.IsZero() {
+		wait := l.reading
+		l.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil
+		}
+		l.mu.Lock()
+	}
 	ids := l.ids
-	if l.reading || time.Since(l.read) < boardListTTL {
+	if l.reading != nil || time.Since(l.read) < boardListTTL {
 		l.mu.Unlock()
 		return ids
 	}
-	l.reading = true
+	done := make(chan struct{})
+	l.reading = done
 	l.mu.Unlock()
 	boards, err := q.ledger.Boards(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.reading, l.read = false, time.Now()
+	defer close(done)
+	l.reading, l.read = nil, time.Now()
 	if err != nil {
 		return ids
 	}
@@ -209,8 +222,8 @@ func (q *sequencer) ledgerIDs(ctx context.Context) []string {
 type ledgerList struct {
 	mu      sync.Mutex
 	ids     []string
-	read    time.Time // when ids were read, or a read failed
-	reading bool
+	read    time.Time     // when ids were read, or a read failed; zero: never
+	reading chan struct{} // closed when the read under way ends; nil: none
 }
 
 // holds reports whether the ledger holds a live board with this id (cached for a moment: every request on a
