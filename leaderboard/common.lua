@@ -465,6 +465,13 @@ local function tail_add(st, x, d, ttl)
   vals_count(st, k, x, d, ttl)
 end
 
+-- bucket_vals returns tail bucket k's distinct internal scores with their counts ({score, count, ...}, as HGETALL
+-- gives them) while the bucket counts its scores one by one (at most VMAX), nil once it counts only its population.
+local function bucket_vals(st, k)
+  if rcall('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 1 then return nil end
+  return rcall('HGETALL', vkey(st.w, st.p, k))
+end
+
 -- tail_before counts the tail players who rank before internal score x: those of the better buckets (exact, from
 -- the histogram), and those of its own bucket with a better score: exact while the bucket's scores are counted
 -- one by one (at most VMAX distinct ones), else a linear share of the bucket. Exact counts make a tail rank the
@@ -474,14 +481,12 @@ local function tail_before(st, x)
   local k = hidx(x)
   local before, own = hist_before(st, k)
   if own <= 0 then return before end
-  if rcall('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
-    local vals = rcall('HGETALL', vkey(st.w, st.p, k))
-    if #vals > 0 then
-      for i = 1, #vals, 2 do
-        if tonum(vals[i]) < x then before = before + tonum(vals[i + 1]) end
-      end
-      return before
+  local vals = bucket_vals(st, k)
+  if vals and #vals > 0 then
+    for i = 1, #vals, 2 do
+      if tonum(vals[i]) < x then before = before + tonum(vals[i + 1]) end
     end
+    return before
   end
   local lo, hi = hbounds(k)
   local f = (x - lo) / (hi - lo)
@@ -496,10 +501,9 @@ end
 local function tail_bound(st)
   if st.tn <= 0 or not st.tb then return '' end
   local best = st.tb
-  local k = hidx(best)
-  if rcall('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
-    local vals = rcall('HKEYS', vkey(st.w, st.p, k))
-    for j = 1, #vals do
+  local vals = bucket_vals(st, hidx(best))
+  if vals then
+    for j = 1, #vals, 2 do
       local x = tonum(vals[j])
       if j == 1 or x < best then best = x end
     end

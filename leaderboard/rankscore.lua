@@ -31,12 +31,9 @@ end
 -- tail_before stands for both).
 local before = tail_before(st, x)
 local equal = 0
-local k = hidx(x)
-if st.tn > 0 and rcall('HEXISTS', hkey(st.w, st.p), 'w' .. k) == 0 then
-  local vals = rcall('HGETALL', vkey(st.w, st.p, k)) -- compared as numbers: 0 may be stored as -0
-  for i = 1, #vals, 2 do
-    if tonum(vals[i]) == x then equal = equal + tonum(vals[i + 1]) end
-  end
+local vals = st.tn > 0 and bucket_vals(st, hidx(x)) or {}
+for i = 1, #vals, 2 do -- compared as numbers: 0 may be stored as -0
+  if tonum(vals[i]) == x then equal = equal + tonum(vals[i + 1]) end
 end
 local n = rcall('ZCARD', z)
 local rank = min(n + before + equal + 1, st.cnt + 1)
