@@ -84,9 +84,6 @@ type Appended struct {
 	Fingerprint string
 	// Voided is how many submissions an EventVoid voided (those it names that counted until then).
 	Voided int
-	// VoidReason is, for a Duplicate, why the recorded event no longer counts ("": it counts): a void's reason, or
-	// the refusal the index answered it with (refusalReason).
-	VoidReason string
 	// Board is, for an EventCreate, the ledger's key of the board (LedgerEvent.Board).
 	Board int64
 }

@@ -313,16 +313,6 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 				w.outs[k].Err = errorf(Conflict, "eventId %s was already used for another submission", w.events[k].EventID)
 				continue
 			}
-			if a := w.appended[k]; a.Duplicate {
-				// A retry of a submission the board refused whose eventId is still taken (refused before the
-				// ledger freed refused eventIds, Ledger.Refuse): it never counted, so it is refused again (a
-				// duplicate's success would say it counts).
-				if r := refusalOf(a.VoidReason); r != nil {
-					w.outs[k].Err = errorf(r.Code, "eventId %s was refused when first sent, and is spent: %s",
-						w.events[k].EventID, r.Message)
-					continue
-				}
-			}
 			items = append(items, item{w, k})
 		}
 	}
@@ -362,21 +352,10 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 	}
 }
 
-// refusalReason is how the ledger keeps a refusal (Refusal.Reason; scoreEvents' voidReason); refusalOf reads
-// it back.
+// refusalReason is how the ledger keeps a refusal (Refusal.Reason; scoreEvents' voidReason; migration 00004
+// reads this form).
 func refusalReason(err error) string {
 	return fmt.Sprintf("refused (%s): %s", ErrorCode(err), ErrorMessage(err))
-}
-
-// refusalOf is the refusal a recorded submission's void reason keeps; nil for a reason that is none (a void's,
-// which an admin may have written in that form, or "": the submission counts).
-func refusalOf(reason string) *Error {
-	rest, ok := strings.CutPrefix(reason, "refused (")
-	code, msg, cut := strings.Cut(rest, "): ")
-	if e := (&Error{Code: Code(code), Message: msg}); ok && cut && IsRefusal(e) {
-		return e
-	}
-	return nil
 }
 
 // applyOne applies a write of one event other than a submission.

@@ -79,13 +79,13 @@ func (l *Ledger) bound(ctx context.Context) (context.Context, context.CancelFunc
 // appendSQL records a board's events in one statement: the eventIds recorded before (old), the new events
 // numbered from the board's head (fresh: the first of each eventId in the call), the head moved past them under
 // the board's row lock, and the rows inserted. It answers, per event in order, the head before (NULL: the board
-// is not live), the event's number among the new ones, or the seq, fingerprint and void reason of the recorded one.
+// is not live), the event's number among the new ones, or the seq and fingerprint of the recorded one.
 const appendSQL = `WITH inp AS (
 	SELECT t.*, t.event_id IS NULL OR t.ord = min(t.ord) OVER (PARTITION BY t.event_id) AS first_in_call
 	FROM unnest($2::smallint[], $3::bytea[], $4::float8[], $5::bytea[], $6::text[], $7::bigint[], $8::bytea[],
 		$9::text[], $10::text[]) WITH ORDINALITY AS t(kind, player, score, event_id, fp, achieved, name, meta, args, ord)
 ), old AS (
-	SELECT i.ord, e.seq, e.fingerprint, e.void_reason FROM inp i JOIN events e ON e.board_key = $1 AND e.event_id = i.event_id
+	SELECT i.ord, e.seq, e.fingerprint FROM inp i JOIN events e ON e.board_key = $1 AND e.event_id = i.event_id
 ), fresh AS (
 	SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM inp i
 	WHERE i.first_in_call AND NOT EXISTS (SELECT 1 FROM old o WHERE o.ord = i.ord)
@@ -101,7 +101,7 @@ const appendSQL = `WITH inp AS (
 	FROM fresh f, h
 	RETURNING 1
 )
-SELECT (SELECT base FROM h), f.n, o.seq, o.fingerprint, o.void_reason, (SELECT count(*) FROM ins)
+SELECT (SELECT base FROM h), f.n, o.seq, o.fingerprint, (SELECT count(*) FROM ins)
 FROM inp i LEFT JOIN fresh f ON f.ord = i.ord LEFT JOIN old o ON o.ord = i.ord ORDER BY i.ord`
 
 // appendPlainSQL is appendSQL for a batch in which no event carries an eventId and none deletes the board (most
@@ -222,9 +222,9 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 		k := 0
 		for rows.Next() {
 			var base, n, oldSeq *int64
-			var oldFP, oldVoid *string
+			var oldFP *string
 			var inserted int64
-			if err := rows.Scan(&base, &n, &oldSeq, &oldFP, &oldVoid, &inserted); err != nil {
+			if err := rows.Scan(&base, &n, &oldSeq, &oldFP, &inserted); err != nil {
 				rows.Close()
 				return nil, err
 			}
@@ -241,8 +241,7 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 					firstOf[e.EventID] = k
 				}
 			case oldSeq != nil:
-				res[k] = leaderboard.Appended{Seq: *oldSeq, Duplicate: true, Fingerprint: deref(oldFP),
-					VoidReason: deref(oldVoid)}
+				res[k] = leaderboard.Appended{Seq: *oldSeq, Duplicate: true, Fingerprint: deref(oldFP)}
 			default: // a later event with an eventId new in this call
 				f, ok := firstOf[e.EventID]
 				if !ok {
