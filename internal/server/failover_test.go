@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/leaderboard/leaderboard/internal/wstest"
 	"github.com/leaderboard/leaderboard/leaderboard"
 )
 
@@ -310,12 +309,7 @@ func TestFailoverWritesAfterIt(t *testing.T) {
 					}
 				}
 				// A live screen of the first server, rebuilt from its topUpdates.
-				conn := wstest.Dial(t, a.WSURL, wstest.TransportWS, nil)
-				live := &liveList{first: 50}
-				pump(t, conn, map[string]*liveList{"top": live})
-				if err := conn.Subscribe("top", topUpdatesSub, map[string]any{"b": "lagged", "n": 50}); err != nil {
-					t.Fatal(err)
-				}
+				live := subscribeLive(t, a, "lagged", 50)
 				waitLive(t, a, live, "lagged", 10*time.Second)
 				// The hub took every version before the failover: it serves the list from memory.
 				waitUntil(t, 10*time.Second, "the hub's list", func() bool {

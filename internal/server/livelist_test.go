@@ -158,6 +158,19 @@ func pump(t testing.TB, c *wstest.Conn, lists map[string]*liveList) {
 	}()
 }
 
+// subscribeLive opens a websocket to s with one topUpdates subscription of board's top first, rebuilt in the
+// returned list as its updates come.
+func subscribeLive(t testing.TB, s *testServer, board string, first int) *liveList {
+	t.Helper()
+	conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
+	l := &liveList{first: first}
+	pump(t, conn, map[string]*liveList{"live": l})
+	if err := conn.Subscribe("live", topUpdatesSub, map[string]any{"b": board, "n": first}); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 // waitLive waits until the rebuilt list equals the top list that s.Store (the test's own Store over the server's
 // Redis, not the server's hub or cache) reads: every field of every row, the size, and the topPercent a client
 // derives, which must be the store's; the store's topPercent must itself be 100 * rank / size.

@@ -274,12 +274,7 @@ func TestSlowPeersLeaveTheStreamWriters(t *testing.T) {
 			}
 		}()
 	}
-	conn := wstest.Dial(t, s.WSURL, wstest.TransportWS, nil)
-	l := &liveList{first: 10}
-	pump(t, conn, map[string]*liveList{"r": l})
-	if err := conn.Subscribe("r", topUpdatesSub, map[string]any{"b": "slow", "n": 10}); err != nil {
-		t.Fatal(err)
-	}
+	l := subscribeLive(t, s, "slow", 10)
 	waitLive(t, s, l, "slow", 5*time.Second)
 	// Each submission takes rank 1: every row of every top 100 moves, a full diff each time. At least 60 rounds,
 	// and on until a write has been handed off (a loaded machine may deliver too few updates to fill the slow
