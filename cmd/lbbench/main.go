@@ -103,9 +103,15 @@ type options struct {
 	Out   io.Writer
 }
 
-func main() {
+// runRole runs this binary (or the test binary) as one of the children the tool starts, the floor, the CPU burner
+// or the submitter, when the environment names one; it does not return then.
+func runRole() {
 	if addr := os.Getenv(floorRole); addr != "" {
 		fmt.Fprintln(os.Stderr, "lbbench floor:", floorMain(addr))
+		os.Exit(1)
+	}
+	if cores := os.Getenv(burnRole); cores != "" {
+		fmt.Fprintln(os.Stderr, "lbbench burner:", burnMain(cores))
 		os.Exit(1)
 	}
 	if os.Getenv(submitterRole) != "" {
@@ -113,8 +119,12 @@ func main() {
 			fmt.Fprintln(os.Stderr, "lbbench submitter:", err)
 			os.Exit(1)
 		}
-		return
+		os.Exit(0)
 	}
+}
+
+func main() {
+	runRole()
 	var o options
 	var list string
 	flag.StringVar(&list, "scenarios", "", "comma-separated scenarios by name or number (memory=4, growth=6, submit=1, bulk=2, reads=3, fanout=5, ledger=7, shards=8); empty: all")

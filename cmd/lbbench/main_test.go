@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -101,6 +102,16 @@ func TestLedgerScenario(t *testing.T) {
 	if !regexp.MustCompile(`(?m)^\| open loop, ` + num + `/s offered \(0\.8× the closed-loop clients' rate before\)` +
 		restore + `[^|]+\|$`).MatchString(text) {
 		t.Errorf("no complete restore row with open-loop writers:\n%s", text)
+	}
+	// The writers beside each burner: its cores asked and used, the writers before and during, their ratio and
+	// the model's, their p99, the CPU before and during, no errors.
+	for _, c := range burnCores {
+		burn := `(?m)^\| ` + regexp.QuoteMeta(fmt.Sprintf("%.1f", c)) + ` +\| [\d.]+ +\| ` + num + ` → ` + num +
+			` +\| [\d.]+× +\| [\d.]+× +\| ` + num + `[µm]?s → ` + num + `[µm]?s +\| ` + cores + ` +\| ` + cores +
+			` +\| 0 +\|$`
+		if !regexp.MustCompile(burn).MatchString(text) {
+			t.Errorf("no complete row of the writers beside a burner of %.1f cores:\n%s", c, text)
+		}
 	}
 	m := regexp.MustCompile(`(?m)^\| (\d+) +\| [^|]+ B/event\) +\| [^|]+ B/event\) +\| [^|]+\| (\d+) +\| (\d+) +\|$`).
 		FindStringSubmatch(text)

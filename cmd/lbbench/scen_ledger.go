@@ -236,7 +236,11 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 	st := &table{title: "7c. The ledger: size in PostgreSQL",
 		head: []string{"events in the ledger", "heap", "indexes", "total (pg_total_relation_size)", "bytes/event",
 			"WAL bytes/event (filling the restore board)"}}
-	tables := []*table{t, rt, st}
+	bt := &table{title: "7d. The ledger: the writers of 7b beside a CPU burner, no restore (what work of a restore's size costs them on this machine)",
+		head: []string{"burner asked, cores", "burner used", "other boards' writes/s (before → during)",
+			"during/before", "model 1 − R/C", "their p99 (before → during)",
+			"CPU before, cores (server / redis / postgres / loadgen (machine))", "CPU during", "errors"}}
+	tables := []*table{t, rt, bt, st}
 
 	db, err := startLedgerDB(ctx, e.dir)
 	if err != nil {
@@ -349,7 +353,7 @@ func runLedger(ctx context.Context, e *env) ([]*table, error) {
 		}
 	}
 
-	walPerEvent, err := e.restoreSteps(ctx, on, db, rt, sz)
+	walPerEvent, err := e.restoreSteps(ctx, on, db, rt, bt, sz)
 	if err != nil {
 		return tables, err
 	}

@@ -28,9 +28,10 @@ type restoreSet struct {
 }
 
 // restoreSteps fills the restore board through the ledger server, then measures its restores with closed-loop and
-// with open-loop writers on other boards (rows of rt, and the checks); it returns the WAL bytes an event of the
+// with open-loop writers on other boards (rows of rt, and the checks), and the closed-loop writers beside a CPU
+// burner (rows of bt); it returns the WAL bytes an event of the
 // fill wrote.
-func (e *env) restoreSteps(ctx context.Context, on *service, db *ledgerDB, rt *table, sz sizes) (float64, error) {
+func (e *env) restoreSteps(ctx context.Context, on *service, db *ledgerDB, rt, bt *table, sz sizes) (float64, error) {
 	n := sz.LedgerEvents
 	const board = "ledger-restore"
 	var others []string
@@ -62,6 +63,9 @@ func (e *env) restoreSteps(ctx context.Context, on *service, db *ledgerDB, rt *t
 	m := &meter{}
 	stop := e.startWriters(ctx, on, others, sz.LedgerWriters, m)
 	closed, err := e.restoreRounds(ctx, on, db, board, n, m)
+	if err == nil {
+		err = e.burnRounds(ctx, on, db, m, bt)
+	}
 	stop()
 	if err != nil {
 		return walPerEvent, err

@@ -14,20 +14,10 @@ import (
 	"time"
 )
 
-// TestMain lets the test binary be the submitting child too, as the lbbench binary is (runSubmitter starts
-// os.Executable with submitterRole set).
+// TestMain lets the test binary be the tool's children too, as the lbbench binary is (they start os.Executable
+// with a role set: runRole).
 func TestMain(m *testing.M) {
-	if addr := os.Getenv(floorRole); addr != "" {
-		fmt.Fprintln(os.Stderr, "lbbench floor:", floorMain(addr))
-		os.Exit(1)
-	}
-	if os.Getenv(submitterRole) != "" {
-		if err := submitterMain(os.Stdin, os.Stdout); err != nil {
-			fmt.Fprintln(os.Stderr, "lbbench submitter:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	runRole()
 	os.Exit(m.Run())
 }
 
