@@ -27,14 +27,12 @@ func view(board string, window *model.Window, period *string) leaderboard.View {
 
 // boardWindow returns the window argument, or the board's first window, checking that the board keeps it.
 func boardWindow(b *leaderboard.Board, window *model.Window) (leaderboard.Window, error) {
-	if window == nil {
-		return b.DefaultWindow(), nil
+	var w leaderboard.Window
+	if window != nil {
+		w = leaderboard.Window(*window)
 	}
-	w := leaderboard.Window(*window)
-	if !b.HasWindow(w) {
-		return "", newError(leaderboard.Invalid, "board "+quote(b.ID)+" has no "+string(w)+" window")
-	}
-	return w, nil
+	w, err := b.WindowOrDefault(w)
+	return w, internal(err)
 }
 
 func submission(in model.ScoreInput) leaderboard.Submission {

@@ -136,6 +136,21 @@ func (b *Board) Definition() string { return b.sum }
 // HasWindow reports whether the board keeps window w.
 func (b *Board) HasWindow(w Window) bool { return slices.Contains(b.Windows, w) }
 
+// WindowOrDefault returns w, or the board's default window when w is "", and an Invalid error when the board does
+// not keep w.
+func (b *Board) WindowOrDefault(w Window) (Window, error) {
+	if w == "" {
+		return b.DefaultWindow(), nil
+	}
+	if !b.HasWindow(w) {
+		return "", errNoWindow(b.ID, w)
+	}
+	return w, nil
+}
+
+// errNoWindow is the refusal of window w on a board that does not keep it.
+func errNoWindow(board string, w Window) error { return errorf(Invalid, "board %q has no %s window", board, w) }
+
 // normalize fills defaults and validates the definition.
 func (b *Board) normalize() error {
 	if err := checkID("board id", b.ID); err != nil {

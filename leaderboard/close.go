@@ -199,7 +199,7 @@ func (s *Store) closedSeasons(ctx context.Context, b *Board, now time.Time) ([]c
 func (s *Store) RecordClose(ctx context.Context, board string, w Window, period string, endedAt time.Time) (id string, recorded bool, err error) {
 	err = s.fresh(board, func() error {
 		if w == "" {
-			return errorf(Invalid, "board %q has no %s window", board, w)
+			return errorf(Invalid, "a window to close is required")
 		}
 		b, err := s.windowBoard(ctx, board, w)
 		if err != nil {

@@ -41,7 +41,7 @@ func (s *Store) windowBoard(ctx context.Context, id string, w Window) (*Board, e
 		return nil, err
 	}
 	if !c.b.HasWindow(w) {
-		return nil, errorf(Invalid, "board %q has no %s window", c.b.ID, w)
+		return nil, errNoWindow(c.b.ID, w)
 	}
 	return c.b, nil
 }
