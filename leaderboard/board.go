@@ -149,7 +149,9 @@ func (b *Board) WindowOrDefault(w Window) (Window, error) {
 }
 
 // errNoWindow is the refusal of window w on a board that does not keep it.
-func errNoWindow(board string, w Window) error { return errorf(Invalid, "board %q has no %s window", board, w) }
+func errNoWindow(board string, w Window) error {
+	return errorf(Invalid, "board %q has no %s window", board, w)
+}
 
 // normalize fills defaults and validates the definition.
 func (b *Board) normalize() error {
