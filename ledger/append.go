@@ -206,7 +206,7 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 				return nil, fmt.Errorf("ledger: %d events recorded of %d", inserted, len(b.Events))
 			}
 			for k, e := range b.Events {
-				res[k] = leaderboard.Appended{Seq: *base + int64(k) + 1, Fingerprint: e.Fingerprint, Board: keys[i]}
+				res[k] = leaderboard.Appended{Seq: *base + int64(k) + 1, Fingerprint: e.Fingerprint}
 			}
 			if err := readVoids(br, b, res); err != nil {
 				return nil, err
@@ -236,20 +236,19 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 			e := &b.Events[k]
 			switch {
 			case n != nil:
-				res[k] = leaderboard.Appended{Seq: *base + *n, Fingerprint: e.Fingerprint, Board: keys[i]}
+				res[k] = leaderboard.Appended{Seq: *base + *n, Fingerprint: e.Fingerprint}
 				if e.EventID != "" {
 					firstOf[e.EventID] = k
 				}
 			case oldSeq != nil:
-				res[k] = leaderboard.Appended{Seq: *oldSeq, Duplicate: true, Fingerprint: deref(oldFP), Board: keys[i]}
+				res[k] = leaderboard.Appended{Seq: *oldSeq, Duplicate: true, Fingerprint: deref(oldFP)}
 			default: // a later event with an eventId new in this call
 				f, ok := firstOf[e.EventID]
 				if !ok {
 					rows.Close()
 					return nil, fmt.Errorf("ledger: event %d of the call has no seq", k)
 				}
-				res[k] = leaderboard.Appended{Seq: res[f].Seq, Duplicate: true, Fingerprint: res[f].Fingerprint,
-					Board: keys[i]}
+				res[k] = leaderboard.Appended{Seq: res[f].Seq, Duplicate: true, Fingerprint: res[f].Fingerprint}
 			}
 			k++
 		}

@@ -91,7 +91,9 @@ func (l *Ledger) Events(ctx context.Context, key, after int64, limit int) ([]lea
 		return nil, unavailable(err)
 	}
 	for i := range out {
-		out[i].Board = key
+		if out[i].Kind == leaderboard.EventCreate {
+			out[i].Board = key
+		}
 	}
 	return out, nil
 }
