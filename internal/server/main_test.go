@@ -211,12 +211,18 @@ func (r gqlResponse) Codes() []string {
 	return out
 }
 
-// doAvailable is do, again every 20 ms while the answer has errors that are all UNAVAILABLE (a board being
-// restored), for at most 10 s; any other error, or one past that, fails the test.
+// doAvailable is do without a key, again every 20 ms while the answer has errors that are all UNAVAILABLE (a
+// board being restored), for at most 10 s; any other error, or one past that, fails the test.
 func (s *testServer) doAvailable(t testing.TB, query string, vars map[string]any) gqlResponse {
 	t.Helper()
+	return s.doAvailableAs(t, "", query, vars)
+}
+
+// doAvailableAs is doAvailable with key as bearer token.
+func (s *testServer) doAvailableAs(t testing.TB, key, query string, vars map[string]any) gqlResponse {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		r := s.do(t, "", query, vars)
+		r := s.do(t, key, query, vars)
 		if len(r.Errors) == 0 {
 			return r
 		}
