@@ -63,13 +63,16 @@ local def_shas, def_sha_bytes, DEF_SHA_BYTES = {}, 0, 1048576
 
 -- The ledger's gate. A ledgered call (a function <library>_l_<role>, see script.go) applies events the ledger
 -- recorded, and its last ARGV (removed before the script reads ARGV) says which: "<mode>,<first>,<last>,<ttl
--- now>" then ",<seq>" per event the call carries. mode is 'w' for a live write and 'r' for a restore, which
+-- now>,<board key>" then ",<seq>" per event the call carries (gateArg in sequencer.go). mode is 'w' for a live write and 'r' for a restore, which
 -- builds the board while its definition waits in rdef (nobody reads a board without def) until restore_done.lua
 -- moves it to def. first..last are the seqs the call stands for (0,0: it holds duplicates only), events Go
 -- refused included (they are not sent, but take their place in the order). ttl now (unix s) is the clock key
 -- lifetimes count from (a restore applies events with the clock they were recorded with; the keys live by
 -- today's). c.lsq is the seq of the board's last event applied: a board's events apply in the ledger's order,
--- each once, whichever process sends them (LB_GAP <lsq> when earlier events are missing).
+-- each once, whichever process sends them (LB_GAP <lsq> when earlier events are missing). board key is the
+-- ledger's key of the events' board ('0': not compared); c.lbk, the key of the board the keys hold, set at its
+-- creation: a call for another board of the same id (the keys are those of a board since deleted, after a failover
+-- to a replica that lagged) is LB_OTHER, and its lsq says nothing of this board's events.
 -- LG is the current call's gate; every prologue sets it (nil: the call is not ledgered).
 local LG
 
@@ -87,6 +90,8 @@ local function ledger_args(argv)
       g.last = tonumber(f)
     elseif i == 4 then
       g.ttlnow = tonumber(f)
+    elseif i == 5 then
+      g.key = f
     else
       g.seqs[#g.seqs + 1] = tonumber(f)
     end
@@ -94,9 +99,14 @@ local function ledger_args(argv)
   return g
 end
 
--- ledger_check reads the board's high-water mark and refuses the call when earlier events are missing.
+-- ledger_check reads the board's high-water mark and refuses the call when earlier events are missing, or when
+-- the keys hold another board of the ledger.
 local function ledger_check()
-  LG.hwm = tonumber(rcall('HGET', base .. K.counters, 'lsq')) or 0
+  local c = rcall('HMGET', base .. K.counters, 'lsq', 'lbk')
+  if c[2] and LG.key ~= '0' and c[2] ~= LG.key then
+    return redis.error_reply('LB_OTHER the keys hold board ' .. c[2] .. ' of the ledger, not ' .. LG.key)
+  end
+  LG.hwm = tonumber(c[1]) or 0
   if LG.first > LG.hwm + 1 then return redis.error_reply('LB_GAP ' .. LG.hwm) end
   return nil
 end

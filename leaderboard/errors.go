@@ -91,6 +91,9 @@ func redisError(err error) error {
 			return &Error{Code: Code(code), Message: text}
 		case "STALE":
 			return &Error{Code: Internal, Message: "internal error", Err: errStaleDef}
+		case "OTHER":
+			return &Error{Code: Unavailable, Message: "the data store holds a deleted board of this id; the board " +
+				"is being restored from the ledger", Err: errOtherBoard}
 		}
 	}
 	if isUnavailable(err) {
@@ -109,6 +112,11 @@ func errRestoring(board string) error {
 
 // errRestoringNow is in the chain of errRestoring: a restore of the board runs (in this process or another).
 var errRestoringNow = fmt.Errorf("a restore of the board runs: %w", ErrNotApplied)
+
+// errOtherBoard is in the chain of the error of a ledgered call whose board's keys hold another board of the
+// ledger (the gate's LB_OTHER: a failover to a replica that lagged behind a deletion and creation of the id).
+// Nothing was applied; the caller restores the board (sequencer.lost).
+var errOtherBoard = fmt.Errorf("the keys hold another board of the ledger: %w", errRestoringNow)
 
 // errRecordedRestoring is the error of a write the ledger recorded while its board is being restored: Redis did not
 // take it, the restore will (it applies every event recorded until it switches the board in). So its outcome is

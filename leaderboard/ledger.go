@@ -65,9 +65,10 @@ type LedgerEvent struct {
 	// Voided is set on a submission an EventVoid voided (VoidReason says why): it no longer counts.
 	Voided     bool
 	VoidReason string
-	// Board is an EventCreate's: the ledger's key of the board it created (LedgerBoard.Key), which the index keeps
-	// (boardKeyField) to tell this board from one of the same id before a deletion. Set by the ledger when it reads
-	// events (Appended.Board when it records them); 0: unknown.
+	// Board is the ledger's key of the board the event belongs to (LedgerBoard.Key). An EventCreate's is kept by
+	// the index (boardKeyField), and the other events' calls carry theirs (gateArg) to tell this board from one of
+	// the same id before a deletion. Set by the ledger when it reads events (Appended.Board when it records them);
+	// 0: unknown.
 	Board int64
 
 	// noneVoided is set, before it is applied, on an EventVoid that voided nothing (what it names was voided
@@ -84,7 +85,7 @@ type Appended struct {
 	Fingerprint string
 	// Voided is how many submissions an EventVoid voided (those it names that counted until then).
 	Voided int
-	// Board is, for an EventCreate, the ledger's key of the board (LedgerEvent.Board).
+	// Board is the ledger's key of the board (LedgerEvent.Board).
 	Board int64
 }
 

@@ -54,7 +54,7 @@ func (s *Store) applySubmitEvents(ctx context.Context, board string, evs []*Ledg
 		}
 		args[submitCountArg] = len(sent)
 		first, last := seqRange(evs, dup)
-		args = append(args, gateArg(restore, first, last, seqs, s.keyClock(v, now)))
+		args = append(args, gateArg(restore, boardOf(evs), first, last, seqs, s.keyClock(v, now)))
 		return gapped(ctx, board, first, func() error {
 			r, err := s.fns.run(ctx, submitLedgerScript, []string{v.keys}, args...).Slice()
 			if err == nil && len(r) != len(sent) {
@@ -181,7 +181,11 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 	if v, ok := s.restoring.Load(board); ok && restore {
 		ttlNow = s.keyClock(v.(*cachedBoard), now)
 	}
-	gate := gateArg(restore, first, last, []int64{e.Seq}, ttlNow)
+	key := e.Board
+	if e.Kind == EventCreate {
+		key = 0 // the creation keeps its key (boardKeyField) in place of any other
+	}
+	gate := gateArg(restore, key, first, last, []int64{e.Seq}, ttlNow)
 	if v, ok, err := s.shardedFor(ctx, board, e, restore); err != nil || ok {
 		if err != nil {
 			return nil, err

@@ -256,11 +256,15 @@ func gapOf(err error) (int64, bool) {
 func seenErr(err error) bool { return err != nil && strings.Contains(err.Error(), "LB_SEEN") }
 
 // gateArg is the ledgered scripts' last argument (see common.lua): the mode, the range of seqs the call stands
-// for (0, 0: none but duplicates), the clock keys live by, and the seq of each event it carries.
-func gateArg(restore bool, first, last int64, seqs []int64, ttlNow time.Time) string {
+// for (0, 0: none but duplicates), the clock keys live by, the ledger's key of the events' board (key; see
+// boardKeyField), and the seq of each event it carries. The gate refuses a call whose board Redis holds another
+// board of the ledger than key (LB_OTHER); 0, and any key in a restore (which builds the board afresh), is not
+// compared.
+func gateArg(restore bool, key, first, last int64, seqs []int64, ttlNow time.Time) string {
 	var b strings.Builder
 	if restore {
 		b.WriteString("r,")
+		key = 0
 	} else {
 		b.WriteString("w,")
 	}
@@ -269,11 +273,23 @@ func gateArg(restore bool, first, last int64, seqs []int64, ttlNow time.Time) st
 	b.WriteString(strconv.FormatInt(last, 10))
 	b.WriteByte(',')
 	b.WriteString(strconv.FormatInt(ttlNow.Unix(), 10))
+	b.WriteByte(',')
+	b.WriteString(strconv.FormatInt(key, 10))
 	for _, s := range seqs {
 		b.WriteByte(',')
 		b.WriteString(strconv.FormatInt(s, 10))
 	}
 	return b.String()
+}
+
+// boardOf is the ledger's key of the board of a call's events (LedgerEvent.Board), 0 when none says.
+func boardOf(evs []*LedgerEvent) int64 {
+	for _, e := range evs {
+		if e.Board != 0 {
+			return e.Board
+		}
+	}
+	return 0
 }
 
 // keyClock is the clock the keys of a ledgered call live by: today's, or for a scratch replay the event's own.
@@ -346,9 +362,15 @@ func (q *sequencer) applySubmits(ctx context.Context, ws []*ledgerWrite, now tim
 			// refusal to the replay, which refuses it again unless a void changed what came before it.
 			_ = q.ledger.Refuse(ctx, board, now, refused)
 		}
-		if err != nil && ErrorCode(err) == NotFound {
-			q.restore.start(q, board)
-		}
+		q.lost(board, err)
+	}
+}
+
+// lost starts the restore of a board whose write found it lost (err NOT_FOUND) or holding another board of the
+// ledger (errOtherBoard).
+func (q *sequencer) lost(board string, err error) {
+	if err != nil && (ErrorCode(err) == NotFound || errors.Is(err, errOtherBoard)) {
+		q.restore.start(q, board)
 	}
 }
 
@@ -367,6 +389,9 @@ func (q *sequencer) applyOne(ctx context.Context, w *ledgerWrite, now time.Time)
 	w.reply, w.err = q.s.applyEvent(ctx, w.board, e, w.appended[0].Duplicate, false, now, q.gapped)
 	if ErrorCode(w.err) == NotFound && e.Kind != EventCreate {
 		w.err = q.s.missing(ctx, w.board)
+	}
+	if errors.Is(w.err, errOtherBoard) {
+		q.lost(w.board, w.err)
 	}
 }
 

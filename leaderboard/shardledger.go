@@ -104,17 +104,17 @@ func (s *Store) applySubmitsSharded(ctx context.Context, board string, v *cached
 		c.seqs = append(c.seqs, e.Seq)
 	}
 	first, last := seqRange(evs, dup)
-	ttl := s.keyClock(v, now)
+	key, ttl := boardOf(evs), s.keyClock(v, now)
 	calls := make([]*shardCall, b.Shards)
 	for k, c := range byShard {
 		if len(c.sent) == 0 {
 			calls[k] = &shardCall{sc: passLedgerScript, base: v.shards[k],
-				args: []any{b.sum, gateArg(restore, first, last, []int64{last}, ttl)}}
+				args: []any{b.sum, gateArg(restore, key, first, last, []int64{last}, ttl)}}
 			continue
 		}
 		c.args[submitCountArg] = len(c.sent)
 		calls[k] = &shardCall{sc: submitLedgerScript, base: v.shards[k],
-			args: append(c.args, gateArg(restore, first, last, c.seqs, ttl))}
+			args: append(c.args, gateArg(restore, key, first, last, c.seqs, ttl))}
 	}
 	replies, err := s.ledgeredOnShards(ctx, board, first, gapped, calls)
 	if err != nil {

@@ -206,7 +206,7 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 				return nil, fmt.Errorf("ledger: %d events recorded of %d", inserted, len(b.Events))
 			}
 			for k, e := range b.Events {
-				res[k] = leaderboard.Appended{Seq: *base + int64(k) + 1, Fingerprint: e.Fingerprint}
+				res[k] = leaderboard.Appended{Seq: *base + int64(k) + 1, Fingerprint: e.Fingerprint, Board: keys[i]}
 			}
 			if err := readVoids(br, b, res); err != nil {
 				return nil, err
@@ -236,19 +236,20 @@ func (l *Ledger) append(ctx context.Context, batches []leaderboard.AppendBatch) 
 			e := &b.Events[k]
 			switch {
 			case n != nil:
-				res[k] = leaderboard.Appended{Seq: *base + *n, Fingerprint: e.Fingerprint}
+				res[k] = leaderboard.Appended{Seq: *base + *n, Fingerprint: e.Fingerprint, Board: keys[i]}
 				if e.EventID != "" {
 					firstOf[e.EventID] = k
 				}
 			case oldSeq != nil:
-				res[k] = leaderboard.Appended{Seq: *oldSeq, Duplicate: true, Fingerprint: deref(oldFP)}
+				res[k] = leaderboard.Appended{Seq: *oldSeq, Duplicate: true, Fingerprint: deref(oldFP), Board: keys[i]}
 			default: // a later event with an eventId new in this call
 				f, ok := firstOf[e.EventID]
 				if !ok {
 					rows.Close()
 					return nil, fmt.Errorf("ledger: event %d of the call has no seq", k)
 				}
-				res[k] = leaderboard.Appended{Seq: res[f].Seq, Duplicate: true, Fingerprint: res[f].Fingerprint}
+				res[k] = leaderboard.Appended{Seq: res[f].Seq, Duplicate: true, Fingerprint: res[f].Fingerprint,
+					Board: keys[i]}
 			}
 			k++
 		}

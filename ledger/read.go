@@ -91,9 +91,7 @@ func (l *Ledger) Events(ctx context.Context, key, after int64, limit int) ([]lea
 		return nil, unavailable(err)
 	}
 	for i := range out {
-		if out[i].Kind == leaderboard.EventCreate {
-			out[i].Board = key
-		}
+		out[i].Board = key
 	}
 	return out, nil
 }
