@@ -10,16 +10,18 @@ if gone then return redis.error_reply('LB_DELETING ' .. gone) end
 local restore = LG and LG.restore
 local def = base .. (restore and K.rdef or K.def)
 local cur = rcall('GET', def)
+if LG then
+  -- First: keys that hold a board of the ledger since deleted (a failover to a replica that lagged behind the
+  -- deletion) are no conflict, and no board this one may be taken for (LB_OTHER: the caller restores it).
+  local bad = ledger_check()
+  if bad then return bad end
+end
 if cur and cur ~= ARGV[1] then
   return redis.error_reply('LB_CONFLICT a board with this id exists with a different definition')
 end
-if LG then
-  local bad = ledger_check()
-  if bad then return bad end
-  if ledger_event(1) then
-    ledger_save()
-    if ARGV[4] and ARGV[4] ~= '' then rcall('HSET', base .. K.counters, 'lbk', ARGV[4]) end
-  end
+if LG and ledger_event(1) then
+  ledger_save()
+  if ARGV[4] and ARGV[4] ~= '' then rcall('HSET', base .. K.counters, 'lbk', ARGV[4]) end
 end
 if not restore and ARGV[3] ~= 'shard' then rcall('SADD', KEYS[2], ARGV[2]) end
 if cur then return 'same' end

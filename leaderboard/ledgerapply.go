@@ -181,11 +181,7 @@ func (s *Store) applyEvent(ctx context.Context, board string, e *LedgerEvent, du
 	if v, ok := s.restoring.Load(board); ok && restore {
 		ttlNow = s.keyClock(v.(*cachedBoard), now)
 	}
-	key := e.Board
-	if e.Kind == EventCreate {
-		key = 0 // the creation keeps its key (boardKeyField) in place of any other
-	}
-	gate := gateArg(restore, key, first, last, []int64{e.Seq}, ttlNow)
+	gate := gateArg(restore, e.Board, first, last, []int64{e.Seq}, ttlNow)
 	if v, ok, err := s.shardedFor(ctx, board, e, restore); err != nil || ok {
 		if err != nil {
 			return nil, err

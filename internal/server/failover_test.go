@@ -188,6 +188,55 @@ func TestLedgerFailoverToReplicaOfTheDeletedBoard(t *testing.T) {
 	}
 }
 
+// A failover to a replica that lagged behind a deleteLeaderboard, then createLeaderboard of the same id: the
+// creation finds the deleted board's keys. It must not take them for its own board (the same definition: the
+// deleted board's players listed under the new one) nor for a conflict (another definition: CONFLICT, though the
+// ledger recorded the creation). It answers the board, or UNAVAILABLE while the board is restored, and the board
+// then reads empty, unsharded and sharded. The ledger check is left to its default interval's far side (1 h), so
+// only the creation can find the stale keys.
+func TestLedgerCreateOverTheDeletedBoardsKeys(t *testing.T) {
+	t.Parallel()
+	clock := &closeClock{t: ledgerStart}
+	cfg := ledgerConfig(t, clock)
+	cfg.LedgerCheckInterval = time.Hour
+	s := startServer(t, cfg)
+	const read = `query($b: ID!) { top(board: $b, first: 50) { playerId } leaderboard(id: $b) { size windows shards } }`
+	for _, shards := range []int{1, 3} {
+		for _, windows := range [][]string{{"ALL_TIME"}, {"ALL_TIME", "DAILY"}} {
+			id := fmt.Sprintf("cd%d-%d", shards, len(windows))
+			s.create(t, map[string]any{"id": id, "windows": []string{"ALL_TIME"}, "shards": shards})
+			for i := range 4 {
+				s.submit(t, map[string]any{"board": id, "playerId": fmt.Sprintf("old%d", i), "score": float64(i)})
+			}
+			snap := snapshotBoard(t, s, id, shards)
+			s.must(t, testAdminKey, deleteMutation, map[string]any{"id": id}, nil)
+			failOver(t, s, id, shards, snap)
+			in := map[string]any{"id": id, "windows": windows, "shards": shards}
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				r := s.do(t, testAdminKey, createMutation, map[string]any{"in": in})
+				if len(r.Errors) == 0 {
+					break
+				}
+				if c := r.Codes(); len(c) != 1 || c[0] != "UNAVAILABLE" || time.Now().After(deadline) {
+					t.Fatalf("%s: the creation over the deleted board's keys: %+v", id, r.Errors)
+				}
+			}
+			wantWindows, _ := json.Marshal(windows)
+			want := fmt.Sprintf(`{"top":[],"leaderboard":{"size":0,"windows":%s,"shards":%d}}`, wantWindows, shards)
+			var got gqlResponse
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if got = s.do(t, "", read, map[string]any{"b": id}); len(got.Errors) == 0 && string(got.Data) == want {
+					break
+				}
+			}
+			if len(got.Errors) > 0 || string(got.Data) != want {
+				t.Fatalf("%s after its creation over the deleted board's keys: %s %+v, want %s", id, got.Data,
+					got.Errors, want)
+			}
+		}
+	}
+}
+
 // A failover to a replica that lagged: Redis holds a sharded board as it was some writes ago (SUM, DAILY, names,
 // metadata, a removal and a day closed since the snapshot). The ledger check applies the missing events where the
 // board stands: every field of every window and period ends as before the failover, and the day's close is not
