@@ -228,7 +228,7 @@ local function plan(i0)
     local prev = rcall('GET', it.ekey)
     if prev then
       local ok, r = pcall(cjson.decode, prev)
-      if ok and type(r) == 'table' and type(r.r) == 'table' then
+      if ok and type(r) == 'table' and type(r.r) == 'table' and not r.x then -- x: a refusal (keep_refusal)
         if r.f ~= it.fp then
           return nil, refuse('CONFLICT', 'eventId ' .. it.eventId .. ' was already used for another submission')
         end
@@ -434,19 +434,31 @@ local function apply(it)
 end
 
 -- seen answers a ledgered item that was applied before (a retry the ledger found, or an event another process
--- applied first): its first result while the dedupe record lasts, else {'seen'} (the caller reads the entry).
+-- applied first): its first result while the dedupe record lasts (a refusal as it was), else {'seen'} (the
+-- caller reads the entry).
 local function seen(eventId)
   if eventId ~= '' then
     local prev = rcall('GET', base .. K.event .. eventId)
     if prev then
       local ok, r = pcall(cjson.decode, prev)
       if ok and type(r) == 'table' and type(r.r) == 'table' then
-        r.r[1] = 'dup'
+        if not r.x then r.r[1] = 'dup' end
         return r.r
       end
     end
   end
   return { 'seen' }
+end
+
+-- keep_refusal keeps a live ledgered item's refusal (reply) in its eventId's dedupe record, marked x, for seen():
+-- a retry sent before the refusal was answered finds the eventId still held by the ledger, so it is this event
+-- again, and answers the refusal rather than an entry it did not make. plan() passes such a record by: once the
+-- refusal is answered the ledger has freed the eventId (Ledger.Refuse), and a retry is a new attempt. A CONFLICT
+-- is another submission's eventId: its record stays.
+local function keep_refusal(i0, reply)
+  local eventId = ARGV[i0 + 2]
+  if eventId == '' or reply[1] ~= 'err' or reply[2] == 'CONFLICT' then return end
+  rcall('SET', base .. K.event .. eventId, cjson.encode({ f = ARGV[i0 + 3], r = reply, x = 1 }), 'EX', dedupeTTL)
 end
 
 local replies = {}
@@ -458,7 +470,11 @@ for i = 1, nitems do
   else
     local it
     it, reply = plan(i0)
-    if it then reply = apply(it) end
+    if it then
+      reply = apply(it)
+    elseif LG and not building then
+      keep_refusal(i0, reply)
+    end
   end
   replies[i] = reply
 end
