@@ -47,7 +47,8 @@ func plainCall(_ context.Context, _ string, _ int64, call func() error) error { 
 // (Calls of one recording each made a board written by single submissions restore at 171 µs an event, 64 µs of
 // them Redis's: BENCHMARKS.md, "The ledger".)
 // A restore (rep not nil: the events go into keys nobody reads) rests after each call (restRestore) and counts
-// its time in rep.
+// its time in rep, and the submissions it refused that the ledger has not marked (rep.refused: a void took away
+// what let them count).
 func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent, rep *RestoreReport) error {
 	restore := rep != nil
 	for i := 0; i < len(evs); {
@@ -71,10 +72,19 @@ func (s *Store) applyEvents(ctx context.Context, board string, evs []LedgerEvent
 			j++
 		}
 		start := time.Now()
-		if _, err := s.applySubmitEvents(ctx, board, chunk, nil, 0, restore, at, plainCall); err != nil {
+		outs, err := s.applySubmitEvents(ctx, board, chunk, nil, 0, restore, at, plainCall)
+		if err != nil {
 			return err
 		}
 		if restore {
+			for k, o := range outs {
+				// Only BAD_USER_INPUT: what a void can newly refuse (a SUM total out of range, a delta too small
+				// for it). A restore also refuses the submissions of periods whose keys have expired since
+				// (PERIOD_CLOSED), which counted and still count in the periods' frozen standings.
+				if e := chunk[k]; ErrorCode(o.Err) == Invalid && !e.Voided {
+					rep.refused = append(rep.refused, Refusal{Seq: e.Seq, Reason: refusalReason(o.Err)})
+				}
+			}
 			if err := s.restRestore(ctx, start, len(chunk), rep); err != nil {
 				return err
 			}

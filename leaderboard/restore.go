@@ -74,7 +74,8 @@ type RestoreReport struct {
 	Resent    int
 	ResendErr error
 
-	due time.Time // when the events applied so far are due at Config.RestoreRate
+	due     time.Time // when the events applied so far are due at Config.RestoreRate
+	refused []Refusal // submissions the restore refused that the ledger had not marked (applyEvents)
 }
 
 // restorer runs a store's restores: one per board in this process, and one per board among processes (a lock in
@@ -339,6 +340,12 @@ func (q *sequencer) restoreBoard(ctx context.Context, board string, force bool) 
 		}
 	}
 	rep.Restored = true
+	if len(rep.refused) > 0 {
+		// Submissions that counted until a void took away what let them (a SUM total now out of range): the ledger
+		// marks them as it marks a live refusal, so that scoreEvents says they do not count. A failed mark leaves
+		// them to the next replay, which refuses them again.
+		_ = q.ledger.Refuse(ctx, board, s.cfg.Clock(), rep.refused)
+	}
 	rep.Resent, rep.ResendErr = s.ResendUndelivered(ctx, lb.Key)
 	return rep
 }
