@@ -83,6 +83,9 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 				!otherBoard(lbks[i].Val(), b.Key) {
 				continue
 			}
+			if defs[i].Val() == "" && s.seq.creating(b.ID) {
+				continue // recorded, its definition not applied yet: this process's creation applies it
+			}
 			if defs[i].Val() == "" && !s.undefined[b.ID] {
 				// Lost, or being created right now (recorded, its definition not applied yet: a restore would
 				// answer its creator UNAVAILABLE). Lost if so at the next check too; a request to a lost board

@@ -139,7 +139,9 @@ func (s *Store) missing(ctx context.Context, board string) error {
 			"now, and the ledger is unreachable; try again", board), Err: err}
 	}
 	if held {
-		s.seq.restore.start(s.seq, board)
+		if !s.seq.creating(board) { // else its creator applies it now
+			s.seq.restore.start(s.seq, board)
+		}
 		return errRestoring(board)
 	}
 	return errorf(NotFound, "no leaderboard with id %q", board)
@@ -286,7 +288,15 @@ func (s *Store) createLedgered(ctx context.Context, id, def string) error {
 		}
 		return errNotLedgered(id)
 	}
+	// Recorded, the board is in the ledger before its definition is in Redis: the ledger check and requests to it
+	// must not take it for lost meanwhile (a restore would answer its creator UNAVAILABLE). A creation whose caller
+	// stopped waiting goes on: its mark stays until it expires (sequencer.creating).
+	began := time.Now()
+	s.seq.creations.Store(id, began)
 	_, err = s.writeOne(ctx, id, LedgerEvent{Kind: EventCreate, Args: []byte(def)})
+	if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		s.seq.creations.CompareAndDelete(id, began)
+	}
 	return err
 }
 

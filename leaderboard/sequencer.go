@@ -47,8 +47,11 @@ type sequencer struct {
 	workers []chan *ledgerWrite
 	restore restorer
 	known   sync.Map // board id -> knownBoard (holds)
-	list    ledgerList
-	frozen  *frozenCache
+	// creations are the boards whose creation this process is recording or applying (id -> when it began): the
+	// ledger check does not take one for lost while its definition is not in Redis yet (creating).
+	creations sync.Map
+	list      ledgerList
+	frozen    *frozenCache
 }
 
 func newSequencer(s *Store, l Ledger, workers int) *sequencer {
@@ -89,6 +92,20 @@ func (q *sequencer) do(ctx context.Context, w *ledgerWrite) error {
 	case <-ctx.Done():
 		return ctxError(ctx)
 	}
+}
+
+// creating reports whether this process is creating board now: it began less than two ledgerApplyTimeouts ago
+// (the round's commit, then its apply; a mark a caller that stopped waiting left behind ends so).
+func (q *sequencer) creating(board string) bool {
+	v, ok := q.creations.Load(board)
+	if !ok {
+		return false
+	}
+	if time.Since(v.(time.Time)) < 2*ledgerApplyTimeout {
+		return true
+	}
+	q.creations.CompareAndDelete(board, v)
+	return false
 }
 
 func ctxError(ctx context.Context) error {
