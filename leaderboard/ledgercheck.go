@@ -87,9 +87,9 @@ func (s *Store) CheckLedger(ctx context.Context) (int, error) {
 				continue // recorded, its definition not applied yet: this process's creation applies it
 			}
 			if defs[i].Val() == "" && !s.undefined[b.ID] {
-				// Lost, or being created right now by another process (recorded, its definition not applied yet: a restore would
-				// answer its creator UNAVAILABLE). Lost if so at the next check too; a request to a lost board
-				// starts its restore at once anyway.
+				// Lost, or being created right now by another process (recorded, its definition not applied yet:
+				// a restore would answer its creator UNAVAILABLE). Lost if so at the next check too; a request to a
+				// lost board starts its restore at once anyway.
 				undefined[b.ID] = true
 				n++
 				continue
